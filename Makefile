@@ -1,0 +1,39 @@
+# `make run` starts the whole stack; `make test` runs every check. Both bootstrap .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.8
+LOCAL_PACKAGES := sstools-protos sstools-common sstools-agent sstools-router sstools-docparse \
+	sstools-convo sstools-ops sstools-devstack
+INSTALLED := $(VENV)/.installed
+
+.PHONY: run test protos lock install clean
+
+run: $(INSTALLED)
+	$(BIN)/sstools-stack
+
+test: $(INSTALLED)
+	$(BIN)/sstools-check $(ARGS)
+
+protos: $(INSTALLED)
+	$(BIN)/sstools-protos
+
+install: $(INSTALLED)
+
+# Re-installs when the lock or any package's metadata changes.
+$(INSTALLED): requirements.lock $(wildcard */pyproject.toml */*/pyproject.toml)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "Python 3.11 or newer is needed (PYTHON=$(PYTHON))"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip sync --python $(BIN)/python --quiet \
+		$(addprefix --reinstall-package ,$(LOCAL_PACKAGES)) requirements.lock
+	@touch $@
+
+# Pins every dependency of every package; commit requirements.lock after running it.
+lock:
+	$(BIN)/uv pip compile --python $(BIN)/python --quiet --universal --python-version 3.11 \
+		requirements.in -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

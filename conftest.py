@@ -1,0 +1,47 @@
+"""Fixtures every suite may use: the test database server and an in-memory tracer."""
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from sstools.devstack.testing import scratch_database
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests start the services' console scripts; find them in this interpreter's virtualenv.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@pytest.fixture(scope="session")
+def database_url() -> str:
+    """The PostgreSQL server the tests use; `make test` provides one (embedded if need be)."""
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        pytest.fail("DATABASE_URL is not set: run the suites with `make test`, which provides a server")
+    return url
+
+
+@pytest.fixture
+def fresh_database_url(database_url: str) -> Iterator[str]:
+    """An empty database of its own for one test."""
+    with scratch_database(database_url) as url:
+        yield url
+
+
+@pytest.fixture
+def span_exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def tracer_provider(span_exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    yield provider
+    provider.shutdown()

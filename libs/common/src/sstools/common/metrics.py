@@ -1,0 +1,153 @@
+"""Prometheus metrics: one registry per process, gRPC server metrics, the /metrics response.
+
+Names follow the project convention: ``sstools_`` prefix, base units, ``_seconds`` histograms,
+``_total`` counters, and never a user id in a label.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    gc_collector,
+    generate_latest,
+    platform_collector,
+    process_collector,
+)
+from starlette.responses import Response
+
+
+def new_registry() -> CollectorRegistry:
+    """A registry holding the process, platform and GC collectors, and nothing global."""
+    registry = CollectorRegistry()
+    process_collector.ProcessCollector(registry=registry)
+    platform_collector.PlatformCollector(registry=registry)
+    gc_collector.GCCollector(registry=registry)
+    return registry
+
+
+def metrics_response(registry: CollectorRegistry) -> Response:
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _split_method(full_method: str) -> tuple[str, str]:
+    # "/package.Service/Method" -> ("package.Service", "Method")
+    _, service, method = full_method.split("/", 2)
+    return service, method
+
+
+class GrpcServerMetrics(grpc.aio.ServerInterceptor):
+    """Counts and times every RPC by service, method and final status code."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._handled = Counter(
+            "sstools_grpc_server_handled_total",
+            "RPCs completed by the server, by final status code.",
+            ["grpc_service", "grpc_method", "grpc_code"],
+            registry=registry,
+        )
+        self._duration = Histogram(
+            "sstools_grpc_server_handling_seconds",
+            "Time from receiving an RPC to sending its status.",
+            ["grpc_service", "grpc_method"],
+            registry=registry,
+        )
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        service, method = _split_method(handler_call_details.method)
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary, service, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(handler.unary_stream, service, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(handler.stream_unary, service, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is None:
+            return handler
+        return grpc.stream_stream_rpc_method_handler(
+            self._streaming(handler.stream_stream, service, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    @contextmanager
+    def _observe(
+        self, service: str, method: str, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Iterator[None]:
+        started = time.perf_counter()
+        outcome = grpc.StatusCode.OK
+        try:
+            yield
+        except asyncio.CancelledError:
+            # The client went away or the deadline passed: the handler task is cancelled.
+            outcome = grpc.StatusCode.CANCELLED
+            raise
+        except BaseException:
+            outcome = grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            code = context.code() or outcome
+            self._duration.labels(service, method).observe(time.perf_counter() - started)
+            self._handled.labels(service, method, _code_name(code)).inc()
+
+    def _unary(
+        self, behavior: Callable[..., Any], service: str, method: str
+    ) -> Callable[..., Awaitable[Any]]:
+        async def observed(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            with self._observe(service, method, context):
+                result = behavior(request, context)
+                return await result if inspect.isawaitable(result) else result
+
+        return observed
+
+    def _streaming(
+        self, behavior: Callable[..., Any], service: str, method: str
+    ) -> Callable[..., AsyncIterator[Any]]:
+        async def observed(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            with self._observe(service, method, context):
+                result = behavior(request, context)
+                if hasattr(result, "__aiter__"):
+                    async for response in result:
+                        yield response
+                elif inspect.isawaitable(result):
+                    # A handler that writes with context.write() instead of yielding.
+                    await result
+                else:
+                    for response in result:
+                        yield response
+
+        return observed
+
+
+def _code_name(code: grpc.StatusCode | int) -> str:
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    return next((status.name for status in grpc.StatusCode if status.value[0] == code), str(code))

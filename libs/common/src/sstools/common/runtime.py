@@ -1,0 +1,237 @@
+"""The life of one service process: listeners up, warm-up, ready, then a graceful drain.
+
+Every service is a ``Service`` with an admin listener (probes and /metrics), and optionally a
+``grpc.aio`` server and one or more FastAPI apps. Start order: admin (live, not ready) → gRPC and
+HTTP listeners (gRPC health NOT_SERVING) → warm-ups → ready (gRPC health SERVING). SIGTERM or
+SIGINT reverses it: not ready at once, in-flight calls get ``shutdown_grace_seconds``, then exit 0.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+import uvicorn
+from fastapi import FastAPI
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
+
+from sstools.common.db import Migrations
+from sstools.common.health import Readiness, admin_app, health_router
+from sstools.common.logs import configure_logging
+from sstools.common.metrics import GrpcServerMetrics, new_registry
+from sstools.common.settings import DatabaseSettings, ServiceSettings
+from sstools.common.tracing import grpc_server_interceptors, instrument_fastapi, setup_tracing
+
+_log = logging.getLogger(__name__)
+
+GrpcRegistration = Callable[[grpc.aio.Server], Iterable[str]]
+"""Adds servicers to a server; returns the full names of the services it added."""
+
+Warmup = Callable[[], Awaitable[None]]
+Cleanup = Callable[[], Awaitable[None]]
+
+
+class _EmbeddedUvicorn(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to the Service that runs it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class _HttpListener:
+    name: str
+    app: FastAPI
+    port: int
+    server: _EmbeddedUvicorn | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class Service:
+    """One process's listeners, readiness and shutdown; services add their parts, then serve."""
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        tracer_provider: TracerProvider,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.tracer_provider = tracer_provider
+        self.registry = registry if registry is not None else new_registry()
+        self.readiness = Readiness()
+        self.ports: dict[str, int] = {}
+        self._grpc_parts: list[tuple[int, GrpcRegistration]] = []
+        self._grpc_server: grpc.aio.Server | None = None
+        self._grpc_health = HealthServicer()
+        self._grpc_services: list[str] = []
+        self._http: list[_HttpListener] = [
+            _HttpListener("metrics", admin_app(self.readiness, self.registry), settings.metrics_port)
+        ]
+        self._warmups: list[Warmup] = []
+        self._cleanups: list[Cleanup] = []
+
+    def add_grpc(self, port: int, register: GrpcRegistration) -> None:
+        """Serve gRPC on ``port``; health and reflection are added for every registered service."""
+        self._grpc_parts.append((port, register))
+
+    def add_http(self, name: str, app: FastAPI, port: int) -> None:
+        """Serve a FastAPI app on ``port``, with /healthz and /readyz of its own for ingress probes."""
+        app.include_router(health_router(self.readiness))
+        instrument_fastapi(app, self.tracer_provider)
+        self._http.append(_HttpListener(name, app, port))
+
+    def add_warmup(self, warmup: Warmup) -> None:
+        """Work that must finish before the service reports ready (load a model, reach a database)."""
+        self._warmups.append(warmup)
+
+    def add_cleanup(self, cleanup: Cleanup) -> None:
+        """Work after every listener has closed (dispose a connection pool), last added first."""
+        self._cleanups.append(cleanup)
+
+    async def start(self) -> None:
+        for listener in self._http:
+            await self._start_http(listener)
+        if self._grpc_parts:
+            await self._start_grpc()
+        for warmup in self._warmups:
+            await warmup()
+        self.readiness.warm = True
+        await self._set_grpc_health(health_pb2.HealthCheckResponse.SERVING)
+        _log.info("service ready", extra={"ports": self.ports})
+
+    async def stop(self) -> None:
+        self.readiness.draining = True
+        grace = self.settings.shutdown_grace_seconds
+        if self._grpc_server is not None:
+            await self._grpc_health.enter_graceful_shutdown()
+            await self._grpc_server.stop(grace)
+        # The admin listener goes last so probes see "draining" until the end.
+        for listener in reversed(self._http):
+            if listener.server is not None and listener.task is not None:
+                listener.server.should_exit = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(listener.task), grace + 1)
+                listener.server.force_exit = True
+                await listener.task
+        for cleanup in reversed(self._cleanups):
+            await cleanup()
+        _log.info("service stopped")
+
+    async def serve_until_signalled(self) -> None:
+        """Start, then run until SIGTERM or SIGINT, then drain and return."""
+        stop_requested = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop_requested.set)
+        try:
+            await self.start()
+            await stop_requested.wait()
+            _log.info("stop requested, draining")
+        finally:
+            await self.stop()
+
+    async def _start_http(self, listener: _HttpListener) -> None:
+        sock = socket.create_server((self.settings.host, listener.port), reuse_port=False)
+        sock.setblocking(False)
+        self.ports[listener.name] = sock.getsockname()[1]
+        config = uvicorn.Config(listener.app, log_config=None, access_log=False, lifespan="on")
+        listener.server = _EmbeddedUvicorn(config)
+        listener.task = asyncio.create_task(listener.server.serve(sockets=[sock]))
+        while not listener.server.started:
+            if listener.task.done():
+                await listener.task  # surfaces the start-up error
+                raise RuntimeError(f"{listener.name} listener stopped during start-up")
+            await asyncio.sleep(0.01)
+
+    async def _start_grpc(self) -> None:
+        server = grpc.aio.server(
+            interceptors=[*grpc_server_interceptors(self.tracer_provider), GrpcServerMetrics(self.registry)],
+            options=[("grpc.so_reuseport", 0)],
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._grpc_health, server)
+        for port, register in self._grpc_parts:
+            self._grpc_services.extend(register(server))
+            bound = server.add_insecure_port(f"{self.settings.host}:{port}")
+            self.ports.setdefault("grpc", bound)
+        reflection.enable_server_reflection(
+            [
+                *self._grpc_services,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ],
+            server,
+        )
+        await self._set_grpc_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await server.start()
+        self._grpc_server = server
+
+    async def _set_grpc_health(self, status: "health_pb2.HealthCheckResponse.ServingStatus") -> None:
+        if not self._grpc_parts:
+            return
+        for name in ["", *self._grpc_services]:
+            await self._grpc_health.set(name, status)
+
+
+SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
+
+
+def load_settings(settings_class: type[SettingsT]) -> SettingsT:
+    """Read settings from the environment; on bad values say which and exit 2, no traceback."""
+    try:
+        return settings_class()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}" for issue in error.errors()
+        )
+        print(f"{settings_class.service_name}: invalid configuration: {problems}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def run_service(settings: SettingsT, assemble: Callable[[SettingsT, Service], None]) -> None:
+    """Serve until signalled: logging, tracing, the service's own parts, graceful exit."""
+    configure_logging(settings.service_name, settings.log_level)
+    provider = setup_tracing(settings.service_name, settings.otel_exporter_otlp_endpoint)
+    service = Service(settings, tracer_provider=provider)
+    assemble(settings, service)
+    try:
+        asyncio.run(service.serve_until_signalled())
+    finally:
+        provider.shutdown()
+
+
+def service_main(
+    settings_class: type[SettingsT],
+    assemble: Callable[[SettingsT, Service], None],
+    *,
+    migrations: Migrations | None = None,
+    argv: list[str] | None = None,
+) -> None:
+    """The console entry point of a service: ``serve`` (default), and ``migrate`` if it owns tables."""
+    commands = ["serve", "migrate"] if migrations is not None else ["serve"]
+    parser = argparse.ArgumentParser(prog=f"sstools-{settings_class.service_name}")
+    parser.add_argument("command", nargs="?", default="serve", choices=commands)
+    command = parser.parse_args(argv).command
+    settings = load_settings(settings_class)
+    if command == "migrate":
+        if migrations is None or not isinstance(settings, DatabaseSettings):
+            raise TypeError(f"{settings_class.__name__} has no database to migrate")
+        configure_logging(settings.service_name, settings.log_level)
+        migrations.upgrade(settings.database_url)
+        _log.info("migrated", extra={"revision": migrations.head()})
+        return
+    run_service(settings, assemble)

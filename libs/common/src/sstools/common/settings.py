@@ -1,0 +1,70 @@
+"""Settings base: every service reads its configuration from environment variables only.
+
+Each service declares one subclass with its own ``env_prefix`` (``ROUTER_``, ``OPS_``...). The
+fields declared here are shared by all services and keep their conventional, unprefixed names.
+"""
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    """Configuration every service has. Subclasses add their ports and dependencies."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    service_name: ClassVar[str]
+
+    log_level: str = Field(
+        default="INFO",
+        validation_alias="LOG_LEVEL",
+        pattern=r"^(?i:debug|info|warning|error|critical)$",
+        description="Lowest log level written (JSON lines on stdout).",
+    )
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT",
+        description="OTLP/gRPC collector address; spans are exported only when set.",
+    )
+    host: str = Field(
+        default="127.0.0.1",
+        description="Interface every listener of the service binds to (0.0.0.0 in a pod).",
+    )
+    metrics_port: int = Field(
+        default=9100,
+        ge=0,
+        le=65535,
+        description="Port of /healthz, /readyz and Prometheus /metrics.",
+    )
+    shutdown_grace_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long in-flight calls may finish after SIGTERM.",
+    )
+
+    def ports(self) -> dict[str, int]:
+        """Every listener of the service by field name (``grpc_port``, ``http_port``, ...)."""
+        return {name: value for name, value in self if name.endswith("_port") and isinstance(value, int)}
+
+
+def environment_variables(settings_class: type[BaseSettings]) -> dict[str, str]:
+    """Each variable a settings class reads, with its description; the README table must list them."""
+    prefix = str(settings_class.model_config.get("env_prefix", ""))
+    variables = {}
+    for name, field in settings_class.model_fields.items():
+        alias: Any = field.validation_alias
+        variable = alias if isinstance(alias, str) else f"{prefix}{name}".upper()
+        variables[variable] = field.description or ""
+    return variables
+
+
+class DatabaseSettings(BaseSettings):
+    """Mixin for services that reach PostgreSQL."""
+
+    database_url: str = Field(
+        default="postgresql://postgres@127.0.0.1:5432/sstools",
+        validation_alias="DATABASE_URL",
+        description="PostgreSQL URL shared by the services that keep state.",
+    )

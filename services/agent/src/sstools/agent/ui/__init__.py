@@ -1,0 +1,1 @@
+"""The chat edge: the HTTP app the browser and @gradio/client talk to."""

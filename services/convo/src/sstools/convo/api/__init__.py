@@ -1,0 +1,1 @@
+"""REST edge for the browser: conversation list, history, archive (user JWT)."""

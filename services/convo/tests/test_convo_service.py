@@ -1,0 +1,23 @@
+import asyncio
+
+from grpc_health.v1 import health_pb2
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.convo.main import assemble
+from sstools.convo.settings import ConvoSettings
+from sstools.convo.store import MIGRATIONS
+from sstools.devstack.testing import probe
+
+
+async def test_convo_is_not_ready_until_its_schema_is_migrated(
+    fresh_database_url: str, tracer_provider: TracerProvider
+) -> None:
+    settings = ConvoSettings(grpc_port=0, http_port=0, metrics_port=0, database_url=fresh_database_url)
+    before = await probe(settings, assemble, tracer_provider)
+    assert before.listeners == {"metrics", "grpc", "rest"}
+    assert (before.readyz_status, before.readyz_checks["database"]) == (503, "failing")
+
+    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    after = await probe(settings, assemble, tracer_provider)
+    assert (after.readyz_status, after.readyz_checks["database"]) == (200, "ok")
+    assert after.grpc_status == health_pb2.HealthCheckResponse.SERVING

