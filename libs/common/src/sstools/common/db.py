@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from alembic import command, context
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, MetaData, make_url, pool, text
 from sqlalchemy.engine import URL
@@ -69,12 +68,15 @@ class Migrations:
         command.downgrade(self.config(database_url), revision)
 
     async def current(self, engine: AsyncEngine) -> str | None:
+        """The revision the database is at; None before the first migration."""
+        # Plain SQL rather than Alembic's MigrationContext, which logs at INFO on every call
+        # and this runs on every readiness probe.
         async with engine.connect() as connection:
-            return await connection.run_sync(self._current_revision)
-
-    def _current_revision(self, connection: Connection) -> str | None:
-        options = {"version_table": self.version_table}
-        return MigrationContext.configure(connection, opts=options).get_current_revision()
+            table = await connection.scalar(text("SELECT to_regclass(:name)"), {"name": self.version_table})
+            if table is None:
+                return None
+            version = await connection.scalar(text(f'SELECT version_num FROM "{self.version_table}"'))
+            return str(version) if version is not None else None
 
     def readiness_check(self, engine: AsyncEngine) -> ReadinessCheck:
         """Ready when the database answers and this service's schema is at the head revision."""

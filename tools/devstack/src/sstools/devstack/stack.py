@@ -16,12 +16,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from honcho.environ import parse_procfile
 from honcho.manager import Manager
+from honcho.printer import Printer
 
 from sstools.agent.settings import AgentSettings
 from sstools.common.settings import DatabaseSettings, ServiceSettings
@@ -95,12 +97,39 @@ def migrate(environment: Mapping[str, str]) -> None:
             subprocess.run([f"sstools-{name}", "migrate"], env=environment, check=True)
 
 
+class ResilientOutput:
+    """The terminal as honcho's printer sees it; once the reader is gone (``make run | tee`` and
+    Ctrl-C), output is dropped instead of raising out of honcho's signal handler, which would
+    leave the services running."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream: TextIO | None = stream
+
+    def write(self, text: str) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (BrokenPipeError, ValueError):
+            self._stream = None
+
+    def flush(self) -> None:
+        self.write("")
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+
 class ReadinessWatch(threading.Thread):
     """Waits for every service to be ready, prints where they are, or stops the stack on timeout."""
 
-    def __init__(self, manager: Manager, services: list[ServiceAddress], timeout: float) -> None:
+    def __init__(
+        self, manager: Manager, services: list[ServiceAddress], timeout: float, output: ResilientOutput
+    ) -> None:
         super().__init__(daemon=True)
         self._manager = manager
+        self._output = output
         self._services = services
         self._timeout = timeout
         self.all_ready = threading.Event()
@@ -116,10 +145,10 @@ class ReadinessWatch(threading.Thread):
         if waiting:
             self.timed_out = True
             names = ", ".join(service.name for service in waiting)
-            print(f"stack: not ready after {self._timeout:.0f} s: {names}; stopping", flush=True)
+            self._output.write(f"stack: not ready after {self._timeout:.0f} s: {names}; stopping\n")
             self._manager.terminate()
             return
-        print(banner(self._services), flush=True)
+        self._output.write(banner(self._services) + "\n")
         self.all_ready.set()
 
 
@@ -153,10 +182,11 @@ def main() -> None:
             "PYTHONUNBUFFERED": "1",
         }
         migrate(environment)
-        manager = Manager()
+        output = ResilientOutput(sys.stdout)
+        manager = Manager(Printer(output))
         for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
             manager.add_process(name, command, env=environment)
-        watch = ReadinessWatch(manager, addresses(environment), args.ready_timeout)
+        watch = ReadinessWatch(manager, addresses(environment), args.ready_timeout, output)
         watch.start()
         manager.loop()  # returns when every process has stopped (Ctrl-C, SIGTERM, or a crash)
     if watch.timed_out or not watch.all_ready.is_set():
