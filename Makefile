@@ -6,13 +6,14 @@ UV_VERSION := 0.13.8
 LOCAL_PACKAGES := sstools-protos sstools-common sstools-agent sstools-router sstools-docparse \
 	sstools-convo sstools-ops sstools-devstack
 INSTALLED := $(VENV)/.installed
+INSTALLED_ST := $(VENV)/.installed-st
 
 .PHONY: run test protos lock install clean
 
 run: $(INSTALLED)
 	$(BIN)/sstools-stack
 
-test: $(INSTALLED)
+test: $(INSTALLED) $(INSTALLED_ST)
 	$(BIN)/sstools-check $(ARGS)
 
 protos: $(INSTALLED)
@@ -28,6 +29,11 @@ $(INSTALLED): requirements.lock $(wildcard */pyproject.toml */*/pyproject.toml)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync --python $(BIN)/python --quiet \
 		$(addprefix --reinstall-package ,$(LOCAL_PACKAGES)) requirements.lock
+	@touch $@
+
+# The router's optional sentence-transformers backend, for its tests (see the file's comment).
+$(INSTALLED_ST): services/router/requirements-st.txt $(INSTALLED)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r services/router/requirements-st.txt
 	@touch $@
 
 # Pins every dependency of every package; commit requirements.lock after running it.

@@ -15,9 +15,7 @@ def test_proto_edit_without_regeneration_is_reported(tmp_path: Path) -> None:
     root = tmp_path / "protos"
     shutil.copytree(PROTO_ROOT / "sstools", root / "sstools")
     router_proto = root / "sstools" / "router" / "v1" / "router.proto"
-    router_proto.write_text(
-        router_proto.read_text().replace("string model = 3;", "string model = 3;\n  uint32 k = 4;")
-    )
+    router_proto.write_text(router_proto.read_text() + "\nmessage AddedLater {\n  string note = 1;\n}\n")
     assert stale_stubs(root) == [
         "sstools/router/v1/router_pb2.py",
         "sstools/router/v1/router_pb2.pyi",

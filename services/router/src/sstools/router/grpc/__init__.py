@@ -1,0 +1,1 @@
+"""gRPC edge: RouterService over the plain routing module."""

@@ -1,0 +1,83 @@
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from opentelemetry import trace
+
+import grpc
+from sstools.router.routing import RouteContext, Router, RouteResult, Source, Tier
+from sstools.router.telemetry import RouterMetrics
+from sstools.router.v1 import router_pb2, router_pb2_grpc
+
+MAX_QUERY_BYTES = 1_000_000
+_SOURCES = {
+    Source.ALWAYS: router_pb2.MATCH_SOURCE_ALWAYS,
+    Source.KEYWORD: router_pb2.MATCH_SOURCE_KEYWORD,
+    Source.EMBEDDING: router_pb2.MATCH_SOURCE_EMBEDDING,
+}
+_TIERS = {Tier.KEYWORD: router_pb2.ROUTE_TIER_KEYWORD, Tier.HYBRID: router_pb2.ROUTE_TIER_HYBRID}
+
+
+class RouterServicer(router_pb2_grpc.RouterServiceServicer):
+    """Thin edge: validates, runs the router on its one inference thread, records metrics."""
+
+    def __init__(self, metrics: RouterMetrics) -> None:
+        self._router: Router | None = None
+        self._metrics = metrics
+        # The model runs on one thread (two collapse latency on 2 cores); routing waits its turn
+        # there while the event loop stays free for health checks and other calls.
+        self._inference = ThreadPoolExecutor(max_workers=1, thread_name_prefix="route")
+
+    async def Route(
+        self, request: router_pb2.RouteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> router_pb2.RouteResponse:
+        if self._router is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "router is warming up")
+        assert self._router is not None
+        if len(request.query.encode()) > MAX_QUERY_BYTES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"query longer than {MAX_QUERY_BYTES} bytes"
+            )
+        route_context = RouteContext(request.context.env_id, request.context.object_type)
+        started = time.perf_counter()
+        result = await asyncio.get_running_loop().run_in_executor(
+            self._inference, self._router.route, request.query, request.max_tools, route_context
+        )
+        self._metrics.observe(result, time.perf_counter() - started)
+        trace.get_current_span().set_attributes(
+            {
+                "router.tier": result.tier.value,
+                "router.tools": len(result.tools),
+                "router.degraded": result.degraded,
+            }
+        )
+        return to_proto(result)
+
+    def serve_with(self, router: Router) -> None:
+        """Start answering with ``router``, built once the model has loaded."""
+        self._router = router
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._inference.shutdown, wait=True)
+
+
+def register(server: grpc.aio.Server, servicer: RouterServicer) -> list[str]:
+    router_pb2_grpc.add_RouterServiceServicer_to_server(servicer, server)
+    return [router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name]
+
+
+def to_proto(result: RouteResult) -> router_pb2.RouteResponse:
+    return router_pb2.RouteResponse(
+        tools=[
+            router_pb2.RoutedTool(name=tool.name, source=_SOURCES[tool.source], score=tool.score)
+            for tool in result.tools
+        ],
+        tier=_TIERS[result.tier],
+        keyword_ms=result.keyword_ms,
+        embedding_ms=result.embedding_ms,
+        degraded=result.degraded,
+        model=result.model,
+        prefetch_dashboards=result.prefetch_dashboards,
+        negated=result.negated,
+    )

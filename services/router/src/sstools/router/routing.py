@@ -1,0 +1,168 @@
+"""The hybrid router: keywords first, the embedding tier only when keywords find too little.
+
+One code path serves the gRPC servicer, the CLI, the evaluation and the benchmark.
+"""
+
+import re
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sstools.common.catalogue import ALWAYS_OFFERED
+from sstools.router.embedding.index import EmbeddingIndex
+from sstools.router.keywords import KeywordIndex
+from sstools.router.text import stem, words
+
+# Control characters and the like carry no meaning for routing; they become spaces.
+_UNPRINTABLE = re.compile(r"[^\w\s.,;:!?()'\"’«»/#@%+=*<>\[\]{}-]", re.UNICODE)
+# FR-031: a dashboard list is worth prefetching for find/list requests only, not when the
+# user wants to create one or asks why something is slow or broken.
+_NO_PREFETCH = frozenset(
+    stem(word)
+    for word in (
+        "создай",
+        "создать",
+        "создание",
+        "новый",
+        "как",
+        "почему",
+        "зачем",
+        "медленно",
+        "тормозит",
+        "скорость",
+        "производительность",
+        "create",
+        "new",
+        "how",
+        "why",
+        "slow",
+        "speed",
+        "performance",
+    )
+)
+_SEARCH_TOOL = "search_dashboards"
+
+
+class Source(StrEnum):
+    ALWAYS = "always"
+    KEYWORD = "keyword"
+    EMBEDDING = "embedding"
+
+
+class Tier(StrEnum):
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
+@dataclass(frozen=True)
+class RoutedTool:
+    name: str
+    source: Source
+    score: float
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    env_id: str = ""
+    object_type: str = ""
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    max_tools: int = 10
+    # The embedding tier runs when keywords (show_capabilities included) give fewer tools.
+    fallback_below: int = 3
+    embedding_top_k: int = 4
+    similarity_threshold: float | None = None  # None: the model's own tuned threshold
+    max_query_chars: int = 4000
+    max_embedded_chars: int = 1000
+
+
+@dataclass
+class RouteResult:
+    tools: list[RoutedTool]
+    tier: Tier
+    keyword_ms: float
+    embedding_ms: float = 0.0
+    degraded: bool = False
+    model: str = ""
+    prefetch_dashboards: bool = False
+    negated: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+
+class Router:
+    def __init__(
+        self, keywords: KeywordIndex, embeddings: EmbeddingIndex | None, config: RouterConfig = RouterConfig()
+    ) -> None:
+        self._keywords = keywords
+        self._embeddings = embeddings
+        self.config = config
+
+    @property
+    def degraded(self) -> bool:
+        return self._embeddings is None
+
+    @property
+    def threshold(self) -> float | None:
+        if self._embeddings is None:
+            return None
+        configured = self.config.similarity_threshold
+        return configured if configured is not None else self._embeddings.embedder.default_threshold
+
+    def route(self, query: str, max_tools: int = 0, context: RouteContext = RouteContext()) -> RouteResult:
+        limit = min(max_tools or self.config.max_tools, self.config.max_tools)
+        text = _UNPRINTABLE.sub(" ", query[: self.config.max_query_chars])
+        started = time.perf_counter()
+        keyword_result = self._keywords.match(text)
+        matched = [
+            RoutedTool(match.tool, Source.KEYWORD, float(match.hits)) for match in keyword_result.matches
+        ]
+        always = (
+            [] if ALWAYS_OFFERED in keyword_result.tools else [RoutedTool(ALWAYS_OFFERED, Source.ALWAYS, 0.0)]
+        )
+        result = RouteResult(
+            [*matched, *always],
+            Tier.KEYWORD,
+            keyword_ms=(time.perf_counter() - started) * 1000,
+            degraded=self.degraded,
+            negated=sorted(keyword_result.negated),
+        )
+        if len(result.tools) < self.config.fallback_below and text.strip() and self._embeddings is not None:
+            started = time.perf_counter()
+            similar = self._similar_tools(text, exclude=set(result.names) | keyword_result.negated)
+            result.tools = [*matched, *similar, *always]
+            result.tier = Tier.HYBRID
+            result.embedding_ms = (time.perf_counter() - started) * 1000
+            result.model = self._embeddings.embedder.name
+        result.tools = _cap(result.tools, limit)
+        result.prefetch_dashboards = (
+            _SEARCH_TOOL in keyword_result.tools
+            and not context.object_type
+            and not any(word.stem in _NO_PREFETCH for word in words(text))
+        )
+        return result
+
+    def _similar_tools(self, text: str, exclude: set[str]) -> list[RoutedTool]:
+        """Up to top-K tools whose descriptions are close enough to the message."""
+        assert self._embeddings is not None
+        assert self.threshold is not None
+        similar: list[RoutedTool] = []
+        for scored in self._embeddings.scores(text[: self.config.max_embedded_chars]):
+            if len(similar) == self.config.embedding_top_k or scored.score < self.threshold:
+                break
+            if scored.tool not in exclude:
+                similar.append(RoutedTool(scored.tool, Source.EMBEDDING, scored.score))
+        return similar
+
+
+def _cap(tools: list[RoutedTool], limit: int) -> list[RoutedTool]:
+    """At most ``limit`` tools, show_capabilities always among them."""
+    if len(tools) <= limit:
+        return tools
+    others = [tool for tool in tools if tool.name != ALWAYS_OFFERED][: max(limit - 1, 0)]
+    always = next(tool for tool in tools if tool.name == ALWAYS_OFFERED)
+    return [*others, always]

@@ -1,0 +1,63 @@
+"""The router's own metrics, on the service's registry."""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sstools.router.routing import RouteResult
+
+
+class RouterMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.route_seconds = Histogram(
+            "sstools_router_route_seconds",
+            "Time to route one message, by the tiers that answered.",
+            ["tier"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 1.0),
+            registry=registry,
+        )
+        self.fallbacks = Counter(
+            "sstools_router_embedding_fallbacks_total",
+            "Messages for which keywords found too little and the embedding tier ran.",
+            registry=registry,
+        )
+        self.degraded_routes = Counter(
+            "sstools_router_degraded_routes_total",
+            "Messages routed by keywords alone because the embedding model is unavailable.",
+            registry=registry,
+        )
+        self.tools_returned = Histogram(
+            "sstools_router_tools_returned",
+            "Tools offered per message.",
+            buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 24),
+            registry=registry,
+        )
+        self.model_load_seconds = Gauge(
+            "sstools_router_model_load_seconds",
+            "Time to load the embedding model and embed the catalogue at start.",
+            registry=registry,
+        )
+        self.model_available = Gauge(
+            "sstools_router_model_available",
+            "1 when the embedding model is loaded, 0 when the router runs keyword-only.",
+            registry=registry,
+        )
+        self.model_load_failures = Counter(
+            "sstools_router_model_load_failures_total",
+            "Start-ups at which the embedding model could not be loaded.",
+            registry=registry,
+        )
+
+    def record_model(self, load_seconds: float | None) -> None:
+        """What start-up found: the model's load time, or that it could not be loaded."""
+        self.model_available.set(0 if load_seconds is None else 1)
+        if load_seconds is None:
+            self.model_load_failures.inc()
+        else:
+            self.model_load_seconds.set(load_seconds)
+
+    def observe(self, result: RouteResult, seconds: float) -> None:
+        self.route_seconds.labels(result.tier.value).observe(seconds)
+        self.tools_returned.observe(len(result.tools))
+        if result.tier == "hybrid":
+            self.fallbacks.inc()
+        if result.degraded:
+            self.degraded_routes.inc()

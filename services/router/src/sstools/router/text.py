@@ -1,0 +1,56 @@
+"""Words of a message as the keyword tier sees them: normalised, split into clauses, stemmed.
+
+Matching whole stems, never substrings, is what keeps "env" out of "environment" and
+"доступ" (access) out of "доступные" (available), while "дашбордов" still finds "дашборд".
+"""
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+import snowballstemmer
+
+_WORD_OR_BREAK = re.compile(r"[^\W_]+|[.,;:!?()\n]+")
+_CONTRACTION = re.compile(r"n['’]t\b")
+_CYRILLIC = re.compile(r"[а-я]")
+_RUSSIAN = snowballstemmer.stemmer("russian")
+_ENGLISH = snowballstemmer.stemmer("english")
+
+# Words that end one request and start another: "не делай бэкап, а покажи окружения".
+CLAUSE_WORDS = frozenset({"а", "но", "зато", "лучше", "просто", "только", "but", "just", "then", "и", "and"})
+
+
+@dataclass(frozen=True)
+class Word:
+    stem: str
+    clause: int
+
+
+def normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower().replace("ё", "е")
+    return _CONTRACTION.sub(" not", text)
+
+
+@lru_cache(maxsize=65536)
+def stem(token: str) -> str:
+    stemmer = _RUSSIAN if _CYRILLIC.search(token) else _ENGLISH
+    return str(stemmer.stemWord(token))
+
+
+def words(text: str) -> list[Word]:
+    """The stemmed words of ``text``, each with the number of the clause it stands in."""
+    result: list[Word] = []
+    clause = 0
+    for token in _WORD_OR_BREAK.findall(normalise(text)):
+        if not token[0].isalnum():
+            clause += 1
+            continue
+        if token in CLAUSE_WORDS:
+            clause += 1
+        result.append(Word(stem(token), clause))
+    return result
+
+
+def phrase_stems(phrase: str) -> tuple[str, ...]:
+    return tuple(word.stem for word in words(phrase))

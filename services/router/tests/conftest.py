@@ -1,0 +1,14 @@
+"""The router under test: built once per session, with the default model, as the service builds it."""
+
+import pytest
+
+from sstools.router.routing import Router
+from sstools.router.settings import RouterSettings
+from sstools.router.warmup import build_router
+
+
+@pytest.fixture(scope="session")
+def router() -> Router:
+    built, load_seconds = build_router(RouterSettings())
+    assert load_seconds is not None, "the default embedding model must load"
+    return built

@@ -1,0 +1,76 @@
+import asyncio
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.devstack.testing import started_service
+from sstools.router.cli import run, through_server
+from sstools.router.eval import Case, evaluate, load_cases
+from sstools.router.main import assemble
+from sstools.router.routing import Router
+from sstools.router.settings import RouterSettings
+
+EVAL_DIR = Path(__file__).parents[1] / "eval"
+
+
+def test_cli_routes_json_lines_in_process() -> None:
+    lines = '{"q": "покажи окружения"}\n{"q": "не делай бэкап"}\n'
+    result = subprocess.run(
+        [sys.executable, "-m", "sstools.router", "route"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    first, second = (json.loads(line) for line in result.stdout.splitlines())
+    assert first["q"] == "покажи окружения"
+    assert first["tools"][0] == "list_environments"
+    assert first["tier"] in ("keyword", "hybrid")
+    assert first["ms"] >= 0
+    assert "run_backup" not in second["tools"]
+
+
+async def test_cli_routes_through_a_running_server(tracer_provider: TracerProvider) -> None:
+    settings = RouterSettings(grpc_port=0, metrics_port=0)
+    async with started_service(settings, assemble, tracer_provider) as service:
+        output = io.StringIO()
+        route = through_server(f"127.0.0.1:{service.ports['grpc']}")
+        lines = ['{"q": "deploy dashboard 42 to prod"}', "", "not json", '{"q": 5}']
+        failures = await asyncio.to_thread(run, lines, route, output)
+    answers = [json.loads(line) for line in output.getvalue().splitlines()]
+    assert failures == 2
+    assert "deploy_dashboard" in answers[0]["tools"]
+    assert answers[1] == {"line": 3, "error": answers[1]["error"]}
+    assert answers[2]["line"] == 4
+
+
+def test_evaluate_counts_recall_tools_and_forbidden() -> None:
+    cases = [
+        Case("a", "en", "plain", frozenset({"run_backup"}), frozenset()),
+        Case("b", "ru", "negation", frozenset({"list_environments"}), frozenset({"run_backup"})),
+        Case("c", "ru", "two_intent", frozenset({"run_backup", "deploy_dashboard"}), frozenset()),
+    ]
+    offered = {"a": ["run_backup"], "b": ["list_environments", "run_backup"], "c": ["run_backup"]}
+    report = evaluate(cases, lambda query: offered[query])
+    assert report["overall"]["recall"] == 0.75
+    assert report["overall"]["case_recall"] == round(2 / 3, 4)
+    assert report["overall"]["mean_tools_offered"] == round(4 / 3, 2)
+    assert report["overall"]["forbidden_offered"] == 1
+    assert report["by_lang"]["en"]["recall"] == 1.0
+    assert report["misses"] == [{"q": "c", "missing": ["deploy_dashboard"], "offered": ["run_backup"]}]
+
+
+def test_dev_set_meets_the_routing_targets(router: Router) -> None:
+    cases = load_cases(EVAL_DIR / "dev.jsonl")
+    assert len(cases) >= 150
+    report = evaluate(cases, lambda query: router.route(query).names)
+    overall = report["overall"]
+    assert overall["recall"] >= 0.97, report["misses"]
+    assert all(report["by_lang"][lang]["recall"] >= 0.95 for lang in ("ru", "en")), report["by_lang"]
+    assert overall["mean_tools_offered"] <= 7
+    assert overall["schema_token_reduction"] >= 0.70

