@@ -33,10 +33,14 @@ class Collector(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
+def _start_docparse(environment: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sstools-docparse"], env=environment, stdout=subprocess.DEVNULL)
+
+
 async def test_service_exports_its_spans_to_the_configured_collector() -> None:
     collector = Collector()
     server = grpc.aio.server()
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)  # type: ignore[no-untyped-call]
     collector_port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     grpc_port, metrics_port = free_port(), free_port()
@@ -46,12 +50,13 @@ async def test_service_exports_its_spans_to_the_configured_collector() -> None:
         "DOCPARSE_GRPC_PORT": str(grpc_port),
         "DOCPARSE_METRICS_PORT": str(metrics_port),
     }
-    process = subprocess.Popen(["sstools-docparse"], env=environment, stdout=subprocess.DEVNULL)
+    process = _start_docparse(environment)
     try:
 
         async def serving() -> bool:
             try:
-                return await grpc_health(f"127.0.0.1:{grpc_port}") == health_pb2.HealthCheckResponse.SERVING
+                status = await grpc_health(f"127.0.0.1:{grpc_port}")
+                return bool(status == health_pb2.HealthCheckResponse.SERVING)
             except grpc.aio.AioRpcError:
                 return False
 
