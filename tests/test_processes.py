@@ -52,6 +52,7 @@ async def test_service_process_becomes_ready_and_exits_cleanly_on_sigterm(
     ports = {setting: free_port() for setting in LISTENERS[name]}
     environment = {f"{name.upper()}_{setting}": str(port) for setting, port in ports.items()}
     environment["DATABASE_URL"] = migrated_database_url
+    environment["JWT_SECRET"] = "process-test-secret-" + "z" * 32
     process = _start(name, environment)
     try:
 
@@ -88,7 +89,7 @@ def test_service_with_a_bad_setting_exits_2_with_a_message(name: str) -> None:
     setting = f"{name.upper()}_METRICS_PORT"
     result = subprocess.run(
         [f"sstools-{name}"],
-        env={**os.environ, setting: "not-a-port"},
+        env={**os.environ, setting: "not-a-port", "JWT_SECRET": "s" * 40},
         capture_output=True,
         text=True,
         timeout=60,

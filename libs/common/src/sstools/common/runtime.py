@@ -13,9 +13,9 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import uvicorn
@@ -84,6 +84,8 @@ class Service:
         ]
         self._warmups: list[Warmup] = []
         self._cleanups: list[Cleanup] = []
+        self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._background_tasks: list[asyncio.Task[None]] = []
 
     def add_grpc(self, port: int, register: GrpcRegistration) -> None:
         """Serve gRPC on ``port``; health and reflection are added for every registered service."""
@@ -103,6 +105,10 @@ class Service:
         """Work after every listener has closed (dispose a connection pool), last added first."""
         self._cleanups.append(cleanup)
 
+    def add_background(self, loop: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """A loop that runs while the service is ready (a sweeper); cancelled when it drains."""
+        self._background.append(loop)
+
     async def start(self) -> None:
         for listener in self._http:
             await self._start_http(listener)
@@ -111,11 +117,15 @@ class Service:
         for warmup in self._warmups:
             await warmup()
         self.readiness.warm = True
+        self._background_tasks = [asyncio.create_task(loop()) for loop in self._background]
         await self._set_grpc_health(health_pb2.HealthCheckResponse.SERVING)
         _log.info("service ready", extra={"ports": self.ports})
 
     async def stop(self) -> None:
         self.readiness.draining = True
+        for task in self._background_tasks:
+            task.cancel()
+        await asyncio.gather(*self._background_tasks, return_exceptions=True)
         grace = self.settings.shutdown_grace_seconds
         if self._grpc_server is not None:
             await self._grpc_health.enter_graceful_shutdown()

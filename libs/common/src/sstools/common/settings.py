@@ -6,7 +6,7 @@ fields declared here are shared by all services and keep their conventional, unp
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -58,6 +58,16 @@ def environment_variables(settings_class: type[BaseSettings]) -> dict[str, str]:
         variable = alias if isinstance(alias, str) else f"{prefix}{name}".upper()
         variables[variable] = field.description or ""
     return variables
+
+
+class AuthSettings(BaseSettings):
+    """Mixin for services that verify the browser's user tokens."""
+
+    jwt_secret: SecretStr = Field(
+        validation_alias="JWT_SECRET",
+        min_length=32,
+        description="HS256 secret shared by the services that issue or verify JWTs (32+ bytes).",
+    )
 
 
 class DatabaseSettings(BaseSettings):

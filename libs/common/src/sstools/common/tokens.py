@@ -16,6 +16,8 @@ from typing import Any
 import jwt
 
 ALGORITHM = "HS256"
+# The audience of user tokens: every service that acts for the browser's user accepts it.
+USER_AUDIENCE = "sstools"
 # RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
 MIN_SECRET_BYTES = 32
 _REQUIRED_CLAIMS = ["exp", "iat", "aud", "sub", "typ"]

@@ -1,19 +1,44 @@
-"""Convo process: gRPC, REST for the browser, probes and metrics; `sstools-convo migrate` migrates."""
+"""Convo process: gRPC for the agent, REST for the browser, probes and metrics, and housekeeping.
+
+`sstools-convo migrate` brings the schema to its head revision; the service does not migrate
+on start and is not ready until the schema is current.
+"""
+
+from datetime import timedelta
 
 from sstools.common.db import create_engine
 from sstools.common.runtime import Service, service_main
+from sstools.common.tokens import JwtCodec
 from sstools.convo.api.app import build_app
+from sstools.convo.checkpoints import CheckpointJanitor
+from sstools.convo.grpc.servicer import ConversationServicer, register
+from sstools.convo.housekeeping import HousekeepingMetrics, housekeeping_loop
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
+from sstools.convo.store.queries import ConversationStore
 
 
 def assemble(settings: ConvoSettings, service: Service) -> None:
     engine = create_engine(settings.database_url)
+    store = ConversationStore(engine)
+    janitor = CheckpointJanitor(engine)
+    codec = JwtCodec(settings.jwt_secret.get_secret_value())
+    servicer = ConversationServicer(
+        store,
+        janitor,
+        max_message_chars=settings.max_message_chars,
+        lease_ttl=timedelta(seconds=settings.lease_ttl_seconds),
+    )
+    metrics = HousekeepingMetrics(service.registry)
+    retention = timedelta(hours=settings.checkpoint_retention_hours)
+
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
+    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
+    service.add_http("rest", build_app(store, codec, settings.max_message_chars), settings.http_port)
+    service.add_background(
+        lambda: housekeeping_loop(janitor, retention, settings.housekeeping_interval_seconds, metrics)
+    )
     service.add_cleanup(engine.dispose)
-    # ConversationService is registered by the conversation-service issue.
-    service.add_grpc(settings.grpc_port, lambda server: [])
-    service.add_http("rest", build_app(), settings.http_port)
 
 
 def main() -> None:

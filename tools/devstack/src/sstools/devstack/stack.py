@@ -9,6 +9,7 @@ SIGTERM) stops every process, then the embedded database.
 import argparse
 import logging
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -26,7 +27,7 @@ from honcho.manager import Manager
 from honcho.printer import Printer
 
 from sstools.agent.settings import AgentSettings
-from sstools.common.settings import DatabaseSettings, ServiceSettings
+from sstools.common.settings import DatabaseSettings, ServiceSettings, environment_variables
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack.paths import DATA_DIR, PROCFILE
 from sstools.devstack.postgres import database_url
@@ -60,19 +61,21 @@ class ServiceAddress:
 
 
 def addresses(environment: Mapping[str, str]) -> list[ServiceAddress]:
-    """Where each Procfile service listens, read through its own settings class."""
-    saved = dict(os.environ)
-    os.environ.update(environment)
-    try:
-        result = []
-        for name in parse_procfile(PROCFILE.read_text()).processes:
-            settings = SETTINGS[name]()
-            host = "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
-            result.append(ServiceAddress(name, host, settings.ports()))
-        return result
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    """Where each Procfile service listens: its settings class's host and port fields, read from
+    ``environment`` under the same names the service reads (without validating its other settings)."""
+    result = []
+    for name in parse_procfile(PROCFILE.read_text()).processes:
+        settings_class = SETTINGS[name]
+        values: dict[str, str] = {}
+        for variable in environment_variables(settings_class):
+            field = variable.lower().removeprefix(f"{name}_")
+            if field == "host" or field.endswith("_port"):
+                default = settings_class.model_fields[field].default
+                values[field] = environment.get(variable, str(default))
+        host = "127.0.0.1" if values["host"] in ("0.0.0.0", "") else values["host"]
+        ports = {field: int(value) for field, value in values.items() if field.endswith("_port")}
+        result.append(ServiceAddress(name, host, ports))
+    return result
 
 
 def is_ready(address: ServiceAddress) -> bool:
@@ -162,6 +165,19 @@ def banner(services: list[ServiceAddress]) -> str:
     return "\n".join(lines)
 
 
+def local_jwt_secret(data_dir: Path) -> str:
+    """JWT_SECRET as given, or one made for this checkout and kept beside the data."""
+    given = os.environ.get("JWT_SECRET")
+    if given:
+        return given
+    stored = data_dir.parent / "jwt-secret"
+    if not stored.exists():
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_text(secrets.token_urlsafe(48))
+        stored.chmod(0o600)
+    return stored.read_text().strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -178,6 +194,7 @@ def main() -> None:
         environment = {
             **os.environ,
             "DATABASE_URL": url,
+            "JWT_SECRET": local_jwt_secret(args.data_dir.resolve()),
             "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONUNBUFFERED": "1",
         }

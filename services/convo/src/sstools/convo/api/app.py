@@ -1,6 +1,152 @@
-from fastapi import FastAPI
+"""REST for the browser: its own conversations, under the user's JWT.
+
+Someone else's conversation answers 404, exactly like a missing one, so ids reveal nothing.
+"""
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, Page
+
+_bearer = HTTPBearer(auto_error=False)
 
 
-def build_app() -> FastAPI:
-    # Conversation routes arrive with the conversation-service issue.
-    return FastAPI(title="SS-Tools conversations", version="0.1.0")
+class ConversationOut(BaseModel):
+    id: uuid.UUID
+    title: str
+    message_count: int
+    is_archived: bool
+    created_at: datetime
+    updated_at: datetime
+    last_message_at: datetime | None
+    archived_at: datetime | None
+
+
+class MessageOut(BaseModel):
+    id: uuid.UUID
+    seq: int
+    client_message_id: str
+    role: str
+    content: str
+    metadata: dict[str, Any]
+    partial: bool
+    created_at: datetime
+
+
+class ConversationPage(BaseModel):
+    items: list[ConversationOut]
+    next_cursor: str | None
+
+
+class HistoryPage(BaseModel):
+    items: list[MessageOut]
+    next_cursor: str | None
+
+
+class NewConversation(BaseModel):
+    first_message: str = ""
+
+
+class ActiveLease(BaseModel):
+    active: bool
+    holder: str | None = None
+    expires_at: datetime | None = None
+
+
+def build_app(store: ConversationStore, codec: JwtCodec, max_message_chars: int) -> FastAPI:
+    app = FastAPI(title="SS-Tools conversations", version="0.1.0")
+
+    def current_user(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> str:
+        if credentials is None:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                {"code": "token_missing"},
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        try:
+            claims = codec.verify(credentials.credentials, audience=USER_AUDIENCE, token_type=TokenType.USER)
+        except TokenError as error:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                {"code": error.code, "message": str(error)},
+                headers={"WWW-Authenticate": "Bearer"},
+            ) from None
+        return claims.subject
+
+    @app.exception_handler(ConversationNotFound)
+    async def not_found(request: Request, error: ConversationNotFound) -> JSONResponse:
+        return JSONResponse({"detail": {"code": "conversation_not_found"}}, status_code=404)
+
+    @app.exception_handler(BadCursor)
+    async def bad_cursor(request: Request, error: BadCursor) -> JSONResponse:
+        return JSONResponse({"detail": {"code": "bad_cursor", "message": str(error)}}, status_code=422)
+
+    @app.post("/api/assistant/conversations", status_code=201)
+    async def create(body: NewConversation, user: Annotated[str, Depends(current_user)]) -> ConversationOut:
+        if len(body.first_message) > max_message_chars:
+            raise HTTPException(
+                status.HTTP_413_CONTENT_TOO_LARGE,
+                {"code": "payload_too_large", "limit_chars": max_message_chars},
+            )
+        return ConversationOut.model_validate(dict(await store.create(user, body.first_message)))
+
+    @app.get("/api/assistant/conversations")
+    async def listing(
+        user: Annotated[str, Depends(current_user)],
+        archived: bool = False,
+        q: Annotated[str, Query(max_length=200)] = "",
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+        cursor: str | None = None,
+    ) -> ConversationPage:
+        page = await store.listing(user, archived=archived, search=q, limit=limit, cursor=cursor)
+        return ConversationPage(items=_conversations(page), next_cursor=page.next_cursor)
+
+    @app.get("/api/assistant/conversations/{conversation_id}/history")
+    async def history(
+        conversation_id: uuid.UUID,
+        user: Annotated[str, Depends(current_user)],
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        cursor: str | None = None,
+    ) -> HistoryPage:
+        page = await store.history(user, conversation_id, limit=limit, cursor=cursor)
+        return HistoryPage(
+            items=[MessageOut.model_validate(dict(row)) for row in page.items], next_cursor=page.next_cursor
+        )
+
+    @app.delete("/api/assistant/conversations/{conversation_id}")
+    async def archive(
+        conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]
+    ) -> ConversationOut:
+        return ConversationOut.model_validate(
+            dict(await store.set_archived(user, conversation_id, archived=True))
+        )
+
+    @app.post("/api/assistant/conversations/{conversation_id}/restore")
+    async def restore(
+        conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]
+    ) -> ConversationOut:
+        return ConversationOut.model_validate(
+            dict(await store.set_archived(user, conversation_id, archived=False))
+        )
+
+    @app.get("/api/agent/conversations/{conversation_id}/active")
+    async def active(conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]) -> ActiveLease:
+        lease = await store.active_lease(user, conversation_id)
+        if lease is None:
+            return ActiveLease(active=False)
+        return ActiveLease(active=True, holder=lease["holder"], expires_at=lease["expires_at"])
+
+    return app
+
+
+def _conversations(page: Page) -> list[ConversationOut]:
+    return [ConversationOut.model_validate(dict(row)) for row in page.items]

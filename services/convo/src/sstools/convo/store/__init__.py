@@ -1,8 +1,8 @@
-"""Persistence of conversations, messages and audit: tables and their Alembic migrations."""
-
-from sqlalchemy import MetaData
+"""Persistence of conversations, messages, leases and audit: tables, migrations, queries."""
 
 from sstools.common.db import Migrations
+from sstools.convo.store.tables import metadata
 
-metadata = MetaData()
 MIGRATIONS = Migrations(service="convo", script_location="sstools.convo.store:migrations")
+
+__all__ = ["MIGRATIONS", "metadata"]

@@ -1,0 +1,1 @@
+"""gRPC edge for the agent: ConversationService over the store."""

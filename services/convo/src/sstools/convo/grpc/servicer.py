@@ -1,0 +1,233 @@
+import functools
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any, NoReturn, TypeVar
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from sqlalchemy.engine import RowMapping
+
+import grpc
+from sstools.convo.checkpoints import CheckpointJanitor
+from sstools.convo.store.queries import (
+    BadCursor,
+    ConversationNotFound,
+    ConversationStore,
+    LeaseState,
+    NewMessage,
+)
+from sstools.convo.store.tables import ROLES
+from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+
+
+class RequestInvalid(ValueError):
+    """The request breaks the contract; the caller gets INVALID_ARGUMENT with the reason."""
+
+
+def _invalid(message: str) -> NoReturn:
+    raise RequestInvalid(message)
+
+
+def _user(user_id: str) -> str:
+    if not user_id:
+        _invalid("user_id is required")
+    return user_id
+
+
+def _uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise RequestInvalid(f"{value!r} is not a conversation id") from None
+
+
+def _status_codes(method: Handler) -> Handler:
+    """Turns the store's and the checks' errors into gRPC status codes, once for every RPC."""
+
+    @functools.wraps(method)
+    async def answered(self: Any, request: Any, context: Context) -> Any:
+        try:
+            return await method(self, request, context)
+        except (RequestInvalid, BadCursor) as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except ConversationNotFound:
+            await context.abort(grpc.StatusCode.NOT_FOUND, "no such conversation")
+
+    return answered  # type: ignore[return-value]
+
+
+class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
+    """Thin edge: checks the request, calls the store, maps its errors to status codes."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        janitor: CheckpointJanitor,
+        *,
+        max_message_chars: int,
+        lease_ttl: timedelta,
+    ) -> None:
+        self._store = store
+        self._janitor = janitor
+        self._max_chars = max_message_chars
+        self._lease_ttl = lease_ttl
+
+    @_status_codes
+    async def CreateConversation(
+        self, request: convo_pb2.CreateConversationRequest, context: Context
+    ) -> convo_pb2.Conversation:
+        self._check_length(request.first_message)
+        conversation_id = _uuid(request.conversation_id) if request.conversation_id else None
+        row = await self._store.create(_user(request.user_id), request.first_message, conversation_id)
+        return _conversation(row)
+
+    @_status_codes
+    async def AppendMessages(
+        self, request: convo_pb2.AppendMessagesRequest, context: Context
+    ) -> convo_pb2.AppendMessagesResponse:
+        new = []
+        for message in request.messages:
+            if not message.client_message_id:
+                _invalid("every message needs a client_message_id")
+            if message.role not in ROLES:
+                _invalid(f"role must be one of {', '.join(ROLES)}")
+            self._check_length(message.content)
+            new.append(
+                NewMessage(
+                    message.client_message_id,
+                    message.role,
+                    message.content,
+                    json_format.MessageToDict(message.metadata),
+                    message.partial,
+                )
+            )
+        rows = await self._store.append(_user(request.user_id), _uuid(request.conversation_id), new)
+        return convo_pb2.AppendMessagesResponse(messages=[_message(row) for row in rows])
+
+    @_status_codes
+    async def GetHistory(
+        self, request: convo_pb2.GetHistoryRequest, context: Context
+    ) -> convo_pb2.GetHistoryResponse:
+        page = await self._store.history(
+            _user(request.user_id),
+            _uuid(request.conversation_id),
+            limit=min(request.page_size or 50, 500),
+            cursor=request.page_token or None,
+        )
+        return convo_pb2.GetHistoryResponse(
+            messages=[_message(row) for row in page.items], next_page_token=page.next_cursor or ""
+        )
+
+    @_status_codes
+    async def AcquireLease(self, request: convo_pb2.AcquireLeaseRequest, context: Context) -> convo_pb2.Lease:
+        if not request.holder:
+            _invalid("holder is required")
+        ttl = timedelta(seconds=request.ttl_seconds) if request.ttl_seconds else self._lease_ttl
+        state = await self._store.acquire_lease(
+            _user(request.user_id), _uuid(request.conversation_id), request.holder, ttl
+        )
+        return _lease(state)
+
+    @_status_codes
+    async def RenewLease(self, request: convo_pb2.RenewLeaseRequest, context: Context) -> convo_pb2.Lease:
+        ttl = timedelta(seconds=request.ttl_seconds) if request.ttl_seconds else self._lease_ttl
+        state = await self._store.renew_lease(_uuid(request.conversation_id), request.holder, ttl)
+        if state is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, "the lease was lost: it expired and was taken"
+            )
+        assert state is not None
+        return _lease(state)
+
+    @_status_codes
+    async def ReleaseLease(
+        self, request: convo_pb2.ReleaseLeaseRequest, context: Context
+    ) -> convo_pb2.ReleaseLeaseResponse:
+        released = await self._store.release_lease(_uuid(request.conversation_id), request.holder)
+        return convo_pb2.ReleaseLeaseResponse(released=released)
+
+    @_status_codes
+    async def RecordAudit(
+        self, request: convo_pb2.RecordAuditRequest, context: Context
+    ) -> convo_pb2.RecordAuditResponse:
+        if not request.decision:
+            _invalid("decision is required")
+        audit_id = await self._store.record_audit(
+            conversation_id=_uuid(request.conversation_id) if request.conversation_id else None,
+            user_id=_user(request.user_id),
+            service_identity=request.service_identity,
+            decision=request.decision,
+            tool_name=request.tool_name,
+            tool_args=json_format.MessageToDict(request.tool_args),
+            outcome=request.outcome,
+            task_id=request.task_id,
+            thread_id=request.thread_id,
+            latency_seconds=request.latency_seconds,
+        )
+        return convo_pb2.RecordAuditResponse(audit_id=str(audit_id))
+
+    @_status_codes
+    async def ArchiveConversation(
+        self, request: convo_pb2.ArchiveConversationRequest, context: Context
+    ) -> convo_pb2.Conversation:
+        row = await self._store.set_archived(
+            _user(request.user_id), _uuid(request.conversation_id), archived=True
+        )
+        await self._janitor.clean_pending()  # now if it can; the housekeeping loop retries otherwise
+        return _conversation(row)
+
+    def _check_length(self, content: str) -> None:
+        if len(content) > self._max_chars:
+            _invalid(f"content is {len(content)} characters; the limit is {self._max_chars}")
+
+
+def _timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _conversation(row: RowMapping) -> convo_pb2.Conversation:
+    return convo_pb2.Conversation(
+        id=str(row["id"]),
+        owner_id=row["owner_id"],
+        title=row["title"],
+        message_count=row["message_count"],
+        is_archived=row["is_archived"],
+        created_at=_timestamp(row["created_at"]),
+        updated_at=_timestamp(row["updated_at"]),
+        last_message_at=_timestamp(row["last_message_at"]),
+    )
+
+
+def _message(row: RowMapping) -> convo_pb2.Message:
+    metadata = struct_pb2.Struct()
+    metadata.update(row["metadata"])
+    return convo_pb2.Message(
+        id=str(row["id"]),
+        client_message_id=row["client_message_id"],
+        role=row["role"],
+        content=row["content"],
+        metadata=metadata,
+        partial=row["partial"],
+        created_at=_timestamp(row["created_at"]),
+    )
+
+
+def _lease(state: LeaseState) -> convo_pb2.Lease:
+    return convo_pb2.Lease(
+        conversation_id=str(state.conversation_id),
+        holder=state.holder,
+        expires_at=_timestamp(state.expires_at),
+        acquired=state.acquired,
+    )
+
+
+def register(server: grpc.aio.Server, servicer: ConversationServicer) -> list[str]:
+    convo_pb2_grpc.add_ConversationServiceServicer_to_server(servicer, server)
+    return [convo_pb2.DESCRIPTOR.services_by_name["ConversationService"].full_name]

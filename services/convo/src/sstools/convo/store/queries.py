@@ -1,0 +1,321 @@
+"""Every query of the convo service, over one async engine.
+
+A conversation is visible only to its owner: each call names the user it acts for, and a
+conversation of someone else is reported as not found, exactly like one that does not exist.
+"""
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from sstools.convo.store.tables import audit, checkpoint_cleanups, conversations, leases, messages
+
+TITLE_LENGTH = 60
+# LangGraph's checkpoint tables (langgraph-checkpoint-postgres), keyed by thread_id, which is
+# the conversation id. Children first, so a foreign key added upstream would not bite.
+CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
+
+
+class ConversationNotFound(LookupError):
+    """No conversation with that id belongs to that user."""
+
+
+class BadCursor(ValueError):
+    """A page token this service did not issue."""
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    client_message_id: str
+    role: str
+    content: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[RowMapping]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    conversation_id: uuid.UUID
+    holder: str
+    expires_at: datetime
+    acquired: bool
+
+
+def make_title(first_message: str) -> str:
+    return " ".join(first_message.split())[:TITLE_LENGTH]
+
+
+def _encode_cursor(*values: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values, default=str).encode()).decode()
+
+
+def _decode_cursor(cursor: str, size: int) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise BadCursor("page token is not valid") from None
+    if not isinstance(values, list) or len(values) != size:
+        raise BadCursor("page token is not valid")
+    return values
+
+
+class ConversationStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def create(
+        self, owner_id: str, first_message: str = "", conversation_id: uuid.UUID | None = None
+    ) -> RowMapping:
+        values = {
+            "id": conversation_id or uuid.uuid4(),
+            "owner_id": owner_id,
+            "title": make_title(first_message),
+        }
+        async with self._engine.begin() as connection:
+            result = await connection.execute(insert(conversations).values(values).returning(conversations))
+            created: RowMapping = result.mappings().one()
+            return created
+
+    async def get(self, owner_id: str, conversation_id: uuid.UUID) -> RowMapping:
+        async with self._engine.connect() as connection:
+            return await self._owned(connection, owner_id, conversation_id)
+
+    async def listing(
+        self, owner_id: str, *, archived: bool, search: str = "", limit: int = 20, cursor: str | None = None
+    ) -> Page:
+        query = select(conversations).where(
+            conversations.c.owner_id == owner_id, conversations.c.is_archived == archived
+        )
+        if search:
+            pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            query = query.where(conversations.c.title.ilike(pattern, escape="\\"))
+        if cursor:
+            updated_at, last_id = _decode_cursor(cursor, 2)
+            try:
+                position = (datetime.fromisoformat(updated_at), uuid.UUID(last_id))
+            except (TypeError, ValueError):
+                raise BadCursor("page token is not valid") from None
+            query = query.where(
+                or_(
+                    conversations.c.updated_at < position[0],
+                    and_(conversations.c.updated_at == position[0], conversations.c.id < position[1]),
+                )
+            )
+        query = query.order_by(conversations.c.updated_at.desc(), conversations.c.id.desc()).limit(limit + 1)
+        async with self._engine.connect() as connection:
+            rows = list((await connection.execute(query)).mappings())
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if rows else None
+        return Page(
+            rows, _encode_cursor(last["updated_at"].isoformat(), str(last["id"])) if more and last else None
+        )
+
+    async def history(
+        self, owner_id: str, conversation_id: uuid.UUID, *, limit: int = 50, cursor: str | None = None
+    ) -> Page:
+        after = int(_decode_cursor(cursor, 1)[0]) if cursor else 0
+        async with self._engine.connect() as connection:
+            await self._owned(connection, owner_id, conversation_id)
+            query = (
+                select(messages)
+                .where(messages.c.conversation_id == conversation_id, messages.c.seq > after)
+                .order_by(messages.c.seq)
+                .limit(limit + 1)
+            )
+            rows = list((await connection.execute(query)).mappings())
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(rows, _encode_cursor(rows[-1]["seq"]) if more and rows else None)
+
+    async def append(
+        self, owner_id: str, conversation_id: uuid.UUID, new: Sequence[NewMessage]
+    ) -> list[RowMapping]:
+        """Store messages in order after the existing ones; a client_message_id stored before is
+        returned as it was, not stored twice. Concurrent appends to one conversation queue on
+        its row lock, so the order has no gaps and no duplicates."""
+        async with self._engine.begin() as connection:
+            conversation = await self._owned(connection, owner_id, conversation_id, lock=True)
+            client_ids = [message.client_message_id for message in new]
+            existing = {
+                row["client_message_id"]: row
+                for row in (
+                    await connection.execute(
+                        select(messages).where(
+                            messages.c.conversation_id == conversation_id,
+                            messages.c.client_message_id.in_(client_ids),
+                        )
+                    )
+                ).mappings()
+            }
+            fresh = [
+                message
+                for message in dict((m.client_message_id, m) for m in new).values()
+                if message.client_message_id not in existing
+            ]
+            count = conversation["message_count"]
+            stored: dict[str, RowMapping] = dict(existing)
+            if fresh:
+                rows = [
+                    {
+                        "id": uuid.uuid4(),
+                        "conversation_id": conversation_id,
+                        "seq": count + number,
+                        "client_message_id": message.client_message_id,
+                        "role": message.role,
+                        "content": message.content,
+                        "metadata": message.metadata,
+                        "partial": message.partial,
+                    }
+                    for number, message in enumerate(fresh, 1)
+                ]
+                inserted = await connection.execute(insert(messages).returning(messages), rows)
+                stored.update({row["client_message_id"]: row for row in inserted.mappings()})
+                changes: dict[str, Any] = {
+                    "message_count": count + len(fresh),
+                    "updated_at": func.now(),
+                    "last_message_at": func.now(),
+                }
+                first_user_text = next(
+                    (m.content for m in fresh if m.role == "user" and m.content.strip()), ""
+                )
+                if not conversation["title"] and first_user_text:
+                    changes["title"] = make_title(first_user_text)
+                await connection.execute(
+                    update(conversations).where(conversations.c.id == conversation_id).values(changes)
+                )
+            return [stored[client_id] for client_id in dict.fromkeys(client_ids)]
+
+    async def set_archived(self, owner_id: str, conversation_id: uuid.UUID, archived: bool) -> RowMapping:
+        """Archive (and owe a checkpoint clean-up for the thread, in the same transaction) or restore."""
+        async with self._engine.begin() as connection:
+            await self._owned(connection, owner_id, conversation_id, lock=True)
+            row: RowMapping = (
+                (
+                    await connection.execute(
+                        update(conversations)
+                        .where(conversations.c.id == conversation_id)
+                        .values(
+                            is_archived=archived,
+                            archived_at=func.now() if archived else None,
+                            updated_at=func.now(),
+                        )
+                        .returning(conversations)
+                    )
+                )
+                .mappings()
+                .one()
+            )
+            if archived:
+                await connection.execute(
+                    pg_insert(checkpoint_cleanups)
+                    .values(thread_id=str(conversation_id))
+                    .on_conflict_do_nothing()
+                )
+            return row
+
+    async def acquire_lease(
+        self, owner_id: str, conversation_id: uuid.UUID, holder: str, ttl: timedelta
+    ) -> LeaseState:
+        """Take the conversation's lease if it is free, expired, or already the holder's."""
+        async with self._engine.begin() as connection:
+            await self._owned(connection, owner_id, conversation_id)
+            expires = func.now() + ttl
+            proposed = pg_insert(leases).values(
+                conversation_id=conversation_id, holder=holder, expires_at=expires
+            )
+            statement = proposed.on_conflict_do_update(
+                index_elements=[leases.c.conversation_id],
+                set_={"holder": proposed.excluded.holder, "expires_at": proposed.excluded.expires_at},
+                where=or_(leases.c.expires_at <= func.now(), leases.c.holder == proposed.excluded.holder),
+            ).returning(leases)
+            taken = (await connection.execute(statement)).mappings().one_or_none()
+            if taken is not None:
+                return LeaseState(conversation_id, taken["holder"], taken["expires_at"], acquired=True)
+            current = (
+                (await connection.execute(select(leases).where(leases.c.conversation_id == conversation_id)))
+                .mappings()
+                .one()
+            )
+            return LeaseState(conversation_id, current["holder"], current["expires_at"], acquired=False)
+
+    async def renew_lease(self, conversation_id: uuid.UUID, holder: str, ttl: timedelta) -> LeaseState | None:
+        """Extend a lease the holder still has; None when it was lost (expired and taken)."""
+        async with self._engine.begin() as connection:
+            row = (
+                (
+                    await connection.execute(
+                        update(leases)
+                        .where(leases.c.conversation_id == conversation_id, leases.c.holder == holder)
+                        .values(expires_at=func.now() + ttl)
+                        .returning(leases)
+                    )
+                )
+                .mappings()
+                .one_or_none()
+            )
+        return LeaseState(conversation_id, row["holder"], row["expires_at"], True) if row else None
+
+    async def release_lease(self, conversation_id: uuid.UUID, holder: str) -> bool:
+        async with self._engine.begin() as connection:
+            result = await connection.execute(
+                delete(leases).where(leases.c.conversation_id == conversation_id, leases.c.holder == holder)
+            )
+        return bool(result.rowcount)
+
+    async def active_lease(self, owner_id: str, conversation_id: uuid.UUID) -> RowMapping | None:
+        async with self._engine.connect() as connection:
+            await self._owned(connection, owner_id, conversation_id)
+            return (
+                (
+                    await connection.execute(
+                        select(leases).where(
+                            leases.c.conversation_id == conversation_id, leases.c.expires_at > func.now()
+                        )
+                    )
+                )
+                .mappings()
+                .one_or_none()
+            )
+
+    async def record_audit(self, **values: Any) -> uuid.UUID:
+        audit_id = uuid.uuid4()
+        async with self._engine.begin() as connection:
+            await connection.execute(insert(audit).values(id=audit_id, **values))
+        return audit_id
+
+    async def _owned(
+        self, connection: AsyncConnection, owner_id: str, conversation_id: uuid.UUID, *, lock: bool = False
+    ) -> RowMapping:
+        query = select(conversations).where(
+            conversations.c.id == conversation_id, conversations.c.owner_id == owner_id
+        )
+        row = (await connection.execute(query.with_for_update() if lock else query)).mappings().one_or_none()
+        if row is None:
+            raise ConversationNotFound(str(conversation_id))
+        return row
+
+
+async def existing_checkpoint_tables(connection: AsyncConnection) -> list[str]:
+    """The LangGraph checkpoint tables present (none until the agent has run its setup)."""
+    present = []
+    for table in CHECKPOINT_TABLES:
+        if await connection.scalar(text("SELECT to_regclass(:name)"), {"name": table}) is not None:
+            present.append(table)
+    return present

@@ -1,0 +1,101 @@
+"""The convo schema, declared once; the migrations create it and the queries read it."""
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+metadata = MetaData()
+
+ROLES = ("user", "assistant", "tool", "system")
+
+conversations = Table(
+    "agent_conversations",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("owner_id", Text, nullable=False),
+    Column("title", Text, nullable=False, server_default=""),
+    Column("message_count", Integer, nullable=False, server_default="0"),
+    Column("is_archived", Boolean, nullable=False, server_default="false"),
+    Column("archived_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_message_at", DateTime(timezone=True)),
+    Index("ix_agent_conversations_owner_listing", "owner_id", "is_archived", "updated_at", "id"),
+)
+
+messages = Table(
+    "agent_messages",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column(
+        "conversation_id",
+        UUID(as_uuid=True),
+        ForeignKey("agent_conversations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("seq", Integer, nullable=False),
+    Column("client_message_id", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("content", Text, nullable=False, server_default=""),
+    Column("metadata", JSONB, nullable=False, server_default="{}"),
+    Column("partial", Boolean, nullable=False, server_default="false"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("conversation_id", "seq", name="uq_agent_messages_order"),
+    UniqueConstraint("conversation_id", "client_message_id", name="uq_agent_messages_client_id"),
+    CheckConstraint(f"role IN {ROLES!r}", name="ck_agent_messages_role"),
+)
+
+audit = Table(
+    "assistant_audit",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("conversation_id", UUID(as_uuid=True)),
+    Column("user_id", Text, nullable=False),
+    Column("service_identity", Text, nullable=False, server_default=""),
+    Column("decision", Text, nullable=False),
+    Column("tool_name", Text, nullable=False, server_default=""),
+    Column("tool_args", JSONB, nullable=False, server_default="{}"),
+    Column("outcome", Text, nullable=False, server_default=""),
+    Column("task_id", Text, nullable=False, server_default=""),
+    Column("thread_id", Text, nullable=False, server_default=""),
+    Column("latency_seconds", Float, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_assistant_audit_conversation", "conversation_id", "created_at"),
+)
+
+leases = Table(
+    "agent_conversation_leases",
+    metadata,
+    Column(
+        "conversation_id",
+        UUID(as_uuid=True),
+        ForeignKey("agent_conversations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("holder", Text, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# Checkpoint clean-ups owed for archived threads: a row is written in the archiving transaction
+# and removed only once every checkpoint row of the thread is gone, so none is ever forgotten.
+checkpoint_cleanups = Table(
+    "agent_checkpoint_cleanups",
+    metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("requested_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text),
+)

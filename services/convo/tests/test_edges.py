@@ -1,0 +1,247 @@
+"""The convo service as the browser and the agent reach it: REST under a user JWT, gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.common.runtime import Service
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.convo.main import assemble
+from sstools.convo.settings import ConvoSettings
+from sstools.convo.store import MIGRATIONS
+from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.testing import started_service
+
+from .conftest import JWT_SECRET
+
+LIMIT = 1000
+codec = JwtCodec(JWT_SECRET)
+
+
+def _token(user: str, now: datetime | None = None) -> str:
+    return codec.issue(
+        user, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5), now=now
+    )
+
+
+def _auth(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {_token(user)}"}
+
+
+@pytest.fixture
+async def convo(fresh_database_url: str, tracer_provider: TracerProvider) -> AsyncIterator[Service]:
+    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    settings = ConvoSettings(
+        grpc_port=0,
+        http_port=0,
+        metrics_port=0,
+        database_url=fresh_database_url,
+        jwt_secret=JWT_SECRET,
+        max_message_chars=LIMIT,
+    )
+    async with started_service(settings, assemble, tracer_provider) as service:
+        yield service
+
+
+@pytest.fixture
+async def rest(convo: Service) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+async def agent(convo: Service) -> AsyncIterator[convo_pb2_grpc.ConversationServiceAsyncStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{convo.ports['grpc']}") as channel:
+        yield convo_pb2_grpc.ConversationServiceStub(channel)
+
+
+async def test_browser_lists_reads_archives_and_restores_its_conversations(
+    rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub
+) -> None:
+    created = (
+        await rest.post(
+            "/api/assistant/conversations", json={"first_message": "покажи дашборды"}, headers=_auth("alice")
+        )
+    ).json()
+    cid = created["id"]
+    assert created["title"] == "покажи дашборды"
+    await agent.AppendMessages(
+        convo_pb2.AppendMessagesRequest(
+            user_id="alice",
+            conversation_id=cid,
+            messages=[
+                convo_pb2.Message(client_message_id="u1", role="user", content="покажи дашборды"),
+                convo_pb2.Message(client_message_id="a1", role="assistant", content="Вот они", partial=True),
+            ],
+        )
+    )
+    listing = (await rest.get("/api/assistant/conversations", headers=_auth("alice"))).json()
+    assert [item["id"] for item in listing["items"]] == [cid]
+    assert listing["items"][0]["message_count"] == 2
+    history = (await rest.get(f"/api/assistant/conversations/{cid}/history", headers=_auth("alice"))).json()
+    assert [(m["role"], m["content"], m["partial"]) for m in history["items"]] == [
+        ("user", "покажи дашборды", False),
+        ("assistant", "Вот они", True),
+    ]
+
+    assert (await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))).json()[
+        "is_archived"
+    ]
+    assert (await rest.get("/api/assistant/conversations", headers=_auth("alice"))).json()["items"] == []
+    archived = (await rest.get("/api/assistant/conversations?archived=true", headers=_auth("alice"))).json()
+    assert [item["id"] for item in archived["items"]] == [cid]
+    restored = await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("alice"))
+    assert restored.json()["is_archived"] is False
+
+
+async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:
+    cid = (await rest.post("/api/assistant/conversations", json={}, headers=_auth("alice"))).json()["id"]
+
+    too_big = await rest.post(
+        "/api/assistant/conversations", json={"first_message": "x" * (LIMIT + 1)}, headers=_auth("alice")
+    )
+    assert too_big.status_code == 413
+    assert too_big.json()["detail"] == {"code": "payload_too_large", "limit_chars": LIMIT}
+
+    assert (
+        await rest.get("/api/assistant/conversations/not-a-uuid/history", headers=_auth("alice"))
+    ).status_code == 422
+    assert (
+        await rest.get("/api/assistant/conversations?cursor=garbage", headers=_auth("alice"))
+    ).status_code == 422
+    for path in (f"/api/assistant/conversations/{cid}/history", f"/api/agent/conversations/{cid}/active"):
+        other = await rest.get(path, headers=_auth("bob"))
+        assert other.status_code == 404
+        assert other.json()["detail"]["code"] == "conversation_not_found"
+    assert (await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("bob"))).status_code == 404
+
+    expired = _token("alice", now=datetime.now(UTC) - timedelta(hours=1))
+    forged = JwtCodec("another-secret-" + "y" * 40).issue(
+        "alice", token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5)
+    )
+    service_token = codec.issue(
+        "agent", token_type=TokenType.SERVICE, audience=USER_AUDIENCE, ttl=timedelta(minutes=5)
+    )
+    for token, code in (
+        (expired, "token_expired"),
+        (forged, "token_signature_invalid"),
+        (service_token, "token_type_invalid"),
+        ("nonsense", "token_malformed"),
+    ):
+        reply = await rest.get("/api/assistant/conversations", headers={"Authorization": f"Bearer {token}"})
+        assert reply.status_code == 401
+        assert reply.json()["detail"]["code"] == code
+    assert (await rest.get("/api/assistant/conversations")).status_code == 401
+
+
+async def test_second_tab_learns_who_holds_the_conversation(
+    rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub
+) -> None:
+    cid = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(user_id="alice"))).id
+    first = await agent.AcquireLease(
+        convo_pb2.AcquireLeaseRequest(
+            user_id="alice", conversation_id=cid, holder="pod-1/stream-a", ttl_seconds=30
+        )
+    )
+    second = await agent.AcquireLease(
+        convo_pb2.AcquireLeaseRequest(
+            user_id="alice", conversation_id=cid, holder="pod-2/stream-b", ttl_seconds=30
+        )
+    )
+    assert first.acquired
+    assert not second.acquired
+    assert second.holder == "pod-1/stream-a"
+    active = (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json()
+    assert active["active"]
+    assert active["holder"] == "pod-1/stream-a"
+    renewed = await agent.RenewLease(
+        convo_pb2.RenewLeaseRequest(conversation_id=cid, holder="pod-1/stream-a")
+    )
+    assert renewed.acquired
+    with pytest.raises(grpc.aio.AioRpcError) as lost:
+        await agent.RenewLease(convo_pb2.RenewLeaseRequest(conversation_id=cid, holder="pod-2/stream-b"))
+    assert lost.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert (
+        await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="pod-1/stream-a"))
+    ).released
+    assert (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json() == {
+        "active": False,
+        "holder": None,
+        "expires_at": None,
+    }
+
+
+async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub,
+) -> None:
+    cid = (
+        await agent.CreateConversation(
+            convo_pb2.CreateConversationRequest(user_id="alice", first_message="hi")
+        )
+    ).id
+    cases: list[tuple[Awaitable[object], grpc.StatusCode]] = [
+        (
+            agent.GetHistory(convo_pb2.GetHistoryRequest(user_id="bob", conversation_id=cid)),
+            grpc.StatusCode.NOT_FOUND,
+        ),
+        (
+            agent.GetHistory(convo_pb2.GetHistoryRequest(user_id="alice", conversation_id="42")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (
+            agent.AppendMessages(
+                convo_pb2.AppendMessagesRequest(
+                    user_id="alice",
+                    conversation_id=cid,
+                    messages=[
+                        convo_pb2.Message(client_message_id="big", role="user", content="x" * (LIMIT + 1))
+                    ],
+                )
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (
+            agent.AppendMessages(
+                convo_pb2.AppendMessagesRequest(
+                    user_id="alice",
+                    conversation_id=cid,
+                    messages=[convo_pb2.Message(client_message_id="r", role="robot", content="?")],
+                )
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (
+            agent.CreateConversation(convo_pb2.CreateConversationRequest(user_id="")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+    ]
+    for call, code in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await call
+        assert error.value.code() == code
+    audit = await agent.RecordAudit(
+        convo_pb2.RecordAuditRequest(
+            conversation_id=cid,
+            user_id="alice",
+            service_identity="agent",
+            decision="needs_confirmation",
+            tool_name="deploy_dashboard",
+            outcome="needs_confirmation",
+            thread_id=cid,
+            latency_seconds=0.2,
+        )
+    )
+    assert uuid.UUID(audit.audit_id)
+    archived = await agent.ArchiveConversation(
+        convo_pb2.ArchiveConversationRequest(user_id="alice", conversation_id=cid)
+    )
+    assert archived.is_archived
+    assert archived.title == "hi"
