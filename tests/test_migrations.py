@@ -36,3 +36,35 @@ def test_every_owner_has_a_single_head() -> None:
     for migrations in (CONVO, OPS):
         assert migrations.head() is not None
         assert migrations.head().startswith(f"{migrations.service}_")  # type: ignore[union-attr]
+
+
+async def test_convo_schema_from_migrations_matches_its_table_definitions(fresh_database_url: str) -> None:
+    """The migrations are written out by hand; they must build exactly what tables.py declares."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import Connection
+
+    from sstools.convo.store import metadata
+
+    await asyncio.to_thread(CONVO.upgrade, fresh_database_url)
+    engine = create_engine(fresh_database_url)
+
+    def differences(connection: Connection) -> list[object]:
+        context = MigrationContext.configure(connection, opts={"version_table": CONVO.version_table})
+        return [
+            difference
+            for difference in compare_metadata(context, metadata)
+            # other services' tables live in the same database
+            if not (
+                difference[0] == "remove_table"
+                and not difference[1].name.startswith(("agent_", "assistant_"))
+            )
+        ]
+
+    try:
+        async with engine.connect() as connection:
+            assert await connection.run_sync(differences) == []
+        await asyncio.to_thread(CONVO.downgrade, fresh_database_url, "convo_0001")
+        await asyncio.to_thread(CONVO.upgrade, fresh_database_url)
+    finally:
+        await engine.dispose()
