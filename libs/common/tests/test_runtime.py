@@ -156,3 +156,18 @@ async def test_grpc_calls_are_counted_by_method_and_status_code(service: Service
     assert handled[("Watch", "CANCELLED")] == 1
     assert "sstools_grpc_server_handling_seconds_bucket" in exposition
     assert "process_resident_memory_bytes" in exposition
+
+
+def test_listening_socket_is_tcp_so_connections_skip_nagle() -> None:
+    import socket
+
+    from sstools.common.runtime import listening_socket
+
+    with listening_socket("127.0.0.1", 0) as sock:
+        assert sock.proto == socket.IPPROTO_TCP  # what asyncio checks before setting TCP_NODELAY
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        with socket.create_connection(sock.getsockname()[:2]) as client:
+            accepted, _ = sock.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+                assert client.fileno() > 0

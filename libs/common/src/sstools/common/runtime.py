@@ -156,8 +156,7 @@ class Service:
             await self.stop()
 
     async def _start_http(self, listener: _HttpListener) -> None:
-        sock = socket.create_server((self.settings.host, listener.port), reuse_port=False)
-        sock.setblocking(False)
+        sock = listening_socket(self.settings.host, listener.port)
         self.ports[listener.name] = sock.getsockname()[1]
         config = uvicorn.Config(listener.app, log_config=None, access_log=False, lifespan="on")
         listener.server = _EmbeddedUvicorn(config)
@@ -195,6 +194,25 @@ class Service:
             return
         for name in ["", *self._grpc_services]:
             await self._grpc_health.set(name, status)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP listening socket whose accepted connections get TCP_NODELAY.
+
+    asyncio sets TCP_NODELAY only on sockets whose protocol is IPPROTO_TCP; ``socket.create_server``
+    leaves it 0, and uvicorn's separate writes of headers and body then wait ~40 ms for a delayed
+    ACK on every keep-alive request.
+    """
+    family, kind, protocol, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, protocol)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(address)
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
 
 
 SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
