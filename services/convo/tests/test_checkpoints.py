@@ -1,5 +1,6 @@
 """Checkpoint clean-up and retention against checkpoints written by the real LangGraph saver."""
 
+import asyncio
 import operator
 import uuid
 from collections.abc import AsyncIterator
@@ -136,3 +137,38 @@ async def test_volume_reports_rows_and_bytes(engine: AsyncEngine, saver: AsyncPo
     assert set(volume.rows) == set(CHECKPOINT_TABLES)
     assert volume.rows["checkpoints"] > 0
     assert all(size > 0 for size in volume.bytes.values())
+
+
+async def test_running_service_pays_owed_clean_ups_and_reports_checkpoint_volume(
+    fresh_database_url: str, engine: AsyncEngine, saver: AsyncPostgresSaver, tracer_provider: Any
+) -> None:
+    """Owed clean-ups left by a crash are paid by the service's housekeeping loop, not only on archive."""
+    from sstools.convo.main import assemble
+    from sstools.convo.settings import ConvoSettings
+    from sstools.devstack.testing import http_get, started_service
+
+    from .conftest import JWT_SECRET
+
+    store = ConversationStore(engine)
+    archived = await _conversation_with_checkpoints(store, saver, turns=2)
+    await store.set_archived(OWNER, uuid.UUID(archived), archived=True)  # owed, not yet paid
+    assert (await _rows(engine, archived))["checkpoints"] > 0
+
+    settings = ConvoSettings(
+        grpc_port=0,
+        http_port=0,
+        metrics_port=0,
+        database_url=fresh_database_url,
+        jwt_secret=JWT_SECRET,
+        housekeeping_interval_seconds=0.1,
+    )
+    async with started_service(settings, assemble, tracer_provider) as service:
+        for _ in range(100):
+            if await _rows(engine, archived) == dict.fromkeys(CHECKPOINT_TABLES, 0):
+                break
+            await asyncio.sleep(0.1)
+        exposition = (await http_get(f"http://127.0.0.1:{service.ports['metrics']}/metrics")).text
+    assert await _rows(engine, archived) == dict.fromkeys(CHECKPOINT_TABLES, 0)
+    assert 'sstools_convo_checkpoint_cleanups_total{outcome="done"} 1.0' in exposition
+    assert 'sstools_convo_checkpoint_rows{table="checkpoints"}' in exposition
+    assert 'sstools_convo_checkpoint_bytes{table="checkpoint_blobs"}' in exposition
