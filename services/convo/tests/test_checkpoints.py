@@ -172,3 +172,15 @@ async def test_running_service_pays_owed_clean_ups_and_reports_checkpoint_volume
     assert 'sstools_convo_checkpoint_cleanups_total{outcome="done"} 1.0' in exposition
     assert 'sstools_convo_checkpoint_rows{table="checkpoints"}' in exposition
     assert 'sstools_convo_checkpoint_bytes{table="checkpoint_blobs"}' in exposition
+
+
+async def test_restoring_before_the_clean_up_keeps_the_agents_memory(
+    engine: AsyncEngine, saver: AsyncPostgresSaver
+) -> None:
+    store = ConversationStore(engine)
+    thread_id = await _conversation_with_checkpoints(store, saver, turns=2)
+    before = await _rows(engine, thread_id)
+    await store.set_archived(OWNER, uuid.UUID(thread_id), archived=True)
+    await store.set_archived(OWNER, uuid.UUID(thread_id), archived=False)
+    assert (await CheckpointJanitor(engine).clean_pending()).cleaned == 0
+    assert await _rows(engine, thread_id) == before

@@ -34,7 +34,7 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
     service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
-    service.add_http("rest", build_app(store, codec, settings.max_message_chars), settings.http_port)
+    service.add_http("rest", build_app(store, janitor, codec, settings.max_message_chars), settings.http_port)
     service.add_background(
         lambda: housekeeping_loop(janitor, retention, settings.housekeeping_interval_seconds, metrics)
     )

@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, Page
 
 _bearer = HTTPBearer(auto_error=False)
@@ -60,7 +61,9 @@ class ActiveLease(BaseModel):
     expires_at: datetime | None = None
 
 
-def build_app(store: ConversationStore, codec: JwtCodec, max_message_chars: int) -> FastAPI:
+def build_app(
+    store: ConversationStore, janitor: CheckpointJanitor, codec: JwtCodec, max_message_chars: int
+) -> FastAPI:
     app = FastAPI(title="SS-Tools conversations", version="0.1.0")
 
     def current_user(
@@ -126,9 +129,9 @@ def build_app(store: ConversationStore, codec: JwtCodec, max_message_chars: int)
     async def archive(
         conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]
     ) -> ConversationOut:
-        return ConversationOut.model_validate(
-            dict(await store.set_archived(user, conversation_id, archived=True))
-        )
+        archived = await store.set_archived(user, conversation_id, archived=True)
+        await janitor.clean_pending()  # now if it can; the housekeeping loop retries otherwise
+        return ConversationOut.model_validate(dict(archived))
 
     @app.post("/api/assistant/conversations/{conversation_id}/restore")
     async def restore(

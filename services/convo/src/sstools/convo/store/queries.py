@@ -203,7 +203,8 @@ class ConversationStore:
             return [stored[client_id] for client_id in dict.fromkeys(client_ids)]
 
     async def set_archived(self, owner_id: str, conversation_id: uuid.UUID, archived: bool) -> RowMapping:
-        """Archive (and owe a checkpoint clean-up for the thread, in the same transaction) or restore."""
+        """Archive (and owe a checkpoint clean-up for the thread, in the same transaction) or restore
+        (and cancel a clean-up not yet done)."""
         async with self._engine.begin() as connection:
             await self._owned(connection, owner_id, conversation_id, lock=True)
             row: RowMapping = (
@@ -227,6 +228,11 @@ class ConversationStore:
                     pg_insert(checkpoint_cleanups)
                     .values(thread_id=str(conversation_id))
                     .on_conflict_do_nothing()
+                )
+            else:
+                # Restored before the clean-up ran: keep the agent's memory of the thread.
+                await connection.execute(
+                    delete(checkpoint_cleanups).where(checkpoint_cleanups.c.thread_id == str(conversation_id))
                 )
             return row
 
