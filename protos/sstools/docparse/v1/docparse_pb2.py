@@ -24,23 +24,29 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"sstools/docparse/v1/docparse.proto\x12\x13sstools.docparse.v1\"1\n\x0cParseRequest\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x19\n\x08TableRow\x12\r\n\x05\x63\x65lls\x18\x01 \x03(\t\"e\n\x05Table\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06header\x18\x02 \x03(\t\x12+\n\x04rows\x18\x03 \x03(\x0b\x32\x1d.sstools.docparse.v1.TableRow\x12\x11\n\ttruncated\x18\x04 \x01(\x08\"\xae\x01\n\rParseResponse\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.sstools.docparse.v1.DocumentType\x12\x0c\n\x04text\x18\x02 \x01(\t\x12*\n\x06tables\x18\x03 \x03(\x0b\x32\x1a.sstools.docparse.v1.Table\x12\r\n\x05parts\x18\x04 \x01(\r\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x10\n\x08warnings\x18\x06 \x03(\t*\xba\x01\n\x0c\x44ocumentType\x12\x1d\n\x19\x44OCUMENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44OCUMENT_TYPE_PDF\x10\x01\x12\x16\n\x12\x44OCUMENT_TYPE_XLSX\x10\x02\x12\x15\n\x11\x44OCUMENT_TYPE_CSV\x10\x03\x12\x16\n\x12\x44OCUMENT_TYPE_JSON\x10\x04\x12\x15\n\x11\x44OCUMENT_TYPE_PNG\x10\x05\x12\x16\n\x12\x44OCUMENT_TYPE_JPEG\x10\x06\x32\x61\n\x0f\x44ocparseService\x12N\n\x05Parse\x12!.sstools.docparse.v1.ParseRequest\x1a\".sstools.docparse.v1.ParseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"sstools/docparse/v1/docparse.proto\x12\x13sstools.docparse.v1\"G\n\x0cParseRequest\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\"\x19\n\x08TableRow\x12\r\n\x05\x63\x65lls\x18\x01 \x03(\t\"e\n\x05Table\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06header\x18\x02 \x03(\t\x12+\n\x04rows\x18\x03 \x03(\x0b\x32\x1d.sstools.docparse.v1.TableRow\x12\x11\n\ttruncated\x18\x04 \x01(\x08\"8\n\tImageInfo\x12\r\n\x05width\x18\x01 \x01(\r\x12\x0e\n\x06height\x18\x02 \x01(\r\x12\x0c\n\x04mode\x18\x03 \x01(\t\"\xdd\x01\n\rParseResponse\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.sstools.docparse.v1.DocumentKind\x12\x0c\n\x04text\x18\x02 \x01(\t\x12*\n\x06tables\x18\x03 \x03(\x0b\x32\x1a.sstools.docparse.v1.Table\x12\r\n\x05parts\x18\x04 \x01(\r\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x10\n\x08warnings\x18\x06 \x03(\t\x12-\n\x05image\x18\x07 \x01(\x0b\x32\x1e.sstools.docparse.v1.ImageInfo\"\xfa\x01\n\nParseError\x12\x32\n\x04\x63ode\x18\x01 \x01(\x0e\x32$.sstools.docparse.v1.ParseError.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tsupported\x18\x03 \x03(\t\x12\x13\n\x0blimit_bytes\x18\x04 \x01(\x04\"\x7f\n\x04\x43ode\x12\x14\n\x10\x43ODE_UNSPECIFIED\x10\x00\x12\x14\n\x10UNSUPPORTED_TYPE\x10\x01\x12\x11\n\rTYPE_MISMATCH\x10\x02\x12\r\n\tTOO_LARGE\x10\x03\x12\r\n\tMALFORMED\x10\x04\x12\r\n\tENCRYPTED\x10\x05\x12\x0b\n\x07TIMEOUT\x10\x06*\xba\x01\n\x0c\x44ocumentKind\x12\x1d\n\x19\x44OCUMENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44OCUMENT_KIND_PDF\x10\x01\x12\x16\n\x12\x44OCUMENT_KIND_XLSX\x10\x02\x12\x15\n\x11\x44OCUMENT_KIND_CSV\x10\x03\x12\x16\n\x12\x44OCUMENT_KIND_JSON\x10\x04\x12\x15\n\x11\x44OCUMENT_KIND_PNG\x10\x05\x12\x16\n\x12\x44OCUMENT_KIND_JPEG\x10\x06\x32\x61\n\x0f\x44ocparseService\x12N\n\x05Parse\x12!.sstools.docparse.v1.ParseRequest\x1a\".sstools.docparse.v1.ParseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sstools.docparse.v1.docparse_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DOCUMENTTYPE']._serialized_start=418
-  _globals['_DOCUMENTTYPE']._serialized_end=604
+  _globals['_DOCUMENTKIND']._serialized_start=798
+  _globals['_DOCUMENTKIND']._serialized_end=984
   _globals['_PARSEREQUEST']._serialized_start=59
-  _globals['_PARSEREQUEST']._serialized_end=108
-  _globals['_TABLEROW']._serialized_start=110
-  _globals['_TABLEROW']._serialized_end=135
-  _globals['_TABLE']._serialized_start=137
-  _globals['_TABLE']._serialized_end=238
-  _globals['_PARSERESPONSE']._serialized_start=241
-  _globals['_PARSERESPONSE']._serialized_end=415
-  _globals['_DOCPARSESERVICE']._serialized_start=606
-  _globals['_DOCPARSESERVICE']._serialized_end=703
+  _globals['_PARSEREQUEST']._serialized_end=130
+  _globals['_TABLEROW']._serialized_start=132
+  _globals['_TABLEROW']._serialized_end=157
+  _globals['_TABLE']._serialized_start=159
+  _globals['_TABLE']._serialized_end=260
+  _globals['_IMAGEINFO']._serialized_start=262
+  _globals['_IMAGEINFO']._serialized_end=318
+  _globals['_PARSERESPONSE']._serialized_start=321
+  _globals['_PARSERESPONSE']._serialized_end=542
+  _globals['_PARSEERROR']._serialized_start=545
+  _globals['_PARSEERROR']._serialized_end=795
+  _globals['_PARSEERROR_CODE']._serialized_start=668
+  _globals['_PARSEERROR_CODE']._serialized_end=795
+  _globals['_DOCPARSESERVICE']._serialized_start=986
+  _globals['_DOCPARSESERVICE']._serialized_end=1083
 # @@protoc_insertion_point(module_scope)

@@ -19,50 +19,54 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
-class _DocumentType:
+class _DocumentKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
 
-class _DocumentTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DocumentType.ValueType], _builtins.type):
+class _DocumentKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DocumentKind.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
-    DOCUMENT_TYPE_UNSPECIFIED: _DocumentType.ValueType  # 0
-    DOCUMENT_TYPE_PDF: _DocumentType.ValueType  # 1
-    DOCUMENT_TYPE_XLSX: _DocumentType.ValueType  # 2
-    DOCUMENT_TYPE_CSV: _DocumentType.ValueType  # 3
-    DOCUMENT_TYPE_JSON: _DocumentType.ValueType  # 4
-    DOCUMENT_TYPE_PNG: _DocumentType.ValueType  # 5
-    DOCUMENT_TYPE_JPEG: _DocumentType.ValueType  # 6
+    DOCUMENT_KIND_UNSPECIFIED: _DocumentKind.ValueType  # 0
+    DOCUMENT_KIND_PDF: _DocumentKind.ValueType  # 1
+    DOCUMENT_KIND_XLSX: _DocumentKind.ValueType  # 2
+    DOCUMENT_KIND_CSV: _DocumentKind.ValueType  # 3
+    DOCUMENT_KIND_JSON: _DocumentKind.ValueType  # 4
+    DOCUMENT_KIND_PNG: _DocumentKind.ValueType  # 5
+    DOCUMENT_KIND_JPEG: _DocumentKind.ValueType  # 6
 
-class DocumentType(_DocumentType, metaclass=_DocumentTypeEnumTypeWrapper):
+class DocumentKind(_DocumentKind, metaclass=_DocumentKindEnumTypeWrapper):
     """The type found by looking at the bytes."""
 
-DOCUMENT_TYPE_UNSPECIFIED: DocumentType.ValueType  # 0
-DOCUMENT_TYPE_PDF: DocumentType.ValueType  # 1
-DOCUMENT_TYPE_XLSX: DocumentType.ValueType  # 2
-DOCUMENT_TYPE_CSV: DocumentType.ValueType  # 3
-DOCUMENT_TYPE_JSON: DocumentType.ValueType  # 4
-DOCUMENT_TYPE_PNG: DocumentType.ValueType  # 5
-DOCUMENT_TYPE_JPEG: DocumentType.ValueType  # 6
-Global___DocumentType: _TypeAlias = DocumentType  # noqa: Y015
+DOCUMENT_KIND_UNSPECIFIED: DocumentKind.ValueType  # 0
+DOCUMENT_KIND_PDF: DocumentKind.ValueType  # 1
+DOCUMENT_KIND_XLSX: DocumentKind.ValueType  # 2
+DOCUMENT_KIND_CSV: DocumentKind.ValueType  # 3
+DOCUMENT_KIND_JSON: DocumentKind.ValueType  # 4
+DOCUMENT_KIND_PNG: DocumentKind.ValueType  # 5
+DOCUMENT_KIND_JPEG: DocumentKind.ValueType  # 6
+Global___DocumentKind: _TypeAlias = DocumentKind  # noqa: Y015
 
 @_typing.final
 class ParseRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     FILENAME_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     filename: _builtins.str
-    """The name the user uploaded; used for messages only, never to pick a parser."""
+    """The name the user uploaded; its extension must agree with the content."""
+    content_type: _builtins.str
+    """The content type the client declared, if any ("application/pdf"); must agree too."""
     content: _builtins.bytes
     def __init__(
         self,
         *,
         filename: _builtins.str = ...,
+        content_type: _builtins.str = ...,
         content: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "filename", b"filename"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_type", b"content_type", "filename", b"filename"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -97,7 +101,7 @@ class Table(_message.Message):
     ROWS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Sheet name for workbooks, "page N" for PDF tables."""
+    """Sheet name for workbooks, "page N table M" for PDFs, the file name for CSV."""
     truncated: _builtins.bool
     """True when rows or cells were cut at the configured limits."""
     @_builtins.property
@@ -121,41 +125,126 @@ class Table(_message.Message):
 Global___Table: _TypeAlias = Table  # noqa: Y015
 
 @_typing.final
+class ImageInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WIDTH_FIELD_NUMBER: _builtins.int
+    HEIGHT_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    width: _builtins.int
+    height: _builtins.int
+    mode: _builtins.str
+    """Pillow's mode: "RGB", "RGBA", "L", ..."""
+    def __init__(
+        self,
+        *,
+        width: _builtins.int = ...,
+        height: _builtins.int = ...,
+        mode: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["height", b"height", "mode", b"mode", "width", b"width"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImageInfo: _TypeAlias = ImageInfo  # noqa: Y015
+
+@_typing.final
 class ParseResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    TYPE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     TABLES_FIELD_NUMBER: _builtins.int
     PARTS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
-    type: Global___DocumentType.ValueType
+    IMAGE_FIELD_NUMBER: _builtins.int
+    kind: Global___DocumentKind.ValueType
     text: _builtins.str
     parts: _builtins.int
-    """Page count for PDF, sheet count for workbooks."""
+    """Pages of a PDF, sheets of a workbook."""
     truncated: _builtins.bool
-    """True when text, pages or cells were cut at the configured limits."""
+    """True when text, pages, rows or cells were cut at the configured limits."""
     @_builtins.property
     def tables(self) -> _containers.RepeatedCompositeFieldContainer[Global___Table]: ...
     @_builtins.property
     def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Human-readable notes about what was cut or skipped."""
+        """What was cut or skipped, for a person to read."""
 
+    @_builtins.property
+    def image(self) -> Global___ImageInfo: ...
     def __init__(
         self,
         *,
-        type: Global___DocumentType.ValueType = ...,
+        kind: Global___DocumentKind.ValueType = ...,
         text: _builtins.str = ...,
         tables: _abc.Iterable[Global___Table] | None = ...,
         parts: _builtins.int = ...,
         truncated: _builtins.bool = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
+        image: Global___ImageInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["image", b"image"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["parts", b"parts", "tables", b"tables", "text", b"text", "truncated", b"truncated", "type", b"type", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["image", b"image", "kind", b"kind", "parts", b"parts", "tables", b"tables", "text", b"text", "truncated", b"truncated", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ParseResponse: _TypeAlias = ParseResponse  # noqa: Y015
+
+@_typing.final
+class ParseError(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Code:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _CodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[ParseError._Code.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        CODE_UNSPECIFIED: ParseError._Code.ValueType  # 0
+        UNSUPPORTED_TYPE: ParseError._Code.ValueType  # 1
+        TYPE_MISMATCH: ParseError._Code.ValueType  # 2
+        TOO_LARGE: ParseError._Code.ValueType  # 3
+        MALFORMED: ParseError._Code.ValueType  # 4
+        ENCRYPTED: ParseError._Code.ValueType  # 5
+        TIMEOUT: ParseError._Code.ValueType  # 6
+
+    class Code(_Code, metaclass=_CodeEnumTypeWrapper): ...
+    CODE_UNSPECIFIED: ParseError.Code.ValueType  # 0
+    UNSUPPORTED_TYPE: ParseError.Code.ValueType  # 1
+    TYPE_MISMATCH: ParseError.Code.ValueType  # 2
+    TOO_LARGE: ParseError.Code.ValueType  # 3
+    MALFORMED: ParseError.Code.ValueType  # 4
+    ENCRYPTED: ParseError.Code.ValueType  # 5
+    TIMEOUT: ParseError.Code.ValueType  # 6
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    SUPPORTED_FIELD_NUMBER: _builtins.int
+    LIMIT_BYTES_FIELD_NUMBER: _builtins.int
+    code: Global___ParseError.Code.ValueType
+    message: _builtins.str
+    limit_bytes: _builtins.int
+    """With TOO_LARGE: the limit that was exceeded, in bytes."""
+    @_builtins.property
+    def supported(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """With UNSUPPORTED_TYPE and TYPE_MISMATCH: the kinds this service reads ("pdf", "xlsx", ...)."""
+
+    def __init__(
+        self,
+        *,
+        code: Global___ParseError.Code.ValueType = ...,
+        message: _builtins.str = ...,
+        supported: _abc.Iterable[_builtins.str] | None = ...,
+        limit_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "limit_bytes", b"limit_bytes", "message", b"message", "supported", b"supported"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ParseError: _TypeAlias = ParseError  # noqa: Y015

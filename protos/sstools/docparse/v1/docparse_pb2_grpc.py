@@ -28,6 +28,11 @@ if _version_not_supported:
 class DocparseServiceStub:
     """Turns an uploaded file into text and tables the agent can put in front of the model.
     Files are never kept after the call and nothing inside them is executed.
+
+    A file that cannot be parsed ends the call with a status code and, in the trailing metadata
+    key "sstools-parse-error-bin", a serialized ParseError saying why:
+    UNSUPPORTED_TYPE, TYPE_MISMATCH, MALFORMED -> INVALID_ARGUMENT
+    TOO_LARGE -> RESOURCE_EXHAUSTED;  ENCRYPTED -> FAILED_PRECONDITION;  TIMEOUT -> DEADLINE_EXCEEDED
     """
 
     def __init__(self, channel):
@@ -46,6 +51,11 @@ class DocparseServiceStub:
 class DocparseServiceServicer:
     """Turns an uploaded file into text and tables the agent can put in front of the model.
     Files are never kept after the call and nothing inside them is executed.
+
+    A file that cannot be parsed ends the call with a status code and, in the trailing metadata
+    key "sstools-parse-error-bin", a serialized ParseError saying why:
+    UNSUPPORTED_TYPE, TYPE_MISMATCH, MALFORMED -> INVALID_ARGUMENT
+    TOO_LARGE -> RESOURCE_EXHAUSTED;  ENCRYPTED -> FAILED_PRECONDITION;  TIMEOUT -> DEADLINE_EXCEEDED
     """
 
     def Parse(self, request, context):
@@ -73,6 +83,11 @@ def add_DocparseServiceServicer_to_server(servicer, server):
 class DocparseService:
     """Turns an uploaded file into text and tables the agent can put in front of the model.
     Files are never kept after the call and nothing inside them is executed.
+
+    A file that cannot be parsed ends the call with a status code and, in the trailing metadata
+    key "sstools-parse-error-bin", a serialized ParseError saying why:
+    UNSUPPORTED_TYPE, TYPE_MISMATCH, MALFORMED -> INVALID_ARGUMENT
+    TOO_LARGE -> RESOURCE_EXHAUSTED;  ENCRYPTED -> FAILED_PRECONDITION;  TIMEOUT -> DEADLINE_EXCEEDED
     """
 
     @staticmethod

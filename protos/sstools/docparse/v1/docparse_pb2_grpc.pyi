@@ -29,6 +29,11 @@ GRPC_VERSION: str
 class DocparseServiceStub:
     """Turns an uploaded file into text and tables the agent can put in front of the model.
     Files are never kept after the call and nothing inside them is executed.
+
+    A file that cannot be parsed ends the call with a status code and, in the trailing metadata
+    key "sstools-parse-error-bin", a serialized ParseError saying why:
+      UNSUPPORTED_TYPE, TYPE_MISMATCH, MALFORMED -> INVALID_ARGUMENT
+      TOO_LARGE -> RESOURCE_EXHAUSTED;  ENCRYPTED -> FAILED_PRECONDITION;  TIMEOUT -> DEADLINE_EXCEEDED
     """
 
     @_typing.overload
@@ -41,6 +46,11 @@ class DocparseServiceStub:
 class DocparseServiceAsyncStub(DocparseServiceStub):
     """Turns an uploaded file into text and tables the agent can put in front of the model.
     Files are never kept after the call and nothing inside them is executed.
+
+    A file that cannot be parsed ends the call with a status code and, in the trailing metadata
+    key "sstools-parse-error-bin", a serialized ParseError saying why:
+      UNSUPPORTED_TYPE, TYPE_MISMATCH, MALFORMED -> INVALID_ARGUMENT
+      TOO_LARGE -> RESOURCE_EXHAUSTED;  ENCRYPTED -> FAILED_PRECONDITION;  TIMEOUT -> DEADLINE_EXCEEDED
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -49,6 +59,11 @@ class DocparseServiceAsyncStub(DocparseServiceStub):
 class DocparseServiceServicer(metaclass=_abc_1.ABCMeta):
     """Turns an uploaded file into text and tables the agent can put in front of the model.
     Files are never kept after the call and nothing inside them is executed.
+
+    A file that cannot be parsed ends the call with a status code and, in the trailing metadata
+    key "sstools-parse-error-bin", a serialized ParseError saying why:
+      UNSUPPORTED_TYPE, TYPE_MISMATCH, MALFORMED -> INVALID_ARGUMENT
+      TOO_LARGE -> RESOURCE_EXHAUSTED;  ENCRYPTED -> FAILED_PRECONDITION;  TIMEOUT -> DEADLINE_EXCEEDED
     """
 
     @_abc_1.abstractmethod

@@ -76,6 +76,7 @@ class Service:
         self.readiness = Readiness()
         self.ports: dict[str, int] = {}
         self._grpc_parts: list[tuple[int, GrpcRegistration]] = []
+        self._grpc_options: list[tuple[str, int]] = []
         self._grpc_server: grpc.aio.Server | None = None
         self._grpc_health = HealthServicer()
         self._grpc_services: list[str] = []
@@ -87,9 +88,13 @@ class Service:
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._background_tasks: list[asyncio.Task[None]] = []
 
-    def add_grpc(self, port: int, register: GrpcRegistration) -> None:
+    def add_grpc(
+        self, port: int, register: GrpcRegistration, *, max_message_bytes: int | None = None
+    ) -> None:
         """Serve gRPC on ``port``; health and reflection are added for every registered service."""
         self._grpc_parts.append((port, register))
+        if max_message_bytes is not None:
+            self._grpc_options.append(("grpc.max_receive_message_length", max_message_bytes))
 
     def add_http(self, name: str, app: FastAPI, port: int) -> None:
         """Serve a FastAPI app on ``port``, with /healthz and /readyz of its own for ingress probes."""
@@ -170,7 +175,7 @@ class Service:
     async def _start_grpc(self) -> None:
         server = grpc.aio.server(
             interceptors=[*grpc_server_interceptors(self.tracer_provider), GrpcServerMetrics(self.registry)],
-            options=[("grpc.so_reuseport", 0)],
+            options=[("grpc.so_reuseport", 0), *self._grpc_options],
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._grpc_health, server)
         for port, register in self._grpc_parts:

@@ -4,6 +4,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.settings import ServiceSettings
+from sstools.docparse.model import Limits
 
 
 class DocparseSettings(ServiceSettings):
@@ -12,3 +13,26 @@ class DocparseSettings(ServiceSettings):
 
     grpc_port: int = Field(default=50052, ge=0, le=65535, description="gRPC DocparseService port.")
     metrics_port: int = Field(default=9102, ge=0, le=65535, description="Probes and /metrics port.")
+    max_file_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1, description="Largest file accepted (TOO_LARGE beyond)."
+    )
+    max_pages: int = Field(default=200, ge=1, description="PDF pages read; the rest is reported as cut.")
+    max_rows: int = Field(default=1000, ge=1, description="Rows read per table or sheet.")
+    max_text_chars: int = Field(default=200_000, ge=1, description="Characters of text returned.")
+    max_unzipped_bytes: int = Field(
+        default=200 * 1024 * 1024, ge=1, description="Most an XLSX may unpack to (checked before opening)."
+    )
+    workers: int = Field(default=2, ge=1, le=32, description="Parser worker processes.")
+    worker_memory_mb: int = Field(default=1024, ge=128, description="Address-space limit of each worker.")
+    parse_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Longest one file may take to parse."
+    )
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_file_bytes=self.max_file_bytes,
+            max_pages=self.max_pages,
+            max_rows=self.max_rows,
+            max_text_chars=self.max_text_chars,
+            max_unzipped_bytes=self.max_unzipped_bytes,
+        )

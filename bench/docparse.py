@@ -1,0 +1,114 @@
+"""Docparse throughput: 1 MB and 10 MB PDF and XLSX through a real service, alone and 8 at once.
+
+Files come from the test corpus builder (services/docparse/tests/corpus.py); the service is a
+real `sstools-docparse` process with its default 2 workers. Prints JSON: per file kind and size,
+p50/p95 seconds and MB/s one at a time, then requests/s and MB/s with 8 concurrent requests.
+
+    .venv/bin/python bench/docparse.py [--repeat 5]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+
+from sstools.devstack.testing import free_port
+from sstools.docparse.v1 import docparse_pb2, docparse_pb2_grpc
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "services" / "docparse" / "tests"))
+import corpus  # type: ignore[import-not-found]  # the test corpus builder, shared rather than copied
+
+MB = 1024 * 1024
+
+
+async def one_at_a_time(stub: Any, content: bytes, filename: str, repeat: int) -> dict[str, float]:
+    seconds = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        await stub.Parse(docparse_pb2.ParseRequest(filename=filename, content=content), timeout=120)
+        seconds.append(time.perf_counter() - started)
+    p95 = statistics.quantiles(seconds, n=20)[18] if len(seconds) > 1 else seconds[0]
+    return {
+        "mb": round(len(content) / MB, 2),
+        "p50_s": round(statistics.median(seconds), 3),
+        "p95_s": round(p95, 3),
+        "mb_per_s": round(len(content) / MB / statistics.median(seconds), 2),
+    }
+
+
+async def concurrently(stub: Any, content: bytes, filename: str, clients: int, each: int) -> dict[str, float]:
+    async def client() -> None:
+        for _ in range(each):
+            await stub.Parse(docparse_pb2.ParseRequest(filename=filename, content=content), timeout=300)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    total = clients * each
+    return {
+        "requests": total,
+        "requests_per_s": round(total / elapsed, 2),
+        "mb_per_s": round(total * len(content) / MB / elapsed, 2),
+    }
+
+
+async def measure(port: int, files: dict[str, tuple[bytes, str]], repeat: int) -> dict[str, Any]:
+    options = [("grpc.max_send_message_length", 64 * MB)]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+        stub = docparse_pb2_grpc.DocparseServiceStub(channel)
+        report: dict[str, Any] = {}
+        for label, (content, filename) in files.items():
+            report[label] = {"single": await one_at_a_time(stub, content, filename, repeat)}
+            report[label]["8_concurrent"] = await concurrently(
+                stub, content, filename, 8, 2 if "10mb" in label else 4
+            )
+        return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    files = {
+        "pdf_1mb": (corpus.pdf_of_size(1 * MB), "report.pdf"),
+        "pdf_10mb": (corpus.pdf_of_size(int(9.5 * MB)), "report.pdf"),
+        "xlsx_1mb": (corpus.xlsx_of_size(1 * MB), "book.xlsx"),
+        "xlsx_10mb": (corpus.xlsx_of_size(int(9.5 * MB)), "book.xlsx"),
+    }
+    grpc_port, metrics_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DOCPARSE_GRPC_PORT": str(grpc_port),
+        "DOCPARSE_METRICS_PORT": str(metrics_port),
+        "LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-docparse")], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{metrics_port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        report = asyncio.run(measure(grpc_port, files, args.repeat))
+    finally:
+        process.terminate()
+        process.wait(30)
+    print(json.dumps({"benchmark": "docparse", "workers": 2, "results": report}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""gRPC edge: DocparseService over detection and the worker pool."""
