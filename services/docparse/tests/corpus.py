@@ -73,7 +73,7 @@ FONT_BOLD_PATH: Final = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
 # Every timestamp written into a generated file.
 _FIXED_DATETIME: Final = datetime.datetime(2024, 5, 17, 12, 0, 0, tzinfo=datetime.UTC)
 _ZIP_DATE_TIME: Final = (2024, 5, 17, 12, 0, 0)
-_DOS_TIME: Final = (12 << 11) | (0 << 5) | (0 // 2)
+_DOS_TIME: Final = 12 << 11  # 12:00:00 (hour << 11 | minute << 5 | second // 2)
 _DOS_DATE: Final = ((2024 - 1980) << 9) | (5 << 5) | 17
 
 # ---------------------------------------------------------------------------------------------------------
