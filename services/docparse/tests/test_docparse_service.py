@@ -14,7 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.devstack.testing import free_port, grpc_health, probe, wait_until
+from sstools.devstack.testing import free_port, grpc_health, http_get, probe, wait_until
 from sstools.docparse.grpc.servicer import ERROR_METADATA_KEY
 from sstools.docparse.main import assemble
 from sstools.docparse.settings import DocparseSettings
@@ -184,5 +184,9 @@ async def test_a_file_past_its_deadline_costs_only_its_worker() -> None:
             assert (await _parse(stub, corpus.pdf_report("ru"), "next.pdf")).tables  # a fresh worker answers
             worker_after = psutil.Process(service.process.pid).children(recursive=True)
         assert {p.pid for p in worker_before} != {p.pid for p in worker_after}
+        metrics = (await http_get(f"http://127.0.0.1:{service.metrics_port}/metrics")).text
+        assert 'sstools_docparse_errors_total{code="TIMEOUT"} 1.0' in metrics
+        assert 'sstools_docparse_worker_restarts_total{reason="timeout"} 1.0' in metrics
+        assert 'sstools_docparse_parse_seconds_count{kind="pdf"} 2.0' in metrics
     finally:
         assert service.stop() == 0
