@@ -9,14 +9,10 @@ it. Prints JSON: p50/p99 per call over repeated requests, and how the data was s
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +22,7 @@ from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS
 from sstools.devstack.paths import DATA_DIR
 from sstools.devstack.postgres import database_url
-from sstools.devstack.testing import free_port, scratch_database
+from sstools.devstack.testing import free_port, scratch_database, service_process
 
 SECRET = "bench-secret-" + "b" * 40
 USER = "bench-user"
@@ -120,7 +116,6 @@ def main() -> None:
         seed_seconds = round(time.perf_counter() - started, 1)
         http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
         env = {
-            **os.environ,
             "DATABASE_URL": url,
             "JWT_SECRET": SECRET,
             "LOG_LEVEL": "WARNING",
@@ -128,20 +123,8 @@ def main() -> None:
             "CONVO_GRPC_PORT": str(grpc_port),
             "CONVO_METRICS_PORT": str(metrics_port),
         }
-        process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-convo")], env=env)
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{metrics_port}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
+        with service_process("convo", env, metrics_port):
             results = asyncio.run(measure(http_port, long_id, args.requests))
-        finally:
-            process.terminate()
-            process.wait(30)
     print(
         json.dumps(
             {

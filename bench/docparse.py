@@ -10,18 +10,15 @@ p50/p95 seconds and MB/s one at a time, then requests/s and MB/s with 8 concurre
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx
 
-from sstools.devstack.testing import free_port
+from sstools.devstack.testing import free_port, service_process
 from sstools.docparse.v1 import docparse_pb2, docparse_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "services" / "docparse" / "tests"))
@@ -88,25 +85,12 @@ def main() -> None:
     }
     grpc_port, metrics_port = free_port(), free_port()
     env = {
-        **os.environ,
         "DOCPARSE_GRPC_PORT": str(grpc_port),
         "DOCPARSE_METRICS_PORT": str(metrics_port),
         "LOG_LEVEL": "WARNING",
     }
-    process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-docparse")], env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{metrics_port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+    with service_process("docparse", env, metrics_port):
         report = asyncio.run(measure(grpc_port, files, args.repeat))
-    finally:
-        process.terminate()
-        process.wait(30)
     print(json.dumps({"benchmark": "docparse", "workers": 2, "results": report}, indent=2))
 
 

@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx
 import psutil
 
 from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS
-from sstools.devstack.testing import free_port
+from sstools.devstack.testing import free_port, wait_ready
 from sstools.router.embedding.backends import load_embedder
 from sstools.router.embedding.index import EmbeddingIndex, catalogue_passages
 from sstools.router.eval import evaluate, load_cases
@@ -72,19 +71,8 @@ class RouterProcess:
             "ROUTER_METRICS_PORT": str(self.metrics_port),
             "LOG_LEVEL": "WARNING",
         }
-        self.started = time.perf_counter()
         self.process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-router")], env=env)
-        self.ready_seconds = self._wait_ready()
-
-    def _wait_ready(self) -> float:
-        while time.perf_counter() - self.started < 120:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=1).status_code == 200:
-                    return round(time.perf_counter() - self.started, 2)
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("router did not become ready")
+        self.ready_seconds = round(wait_ready(self.metrics_port), 2)
 
     def rss_mib(self) -> float:
         rss: int = psutil.Process(self.process.pid).memory_info().rss

@@ -14,7 +14,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from sstools.devstack.testing import free_port, grpc_health, wait_until
+from sstools.devstack.testing import free_port, wait_grpc_serving
 
 
 class Collector(trace_service_pb2_grpc.TraceServiceServicer):
@@ -52,15 +52,7 @@ async def test_service_exports_its_spans_to_the_configured_collector() -> None:
     }
     process = _start_docparse(environment)
     try:
-
-        async def serving() -> bool:
-            try:
-                status = await grpc_health(f"127.0.0.1:{grpc_port}")
-                return bool(status == health_pb2.HealthCheckResponse.SERVING)
-            except grpc.aio.AioRpcError:
-                return False
-
-        await wait_until(serving, 60, "docparse serving")
+        await wait_grpc_serving(grpc_port)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
             await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         process.send_signal(signal.SIGTERM)  # shutdown flushes the batch of spans

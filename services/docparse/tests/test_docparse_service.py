@@ -14,7 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.devstack.testing import free_port, grpc_health, http_get, probe, wait_until
+from sstools.devstack.testing import free_port, grpc_health, http_get, probe, wait_grpc_serving
 from sstools.docparse.grpc.servicer import ERROR_METADATA_KEY
 from sstools.docparse.main import assemble
 from sstools.docparse.settings import DocparseSettings
@@ -70,13 +70,7 @@ def docparse() -> Iterator[DocparseProcess]:
 
 @pytest.fixture
 async def stub(docparse: DocparseProcess) -> AsyncIterator[Any]:
-    async def serving() -> bool:
-        try:
-            return bool(await grpc_health(f"127.0.0.1:{docparse.grpc_port}") == SERVING)
-        except grpc.aio.AioRpcError:
-            return False
-
-    await wait_until(serving, 60, "docparse serving")
+    await wait_grpc_serving(docparse.grpc_port)
     options = [("grpc.max_send_message_length", 64 * 1024 * 1024)]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{docparse.grpc_port}", options=options) as channel:
         yield docparse_pb2_grpc.DocparseServiceStub(channel)
@@ -165,14 +159,7 @@ async def test_hostile_files_get_typed_errors_while_health_stays_up(
 async def test_a_file_past_its_deadline_costs_only_its_worker() -> None:
     service = DocparseProcess(workers="1", parse_timeout_seconds="1", max_pages="100000")
     try:
-
-        async def serving() -> bool:
-            try:
-                return bool(await grpc_health(f"127.0.0.1:{service.grpc_port}") == SERVING)
-            except grpc.aio.AioRpcError:
-                return False
-
-        await wait_until(serving, 60, "docparse serving")
+        await wait_grpc_serving(service.grpc_port)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
             stub = docparse_pb2_grpc.DocparseServiceStub(channel)
             worker_before = psutil.Process(service.process.pid).children(recursive=True)

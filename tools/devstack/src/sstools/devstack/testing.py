@@ -1,12 +1,17 @@
 """Helpers the test suites share: a service started in-process on free ports, probes, databases."""
 
 import asyncio
+import os
 import random
 import socket
+import subprocess
+import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import grpc
@@ -110,3 +115,43 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], within_seconds: f
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"{what} not reached after {within_seconds} s")
         await asyncio.sleep(0.2)
+
+
+def wait_ready(metrics_port: int, within_seconds: float = 90) -> float:
+    """Block until a service's /readyz answers 200; return the seconds it took."""
+    started = time.monotonic()
+    while time.monotonic() - started < within_seconds:
+        try:
+            if httpx.get(f"http://127.0.0.1:{metrics_port}/readyz", timeout=1).status_code == 200:
+                return time.monotonic() - started
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"no ready service on port {metrics_port} after {within_seconds} s")
+
+
+@contextmanager
+def service_process(
+    name: str, environment: Mapping[str, str], metrics_port: int
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``sstools-<name>`` as a real process, handed over once ready, stopped with SIGTERM after."""
+    script = str(Path(sys.executable).parent / f"sstools-{name}")
+    process = subprocess.Popen([script], env={**os.environ, **environment})
+    try:
+        wait_ready(metrics_port)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+async def wait_grpc_serving(port: int, within_seconds: float = 60) -> None:
+    """Until the gRPC health check on ``port`` says SERVING."""
+
+    async def serving() -> bool:
+        try:
+            return bool(await grpc_health(f"127.0.0.1:{port}") == health_pb2.HealthCheckResponse.SERVING)
+        except grpc.aio.AioRpcError:
+            return False
+
+    await wait_until(serving, within_seconds, f"gRPC SERVING on {port}")
