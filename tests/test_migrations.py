@@ -2,6 +2,7 @@
 
 import asyncio
 
+import pytest
 from sqlalchemy import text
 
 from sstools.common.db import create_engine
@@ -38,19 +39,24 @@ def test_every_owner_has_a_single_head() -> None:
         assert migrations.head().startswith(f"{migrations.service}_")  # type: ignore[union-attr]
 
 
-async def test_convo_schema_from_migrations_matches_its_table_definitions(fresh_database_url: str) -> None:
+@pytest.mark.parametrize("owner", ["convo", "ops"])
+async def test_schema_from_migrations_matches_the_table_definitions(
+    owner: str, fresh_database_url: str
+) -> None:
     """The migrations are written out by hand; they must build exactly what tables.py declares."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
     from sqlalchemy import Connection
 
-    from sstools.convo.store import metadata
+    from sstools.convo.store import metadata as convo_metadata
+    from sstools.ops.store import metadata as ops_metadata
 
-    await asyncio.to_thread(CONVO.upgrade, fresh_database_url)
+    migrations, metadata = (CONVO, convo_metadata) if owner == "convo" else (OPS, ops_metadata)
+    await asyncio.to_thread(migrations.upgrade, fresh_database_url)
     engine = create_engine(fresh_database_url)
 
     def differences(connection: Connection) -> list[object]:
-        context = MigrationContext.configure(connection, opts={"version_table": CONVO.version_table})
+        context = MigrationContext.configure(connection, opts={"version_table": migrations.version_table})
         return [
             difference
             for difference in compare_metadata(context, metadata)
@@ -64,7 +70,7 @@ async def test_convo_schema_from_migrations_matches_its_table_definitions(fresh_
     try:
         async with engine.connect() as connection:
             assert await connection.run_sync(differences) == []
-        await asyncio.to_thread(CONVO.downgrade, fresh_database_url, "convo_0001")
-        await asyncio.to_thread(CONVO.upgrade, fresh_database_url)
+        await asyncio.to_thread(migrations.downgrade, fresh_database_url, f"{owner}_0001")
+        await asyncio.to_thread(migrations.upgrade, fresh_database_url)
     finally:
         await engine.dispose()

@@ -1,14 +1,39 @@
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.settings import DatabaseSettings, ServiceSettings
+from sstools.common.settings import AuthSettings, DatabaseSettings, ServiceSettings
 
 
-class OpsSettings(ServiceSettings, DatabaseSettings):
+class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings):
     model_config = SettingsConfigDict(env_prefix="OPS_")
     service_name: ClassVar[str] = "ops"
 
     http_port: int = Field(default=8000, ge=0, le=65535, description="Operations REST API port.")
     metrics_port: int = Field(default=9104, ge=0, le=65535, description="Probes and /metrics port.")
+    admin_username: str = Field(
+        default="admin", min_length=1, description="The admin created on first start."
+    )
+    admin_password: SecretStr | None = Field(
+        default=None, description="Password of that admin; no admin is created while unset."
+    )
+    service_clients: SecretStr = Field(
+        default=SecretStr(""),
+        description="Services that may ask for service tokens, as id:secret pairs separated by commas.",
+    )
+    user_token_ttl_seconds: int = Field(default=3600, ge=60, description="Life of a user token from login.")
+    service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
+
+    @field_validator("service_clients")
+    @classmethod
+    def _pairs(cls, value: SecretStr) -> SecretStr:
+        for pair in filter(None, value.get_secret_value().split(",")):
+            client_id, _, secret = pair.partition(":")
+            if not client_id or len(secret) < 16:
+                raise ValueError("each service client is id:secret with a secret of 16+ characters")
+        return value
+
+    def clients(self) -> dict[str, str]:
+        pairs = filter(None, self.service_clients.get_secret_value().split(","))
+        return dict(pair.split(":", 1) for pair in pairs)

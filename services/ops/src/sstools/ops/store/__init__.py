@@ -1,8 +1,8 @@
 """Persistence of users, roles, environments, tasks and the audit trail, with Alembic migrations."""
 
-from sqlalchemy import MetaData
-
 from sstools.common.db import Migrations
+from sstools.ops.store.tables import metadata
 
-metadata = MetaData()
 MIGRATIONS = Migrations(service="ops", script_location="sstools.ops.store:migrations")
+
+__all__ = ["MIGRATIONS", "metadata"]

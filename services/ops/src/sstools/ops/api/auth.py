@@ -1,0 +1,90 @@
+"""Who is calling: user tokens from login, service tokens for the agent, and the dual identity of
+agent calls (the service token authenticates the agent, the user token authorises the operation).
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, status
+
+from sstools.common.catalogue import Role
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+from sstools.ops.identity import UserStore
+
+SERVICE_AUDIENCE = "sstools-ops"
+
+
+@dataclass(frozen=True)
+class Caller:
+    service: str
+    username: str
+    role: Role
+
+
+def unauthorized(code: str, message: str = "") -> HTTPException:
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED,
+        {"code": code, "message": message},
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def bearer(header: str | None, missing_code: str) -> str:
+    scheme, _, token = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized(missing_code, "expected 'Bearer <token>'")
+    return token
+
+
+class Authenticator:
+    def __init__(
+        self, codec: JwtCodec, users: UserStore, *, user_ttl: timedelta, service_ttl: timedelta
+    ) -> None:
+        self.codec = codec
+        self.users = users
+        self.user_ttl = user_ttl
+        self.service_ttl = service_ttl
+
+    def issue_user_token(self, username: str) -> str:
+        return self.codec.issue(
+            username, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=self.user_ttl
+        )
+
+    def issue_service_token(self, client_id: str) -> str:
+        return self.codec.issue(
+            client_id, token_type=TokenType.SERVICE, audience=SERVICE_AUDIENCE, ttl=self.service_ttl
+        )
+
+    async def user(self, token: str) -> Caller:
+        try:
+            claims = self.codec.verify(token, audience=USER_AUDIENCE, token_type=TokenType.USER)
+        except TokenError as error:
+            raise unauthorized(error.code, str(error)) from None
+        user = await self.users.active(claims.subject)
+        if user is None:
+            raise unauthorized("user_inactive", "the user does not exist or is disabled")
+        return Caller("", user.username, user.role)
+
+    def service(self, token: str) -> str:
+        try:
+            return self.codec.verify(token, audience=SERVICE_AUDIENCE, token_type=TokenType.SERVICE).subject
+        except TokenError as error:
+            raise unauthorized(error.code, str(error)) from None
+
+
+def dependencies(authenticator: Authenticator) -> tuple[object, object]:
+    """FastAPI dependencies: the browser's user alone, and an agent call's two identities."""
+
+    async def user_only(authorization: Annotated[str | None, Header()] = None) -> Caller:
+        return await authenticator.user(bearer(authorization, "user_token_missing"))
+
+    async def agent_for_user(
+        authorization: Annotated[str | None, Header()] = None,
+        x_user_authorization: Annotated[str | None, Header()] = None,
+    ) -> Caller:
+        service = authenticator.service(bearer(authorization, "service_token_missing"))
+        user = await authenticator.user(bearer(x_user_authorization, "user_token_missing"))
+        return Caller(service, user.username, user.role)
+
+    return Depends(user_only), Depends(agent_for_user)

@@ -1,0 +1,209 @@
+"""Sign-in, service tokens and the dual identity of agent calls, against a real ops and PostgreSQL."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy import text
+
+from sstools.common.catalogue import Role
+from sstools.common.db import create_engine
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.devstack.testing import started_service
+from sstools.ops.api.auth import SERVICE_AUDIENCE
+from sstools.ops.identity import UserStore
+from sstools.ops.main import assemble
+from sstools.ops.settings import OpsSettings
+from sstools.ops.store import MIGRATIONS
+
+from .conftest import AGENT_SECRET, JWT_SECRET
+
+PASSWORDS = {"vera": "viewer-pass", "anna": "analyst-pass", "oleg": "operator-pass"}
+
+
+@pytest.fixture
+async def ops(fresh_database_url: str, tracer_provider: TracerProvider) -> AsyncIterator[httpx.AsyncClient]:
+    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    settings = OpsSettings(
+        http_port=0,
+        metrics_port=0,
+        database_url=fresh_database_url,
+        jwt_secret=JWT_SECRET,
+        admin_username="root",
+        admin_password="admin-pass-123",
+        service_clients=f"agent:{AGENT_SECRET}",
+    )
+    async with (
+        started_service(settings, assemble, tracer_provider) as service,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.ports['api']}", timeout=10) as client,
+    ):
+        for _ in range(100):  # the admin is bootstrapped in the background, while no user exists
+            if (await _login(client, "root", "admin-pass-123")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        engine = create_engine(fresh_database_url)
+        store = UserStore(engine)
+        roles = (Role.VIEWER, Role.ANALYST, Role.OPERATOR)
+        for (name, password), role in zip(PASSWORDS.items(), roles, strict=True):
+            await store.create(name, password, role)
+        await engine.dispose()
+        yield client
+
+
+async def _login(client: httpx.AsyncClient, username: str, password: str) -> httpx.Response:
+    return await client.post("/api/auth/login", json={"username": username, "password": password})
+
+
+async def _user_token(client: httpx.AsyncClient, username: str) -> str:
+    password = PASSWORDS.get(username, "admin-pass-123")
+    reply = await _login(client, username, password)
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["access_token"])
+
+
+async def _service_token(client: httpx.AsyncClient) -> str:
+    reply = await client.post(
+        "/api/auth/service-token", json={"client_id": "agent", "client_secret": AGENT_SECRET}
+    )
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["access_token"])
+
+
+async def test_login_issues_user_tokens_and_refuses_wrong_passwords(ops: httpx.AsyncClient) -> None:
+    token = await _user_token(ops, "anna")
+    me = await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json() == {"username": "anna", "role": "analyst"}
+    for username, password in (("anna", "wrong"), ("nobody", "analyst-pass"), ("anna", "")):
+        reply = await _login(ops, username, password)
+        assert reply.status_code in (401, 422)
+    assert (await _login(ops, "anna", "wrong")).json()["detail"]["code"] == "bad_credentials"
+
+
+async def test_admin_is_bootstrapped_once_from_settings(
+    ops: httpx.AsyncClient, fresh_database_url: str
+) -> None:
+    token = await _user_token(ops, "root")
+    me = await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json()["role"] == "admin"
+    engine = create_engine(fresh_database_url)
+    try:
+        assert not await UserStore(engine).bootstrap_admin(
+            "root2", "another-pass"
+        )  # users exist: no second admin
+        async with engine.connect() as connection:
+            assert await connection.scalar(text("SELECT count(*) FROM ops_users WHERE role = 'admin'")) == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_service_tokens_go_only_to_known_clients(ops: httpx.AsyncClient) -> None:
+    assert await _service_token(ops)
+    for client_id, secret in (("agent", "wrong-secret-000000"), ("stranger", AGENT_SECRET)):
+        reply = await ops.post(
+            "/api/auth/service-token", json={"client_id": client_id, "client_secret": secret}
+        )
+        assert reply.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("username", "tool", "env_id", "allowed", "required"),
+    [
+        ("vera", "search_dashboards", "prod", True, "viewer"),
+        ("vera", "superset_execute_sql", "dev", False, "analyst"),
+        ("anna", "superset_execute_sql", "dev", True, "analyst"),
+        ("anna", "superset_create_dashboard", "dev", True, "analyst"),
+        ("anna", "superset_create_dashboard", "prod", False, "operator"),
+        ("oleg", "deploy_dashboard", "staging", True, "operator"),
+        ("oleg", "deploy_dashboard", "production", False, "admin"),
+        ("root", "deploy_dashboard", "prod", True, "admin"),
+    ],
+)
+async def test_agent_calls_are_authorised_for_the_user_not_the_agent(
+    ops: httpx.AsyncClient, username: str, tool: str, env_id: str, allowed: bool, required: str
+) -> None:
+    headers = {
+        "Authorization": f"Bearer {await _service_token(ops)}",
+        "X-User-Authorization": f"Bearer {await _user_token(ops, username)}",
+    }
+    reply = await ops.post(f"/api/tools/{tool}/authorize", json={"env_id": env_id}, headers=headers)
+    assert reply.status_code == 200, reply.text
+    assert (reply.json()["allowed"], reply.json()["required_role"]) == (allowed, required)
+
+
+async def test_agent_only_endpoint_refuses_anything_but_both_valid_tokens(
+    ops: httpx.AsyncClient, fresh_database_url: str
+) -> None:
+    service, user = await _service_token(ops), await _user_token(ops, "oleg")
+    codec = JwtCodec(JWT_SECRET)
+    expired_user = codec.issue(
+        "oleg",
+        token_type=TokenType.USER,
+        audience=USER_AUDIENCE,
+        ttl=timedelta(minutes=1),
+        now=datetime.now(UTC) - timedelta(hours=1),
+    )
+    forged_service = JwtCodec("f" * 48).issue(
+        "agent", token_type=TokenType.SERVICE, audience=SERVICE_AUDIENCE, ttl=timedelta(minutes=5)
+    )
+    unsigned = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJvbGVnIn0."
+    attempts = [
+        ({"Authorization": f"Bearer {user}"}, "token_audience_invalid"),  # a user token is no service token
+        ({"X-User-Authorization": f"Bearer {user}"}, "service_token_missing"),
+        ({"Authorization": f"Bearer {service}"}, "user_token_missing"),  # service token only
+        (
+            {"Authorization": f"Bearer {user}", "X-User-Authorization": f"Bearer {user}"},
+            "token_audience_invalid",
+        ),
+        (
+            {"Authorization": f"Bearer {service}", "X-User-Authorization": f"Bearer {service}"},
+            "token_audience_invalid",
+        ),
+        (
+            {"Authorization": f"Bearer {forged_service}", "X-User-Authorization": f"Bearer {user}"},
+            "token_signature_invalid",
+        ),
+        (
+            {"Authorization": f"Bearer {service}", "X-User-Authorization": f"Bearer {expired_user}"},
+            "token_expired",
+        ),
+        (
+            {"Authorization": f"Bearer {unsigned}", "X-User-Authorization": f"Bearer {user}"},
+            "token_algorithm_rejected",
+        ),
+    ]
+    for headers, code in attempts:
+        reply = await ops.post(
+            "/api/tools/deploy_dashboard/authorize", json={"env_id": "dev"}, headers=headers
+        )
+        assert reply.status_code == 401, (headers, reply.text)
+        assert reply.json()["detail"]["code"] == code
+    unknown = await ops.post(
+        "/api/tools/drop_database/authorize",
+        json={},
+        headers={"Authorization": f"Bearer {service}", "X-User-Authorization": f"Bearer {user}"},
+    )
+    assert unknown.status_code == 404
+
+    engine = create_engine(fresh_database_url)
+    try:
+        async with engine.connect() as connection:
+            rows = (await connection.execute(text("SELECT service, username, outcome FROM ops_audit"))).all()
+    finally:
+        await engine.dispose()
+    assert rows == []  # refused callers leave no decision behind
+
+
+async def test_a_disabled_user_loses_access_at_once(ops: httpx.AsyncClient, fresh_database_url: str) -> None:
+    token = await _user_token(ops, "oleg")
+    engine = create_engine(fresh_database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("UPDATE ops_users SET is_active = false WHERE username = 'oleg'"))
+    finally:
+        await engine.dispose()
+    reply = await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})
+    assert reply.status_code == 401
+    assert reply.json()["detail"]["code"] == "user_inactive"
