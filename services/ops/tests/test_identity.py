@@ -207,3 +207,43 @@ async def test_a_disabled_user_loses_access_at_once(ops: httpx.AsyncClient, fres
     reply = await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})
     assert reply.status_code == 401
     assert reply.json()["detail"]["code"] == "user_inactive"
+
+
+@pytest.mark.parametrize(
+    ("username", "sql", "allowed", "required"),
+    [
+        ("anna", "select * from sales", True, "analyst"),
+        ("anna", "delete from sales", False, "admin"),
+        ("oleg", "select 1; drop table sales", False, "admin"),
+        ("root", "delete from sales", True, "admin"),
+    ],
+)
+async def test_ops_decides_itself_whether_sql_changes_anything(
+    ops: httpx.AsyncClient, username: str, sql: str, allowed: bool, required: str
+) -> None:
+    headers = {
+        "Authorization": f"Bearer {await _service_token(ops)}",
+        "X-User-Authorization": f"Bearer {await _user_token(ops, username)}",
+    }
+    reply = await ops.post(
+        "/api/tools/superset_execute_sql/authorize", json={"env_id": "dev", "sql": sql}, headers=headers
+    )
+    assert (reply.json()["allowed"], reply.json()["required_role"]) == (allowed, required)
+    assert reply.json()["tier"] == ("read" if required == "analyst" else "dangerous")
+
+
+async def test_sql_is_formatted_for_any_signed_in_user_without_running_it(ops: httpx.AsyncClient) -> None:
+    headers = {
+        "Authorization": f"Bearer {await _service_token(ops)}",
+        "X-User-Authorization": f"Bearer {await _user_token(ops, 'vera')}",
+    }
+    reply = await ops.post("/api/sql/format", json={"sql": "select a,b from t where x=1"}, headers=headers)
+    assert reply.status_code == 200
+    assert reply.json() == {
+        "sql": "SELECT\n  a,\n  b\nFROM t\nWHERE\n  x = 1",
+        "statements": 1,
+        "read_only": True,
+    }
+    broken = await ops.post("/api/sql/format", json={"sql": "select (("}, headers=headers)
+    assert broken.status_code == 422
+    assert broken.json()["detail"]["code"] == "sql_not_parsed"

@@ -10,6 +10,7 @@ from sstools.common.policy import decide
 from sstools.ops.api.auth import Authenticator, Caller, dependencies, unauthorized
 from sstools.ops.audit import AuditLog
 from sstools.ops.identity import service_client_matches
+from sstools.ops.sql import SqlNotParsed, classify, format_sql
 
 
 class Login(BaseModel):
@@ -35,7 +36,8 @@ class Me(BaseModel):
 
 class AuthorizeIn(BaseModel):
     env_id: str | None = Field(default=None, max_length=200)
-    mutating_sql: bool = False
+    # For superset_execute_sql: the statement; ops decides itself whether it changes anything.
+    sql: str | None = Field(default=None, max_length=100_000)
 
 
 class AuthorizeOut(BaseModel):
@@ -47,6 +49,17 @@ class AuthorizeOut(BaseModel):
     risk_level: str
     env: str | None
     needs_confirmation: bool
+
+
+class SqlIn(BaseModel):
+    sql: str = Field(min_length=1, max_length=100_000)
+    dialect: str = Field(default="postgres", pattern=r"^[a-z0-9]+$")
+
+
+class SqlFormatted(BaseModel):
+    sql: str
+    statements: int
+    read_only: bool
 
 
 def build_app(authenticator: Authenticator, audit: AuditLog, service_clients: dict[str, str]) -> FastAPI:
@@ -80,7 +93,8 @@ def build_app(authenticator: Authenticator, audit: AuditLog, service_clients: di
         """Ops' answer, the authoritative one, to "may this user run this tool here?"."""
         if tool not in known_tools:
             raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "unknown_tool", "tool": tool})
-        decision = decide(tool, body.env_id, mutating_sql=body.mutating_sql)
+        mutating = body.sql is not None and not classify(body.sql).read_only
+        decision = decide(tool, body.env_id, mutating_sql=mutating)
         allowed = decision.allows(caller.role)
         await audit.record(
             service=caller.service,
@@ -100,5 +114,19 @@ def build_app(authenticator: Authenticator, audit: AuditLog, service_clients: di
             env=decision.env,
             needs_confirmation=decision.needs_confirmation,
         )
+
+    @app.post("/api/sql/format")
+    async def format_statement(body: SqlIn, caller: Annotated[Caller, agent_for_user]) -> SqlFormatted:
+        """superset_format_sql: formatted locally, nothing is run."""
+        if not decide("superset_format_sql").allows(caller.role):
+            raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "role_too_low"})
+        try:
+            formatted = format_sql(body.sql, body.dialect)
+        except SqlNotParsed as error:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "sql_not_parsed", "message": str(error)}
+            ) from None
+        shape = classify(body.sql, body.dialect)
+        return SqlFormatted(sql=formatted, statements=shape.statements, read_only=shape.read_only)
 
     return app
