@@ -1,6 +1,7 @@
 """Sign-in, service tokens and the dual identity of agent calls, against a real ops and PostgreSQL."""
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -35,6 +36,12 @@ async def ops(fresh_database_url: str, tracer_provider: TracerProvider) -> Async
         admin_username="root",
         admin_password="admin-pass-123",
         service_clients=f"agent:{AGENT_SECRET}",
+        environments=json.dumps(
+            [
+                {"id": "dev", "name": "Development", "url": "http://127.0.0.1:8088", "password_env": "X"},
+                {"id": "prod", "name": "Production", "url": "https://bi.example.test", "password_env": "Y"},
+            ]
+        ),
     )
     async with (
         started_service(settings, assemble, tracer_provider) as service,
@@ -247,3 +254,19 @@ async def test_sql_is_formatted_for_any_signed_in_user_without_running_it(ops: h
     broken = await ops.post("/api/sql/format", json={"sql": "select (("}, headers=headers)
     assert broken.status_code == 422
     assert broken.json()["detail"]["code"] == "sql_not_parsed"
+
+
+async def test_environments_are_listed_without_credentials(ops: httpx.AsyncClient) -> None:
+    headers = {
+        "Authorization": f"Bearer {await _service_token(ops)}",
+        "X-User-Authorization": f"Bearer {await _user_token(ops, 'vera')}",
+    }
+    reply = await ops.get("/api/environments", headers=headers)
+    assert reply.status_code == 200
+    assert reply.json() == [
+        {"id": "dev", "name": "Development", "url": "http://127.0.0.1:8088/", "production": False},
+        {"id": "prod", "name": "Production", "url": "https://bi.example.test/", "production": True},
+    ]
+    assert (
+        await ops.get("/api/environments", headers={"Authorization": headers["Authorization"]})
+    ).status_code == 401

@@ -16,6 +16,7 @@ from sstools.common.tokens import JwtCodec
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import Authenticator
 from sstools.ops.audit import AuditLog
+from sstools.ops.environments import parse_environments
 from sstools.ops.identity import UserStore
 from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
@@ -48,9 +49,10 @@ def assemble(settings: OpsSettings, service: Service) -> None:
                 await asyncio.sleep(2)
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
-    service.add_http(
-        "api", build_app(authenticator, AuditLog(engine), settings.clients()), settings.http_port
+    app = build_app(
+        authenticator, AuditLog(engine), settings.clients(), parse_environments(settings.environments)
     )
+    service.add_http("api", app, settings.http_port)
     service.add_background(bootstrap_admin)
     service.add_cleanup(engine.dispose)
 

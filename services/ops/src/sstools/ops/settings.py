@@ -4,6 +4,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.settings import AuthSettings, DatabaseSettings, ServiceSettings
+from sstools.ops.environments import parse_environments
 
 
 class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings):
@@ -22,6 +23,11 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings):
         default=SecretStr(""),
         description="Services that may ask for service tokens, as id:secret pairs separated by commas.",
     )
+    environments: str = Field(
+        default="[]",
+        validation_alias="ENVIRONMENTS",
+        description="JSON list of Superset environments (id, name, url, username, password_env or _file).",
+    )
     user_token_ttl_seconds: int = Field(default=3600, ge=60, description="Life of a user token from login.")
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
 
@@ -32,6 +38,12 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings):
             client_id, _, secret = pair.partition(":")
             if not client_id or len(secret) < 16:
                 raise ValueError("each service client is id:secret with a secret of 16+ characters")
+        return value
+
+    @field_validator("environments")
+    @classmethod
+    def _environments(cls, value: str) -> str:
+        parse_environments(value)  # refuse a bad list at start, with the reason
         return value
 
     def clients(self) -> dict[str, str]:

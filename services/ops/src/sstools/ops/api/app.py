@@ -9,6 +9,7 @@ from sstools.common.catalogue import tool_names
 from sstools.common.policy import decide
 from sstools.ops.api.auth import Authenticator, Caller, dependencies, unauthorized
 from sstools.ops.audit import AuditLog
+from sstools.ops.environments import Environment
 from sstools.ops.identity import service_client_matches
 from sstools.ops.sql import SqlNotParsed, classify, format_sql
 
@@ -51,6 +52,13 @@ class AuthorizeOut(BaseModel):
     needs_confirmation: bool
 
 
+class EnvironmentOut(BaseModel):
+    id: str
+    name: str
+    url: str
+    production: bool
+
+
 class SqlIn(BaseModel):
     sql: str = Field(min_length=1, max_length=100_000)
     dialect: str = Field(default="postgres", pattern=r"^[a-z0-9]+$")
@@ -62,7 +70,12 @@ class SqlFormatted(BaseModel):
     read_only: bool
 
 
-def build_app(authenticator: Authenticator, audit: AuditLog, service_clients: dict[str, str]) -> FastAPI:
+def build_app(
+    authenticator: Authenticator,
+    audit: AuditLog,
+    service_clients: dict[str, str],
+    environments: dict[str, Environment],
+) -> FastAPI:
     app = FastAPI(title="SS-Tools operations", version="0.1.0")
     user_only, agent_for_user = dependencies(authenticator)
     known_tools = set(tool_names())
@@ -114,6 +127,16 @@ def build_app(authenticator: Authenticator, audit: AuditLog, service_clients: di
             env=decision.env,
             needs_confirmation=decision.needs_confirmation,
         )
+
+    @app.get("/api/environments")
+    async def list_environments(caller: Annotated[Caller, agent_for_user]) -> list[EnvironmentOut]:
+        """list_environments: where ops can act; credentials never leave."""
+        if not decide("list_environments").allows(caller.role):
+            raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "role_too_low"})
+        return [
+            EnvironmentOut(id=env.id, name=env.name, url=str(env.url), production=bool(env.production))
+            for env in environments.values()
+        ]
 
     @app.post("/api/sql/format")
     async def format_statement(body: SqlIn, caller: Annotated[Caller, agent_for_user]) -> SqlFormatted:
