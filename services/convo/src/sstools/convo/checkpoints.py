@@ -67,23 +67,25 @@ class CheckpointJanitor:
                     )
                 ).scalars()
             )
-        cleaned = failed = 0
-        for thread_id in owed:
-            try:
-                await self._clean_thread(thread_id)
-                cleaned += 1
-            except Exception as error:  # noqa: BLE001 — recorded, retried on the next pass
-                failed += 1
-                _log.warning(
-                    "checkpoint clean-up failed", extra={"thread_id": thread_id, "error": repr(error)}
-                )
-                async with self._engine.begin() as connection:
-                    await connection.execute(
-                        update(checkpoint_cleanups)
-                        .where(checkpoint_cleanups.c.thread_id == thread_id)
-                        .values(attempts=checkpoint_cleanups.c.attempts + 1, last_error=repr(error)[:500])
-                    )
+        results = [await self.clean(thread_id) for thread_id in owed]
+        cleaned = sum(results)
+        failed = len(results) - cleaned
         return CleanupPass(cleaned, failed)
+
+    async def clean(self, thread_id: str) -> bool:
+        """Pay one owed clean-up now; on failure record the attempt and leave it owed."""
+        try:
+            await self._clean_thread(thread_id)
+        except Exception as error:  # noqa: BLE001 — recorded, retried on the next pass
+            _log.warning("checkpoint clean-up failed", extra={"thread_id": thread_id, "error": repr(error)})
+            async with self._engine.begin() as connection:
+                await connection.execute(
+                    update(checkpoint_cleanups)
+                    .where(checkpoint_cleanups.c.thread_id == thread_id)
+                    .values(attempts=checkpoint_cleanups.c.attempts + 1, last_error=repr(error)[:500])
+                )
+            return False
+        return True
 
     async def _clean_thread(self, thread_id: str) -> None:
         async with self._engine.begin() as connection:

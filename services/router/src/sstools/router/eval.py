@@ -121,7 +121,7 @@ def main(argv: Iterable[str] | None = None) -> None:
     router, _ = build_router(load_settings(RouterSettings))
     report = evaluate(load_cases(args.file), lambda query: router.route(query).names)
     report["router"] = {
-        "model": "keyword-only (degraded)" if router.degraded else router.route("x").model or "",
+        "model": router.model_name or "keyword-only (degraded)",
         "threshold": router.threshold,
     }
     if args.no_misses:

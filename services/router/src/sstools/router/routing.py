@@ -110,6 +110,11 @@ class Router:
         return self._embeddings is None
 
     @property
+    def model_name(self) -> str:
+        """The embedding model's name, empty when degraded."""
+        return "" if self._embeddings is None else self._embeddings.embedder.name
+
+    @property
     def threshold(self) -> float | None:
         if self._embeddings is None:
             return None
@@ -140,7 +145,7 @@ class Router:
             result.tools = [*matched, *similar, *always]
             result.tier = Tier.HYBRID
             result.embedding_ms = (time.perf_counter() - started) * 1000
-            result.model = self._embeddings.embedder.name
+            result.model = self.model_name
         result.tools = _cap(result.tools, limit)
         result.prefetch_dashboards = (
             _SEARCH_TOOL in keyword_result.tools

@@ -130,7 +130,8 @@ def build_app(
         conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]
     ) -> ConversationOut:
         archived = await store.set_archived(user, conversation_id, archived=True)
-        await janitor.clean_pending()  # now if it can; the housekeeping loop retries otherwise
+        # This thread's clean-up now if it can; other debts stay with the housekeeping loop.
+        await janitor.clean(str(conversation_id))
         return ConversationOut.model_validate(dict(archived))
 
     @app.post("/api/assistant/conversations/{conversation_id}/restore")

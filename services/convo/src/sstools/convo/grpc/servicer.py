@@ -176,7 +176,8 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         row = await self._store.set_archived(
             _user(request.user_id), _uuid(request.conversation_id), archived=True
         )
-        await self._janitor.clean_pending()  # now if it can; the housekeeping loop retries otherwise
+        # This thread's clean-up now if it can; other debts stay with the housekeeping loop.
+        await self._janitor.clean(str(request.conversation_id))
         return _conversation(row)
 
     def _check_length(self, content: str) -> None:

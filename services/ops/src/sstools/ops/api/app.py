@@ -70,6 +70,12 @@ class SqlFormatted(BaseModel):
     read_only: bool
 
 
+def _require(caller: Caller, tool: str) -> None:
+    """403 unless the caller's role may run ``tool`` (an operation with no target environment)."""
+    if not decide(tool).allows(caller.role):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "role_too_low", "tool": tool})
+
+
 def build_app(
     authenticator: Authenticator,
     audit: AuditLog,
@@ -131,8 +137,7 @@ def build_app(
     @app.get("/api/environments")
     async def list_environments(caller: Annotated[Caller, agent_for_user]) -> list[EnvironmentOut]:
         """list_environments: where ops can act; credentials never leave."""
-        if not decide("list_environments").allows(caller.role):
-            raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "role_too_low"})
+        _require(caller, "list_environments")
         return [
             EnvironmentOut(id=env.id, name=env.name, url=str(env.url), production=bool(env.production))
             for env in environments.values()
@@ -141,8 +146,7 @@ def build_app(
     @app.post("/api/sql/format")
     async def format_statement(body: SqlIn, caller: Annotated[Caller, agent_for_user]) -> SqlFormatted:
         """superset_format_sql: formatted locally, nothing is run."""
-        if not decide("superset_format_sql").allows(caller.role):
-            raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "role_too_low"})
+        _require(caller, "superset_format_sql")
         try:
             formatted = format_sql(body.sql, body.dialect)
         except SqlNotParsed as error:
