@@ -1,4 +1,4 @@
-"""Fixtures every suite may use: the test database server and an in-memory tracer."""
+"""Fixtures every suite may use: the test database server, an in-memory tracer, real Superset."""
 
 import os
 import sys
@@ -10,7 +10,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sstools.devstack.testing import scratch_database
+from sstools.devstack.demo import local_supersets
+from sstools.devstack.superset import Instance, default_home
+from sstools.devstack.testing import free_port, scratch_database
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,3 +47,12 @@ def tracer_provider(span_exporter: InMemorySpanExporter) -> Iterator[TracerProvi
     provider.add_span_processor(SimpleSpanProcessor(span_exporter))
     yield provider
     provider.shutdown()
+
+
+@pytest.fixture(scope="session")
+def supersets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Instance]]:
+    """Real Superset 6.1: a seeded dev and an empty prod, on free loopback ports, for the session.
+    The first run installs Superset into .data/superset and initialises a template (about a minute)."""
+    folder = tmp_path_factory.mktemp("superset")
+    with local_supersets(default_home(), folder, {"dev": free_port(), "prod": free_port()}) as instances:
+        yield instances

@@ -1,2 +1,116 @@
+"""An ops under test: started in-process on free ports against a scratch database, with one user
+of each role and the agent's service client, called with both identities like the agent does."""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.common.catalogue import Role
+from sstools.common.db import create_engine
+from sstools.devstack.testing import started_service
+from sstools.ops.main import assemble
+from sstools.ops.settings import OpsSettings
+from sstools.ops.store import MIGRATIONS
+from sstools.ops.store.users import UserStore
+
 JWT_SECRET = "ops-test-secret-" + "o" * 32
 AGENT_SECRET = "agent-client-secret-123"
+ADMIN_PASSWORD = "admin-pass-123"
+# One user per role; "root" is the bootstrapped admin.
+USERS = {"vera": Role.VIEWER, "anna": Role.ANALYST, "oleg": Role.OPERATOR, "root": Role.ADMIN}
+
+
+def password(username: str) -> str:
+    return ADMIN_PASSWORD if username == "root" else f"{username}-pass-123"
+
+
+@dataclass
+class OpsApi:
+    http: httpx.AsyncClient
+    service_token: str
+    user_tokens: dict[str, str]
+    database_url: str
+
+    def headers(self, username: str, **extra: str) -> dict[str, str]:
+        """The agent's call on behalf of ``username``."""
+        return {
+            "Authorization": f"Bearer {self.service_token}",
+            "X-User-Authorization": f"Bearer {self.user_tokens[username]}",
+            **extra,
+        }
+
+    async def wait_task(
+        self, task_id: str, username: str = "root", within_seconds: float = 120
+    ) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + within_seconds
+        while True:
+            reply = await self.http.get(f"/api/tasks/{task_id}", headers=self.headers(username))
+            assert reply.status_code == 200, reply.text
+            task: dict[str, Any] = reply.json()
+            if task["status"] in ("success", "failed"):
+                return task
+            assert asyncio.get_running_loop().time() < deadline, f"task {task_id} still {task['status']}"
+            await asyncio.sleep(0.2)
+
+
+@asynccontextmanager
+async def running_ops(
+    database_url: str,
+    tracer_provider: TracerProvider,
+    environments: list[dict[str, Any]] | str,
+    state_dir: Path,
+    **settings: Any,
+) -> AsyncIterator[OpsApi]:
+    await asyncio.to_thread(MIGRATIONS.upgrade, database_url)
+    config = OpsSettings(
+        http_port=0,
+        metrics_port=0,
+        database_url=database_url,
+        jwt_secret=JWT_SECRET,
+        admin_username="root",
+        admin_password=ADMIN_PASSWORD,
+        service_clients=f"agent:{AGENT_SECRET}",
+        environments=environments if isinstance(environments, str) else json.dumps(environments),
+        backup_dir=state_dir / "backups",
+        git_repo=state_dir / "exports",
+        **settings,
+    )
+    async with (
+        started_service(config, assemble, tracer_provider) as service,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.ports['api']}", timeout=120) as http,
+    ):
+
+        async def login(username: str) -> httpx.Response:
+            return await http.post(
+                "/api/auth/login", json={"username": username, "password": password(username)}
+            )
+
+        for _ in range(200):  # the admin is bootstrapped in the background, while no user exists
+            if (await login("root")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        engine = create_engine(database_url)
+        try:
+            store = UserStore(engine)
+            for username, role in USERS.items():
+                if role is not Role.ADMIN:
+                    await store.create(username, password(username), role)
+        finally:
+            await engine.dispose()
+        tokens = {}
+        for username in USERS:
+            reply = await login(username)
+            assert reply.status_code == 200, reply.text
+            tokens[username] = reply.json()["access_token"]
+        reply = await http.post(
+            "/api/auth/service-token", json={"client_id": "agent", "client_secret": AGENT_SECRET}
+        )
+        assert reply.status_code == 200, reply.text
+        yield OpsApi(http, reply.json()["access_token"], tokens, database_url)

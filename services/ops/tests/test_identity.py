@@ -15,10 +15,10 @@ from sstools.common.db import create_engine
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.devstack.testing import started_service
 from sstools.ops.api.auth import SERVICE_AUDIENCE
-from sstools.ops.identity import UserStore
 from sstools.ops.main import assemble
 from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
+from sstools.ops.store.users import UserStore
 
 from .conftest import AGENT_SECRET, JWT_SECRET
 

@@ -78,3 +78,25 @@ class DatabaseSettings(BaseSettings):
         validation_alias="DATABASE_URL",
         description="PostgreSQL URL shared by the services that keep state.",
     )
+
+
+class LlmSettings(BaseSettings):
+    """Mixin for services that ask an OpenAI-compatible model (none set: the offline one)."""
+
+    llm_base_url: str = Field(
+        default="",
+        validation_alias="LLM_BASE_URL",
+        description="OpenAI-compatible endpoint (http://host:8000/v1); empty: the built-in offline model.",
+    )
+    llm_api_key: SecretStr = Field(
+        default=SecretStr(""), validation_alias="LLM_API_KEY", description="Bearer key for that endpoint."
+    )
+    llm_model: str = Field(
+        default="", validation_alias="LLM_MODEL", description="Model name at that endpoint."
+    )
+    llm_timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias="LLM_TIMEOUT_SECONDS",
+        description="Longest one LLM call may take.",
+    )

@@ -9,30 +9,78 @@ import logging
 from datetime import timedelta
 
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.db import create_engine
 from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
+from sstools.ops import jobs
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import Authenticator
-from sstools.ops.audit import AuditLog
+from sstools.ops.api.context import OpsContext, SqlLimits
+from sstools.ops.backups import Backups
+from sstools.ops.deployments import Deployments
 from sstools.ops.environments import parse_environments
-from sstools.ops.identity import UserStore
+from sstools.ops.gitrepo import GitRepository
+from sstools.ops.llm import LlmEndpoint
 from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
+from sstools.ops.store.audit import AuditLog
+from sstools.ops.store.backups import BackupStore
+from sstools.ops.store.idempotency import IdempotencyStore
+from sstools.ops.store.maintenance import MaintenanceStore
+from sstools.ops.store.tasks import TaskStore
+from sstools.ops.store.users import UserStore
+from sstools.ops.superset.registry import Supersets
+from sstools.ops.tasks import TaskWorker
 
 _log = logging.getLogger(__name__)
 
 
+def build_context(settings: OpsSettings, engine: AsyncEngine) -> OpsContext:
+    """Every part of ops, wired once from the settings (no I/O happens here)."""
+    supersets = Supersets(
+        parse_environments(settings.environments),
+        timeout=settings.superset_timeout_seconds,
+        read_retries=settings.superset_read_retries,
+    )
+    maintenance = MaintenanceStore(engine)
+    backups = Backups(supersets, BackupStore(engine), settings.backup_dir)
+    deployments = Deployments(supersets, maintenance, backups)
+    llm = LlmEndpoint(
+        settings.llm_base_url,
+        settings.llm_api_key.get_secret_value(),
+        settings.llm_model,
+        settings.llm_timeout_seconds,
+    )
+    tasks = TaskStore(engine)
+    handlers = jobs.handlers(supersets, backups, deployments, llm)
+    return OpsContext(
+        authenticator=Authenticator(
+            JwtCodec(settings.jwt_secret.get_secret_value()),
+            UserStore(engine),
+            user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
+            service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
+        ),
+        audit=AuditLog(engine),
+        service_clients=settings.clients(),
+        supersets=supersets,
+        tasks=tasks,
+        worker=TaskWorker(tasks, handlers, lease=timedelta(seconds=settings.task_lease_seconds)),
+        idempotency=IdempotencyStore(engine),
+        maintenance=maintenance,
+        backups=backups,
+        deployments=deployments,
+        git=GitRepository(settings.git_repo),
+        llm=llm,
+        sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
+    )
+
+
 def assemble(settings: OpsSettings, service: Service) -> None:
     engine = create_engine(settings.database_url)
-    users = UserStore(engine)
-    authenticator = Authenticator(
-        JwtCodec(settings.jwt_secret.get_secret_value()),
-        users,
-        user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
-        service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
-    )
+    context = build_context(settings, engine)
+    users = context.authenticator.users
 
     async def bootstrap_admin() -> None:
         if settings.admin_password is None:
@@ -49,11 +97,10 @@ def assemble(settings: OpsSettings, service: Service) -> None:
                 await asyncio.sleep(2)
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
-    app = build_app(
-        authenticator, AuditLog(engine), settings.clients(), parse_environments(settings.environments)
-    )
-    service.add_http("api", app, settings.http_port)
+    service.add_http("api", build_app(context), settings.http_port)
     service.add_background(bootstrap_admin)
+    service.add_background(context.worker.run)
+    service.add_cleanup(context.supersets.aclose)
     service.add_cleanup(engine.dispose)
 
 

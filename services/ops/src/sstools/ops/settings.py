@@ -1,13 +1,14 @@
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.settings import AuthSettings, DatabaseSettings, ServiceSettings
+from sstools.common.settings import AuthSettings, DatabaseSettings, LlmSettings, ServiceSettings
 from sstools.ops.environments import parse_environments
 
 
-class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings):
+class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings):
     model_config = SettingsConfigDict(env_prefix="OPS_")
     service_name: ClassVar[str] = "ops"
 
@@ -27,6 +28,28 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings):
         default="[]",
         validation_alias="ENVIRONMENTS",
         description="JSON list of Superset environments (id, name, url, username, password_env or _file).",
+    )
+    superset_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Longest one Superset call may take."
+    )
+    superset_read_retries: int = Field(
+        default=2, ge=0, le=10, description="Extra attempts of a Superset read that failed in transit."
+    )
+    sql_max_rows: int = Field(
+        default=1000, ge=1, le=100_000, description="Most rows one SQL execution returns."
+    )
+    sql_timeout_seconds: float = Field(default=60.0, gt=0, description="Longest one SQL execution may take.")
+    backup_dir: Path = Field(
+        default=Path("/var/lib/sstools-ops/backups"), description="Where backup archives are written."
+    )
+    git_repo: Path = Field(
+        default=Path("/var/lib/sstools-ops/exports"),
+        description="The git repository of dashboard exports (created if missing).",
+    )
+    task_lease_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        description="A running task not renewed this long is taken over by another worker.",
     )
     user_token_ttl_seconds: int = Field(default=3600, ge=60, description="Life of a user token from login.")
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")

@@ -10,7 +10,7 @@ from fastapi import Depends, Header, HTTPException, status
 
 from sstools.common.catalogue import Role
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
-from sstools.ops.identity import UserStore
+from sstools.ops.store.users import UserStore
 
 SERVICE_AUDIENCE = "sstools-ops"
 

@@ -1,6 +1,18 @@
 """The ops schema, declared once; migrations are written out from it by hand."""
 
-from sqlalchemy import Boolean, Column, DateTime, Index, MetaData, Table, Text, func
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    func,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 metadata = MetaData()
@@ -29,4 +41,67 @@ audit = Table(
     Column("outcome", Text, nullable=False),
     Column("detail", JSONB, nullable=False, server_default="{}"),
     Index("ix_ops_audit_at", "at"),
+)
+
+# Long operations (deploy, migration, backup, restore, LLM validation and documentation). A
+# worker claims a queued task, or a running one whose lease ran out because its ops died.
+tasks = Table(
+    "ops_tasks",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("env_id", Text, nullable=False, server_default=""),
+    Column("status", Text, nullable=False, server_default="queued"),
+    Column("progress", Integer, nullable=False, server_default="0"),
+    Column("params", JSONB, nullable=False, server_default="{}"),
+    Column("result", JSONB),
+    Column("error", JSONB),
+    Column("created_by", Text, nullable=False, server_default=""),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("lease_until", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_ops_tasks_claim", "status", "created_at"),
+)
+
+# The first answer to each Idempotency-Key, per user and operation: a repeat gets it back.
+idempotency = Table(
+    "ops_idempotency",
+    metadata,
+    Column("username", Text, primary_key=True),
+    Column("operation", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("fingerprint", Text, nullable=False),
+    Column("status_code", Integer),  # null while the first request is still running
+    Column("response", JSONB),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# Maintenance windows; at most one open (ended_at null) per environment.
+maintenance = Table(
+    "ops_maintenance",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("env_id", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("started_by", Text, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("ended_by", Text),
+    Column("ended_at", DateTime(timezone=True)),
+    Index("ux_ops_maintenance_open", "env_id", unique=True, postgresql_where=text("ended_at IS NULL")),
+)
+
+# Backup archives: the zip lives in the backup folder, its record here.
+backups = Table(
+    "ops_backups",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("env_id", Text, nullable=False),
+    Column("file_name", Text, nullable=False),
+    Column("dashboards", Integer, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("sha256", Text, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_ops_backups_env", "env_id", "created_at"),
 )

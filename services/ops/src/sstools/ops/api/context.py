@@ -1,0 +1,38 @@
+"""Everything the routes use, made once at start by ``main.assemble`` and handed to the routers."""
+
+from dataclasses import dataclass
+
+from sstools.ops.api.auth import Authenticator
+from sstools.ops.backups import Backups
+from sstools.ops.deployments import Deployments
+from sstools.ops.gitrepo import GitRepository
+from sstools.ops.llm import LlmEndpoint
+from sstools.ops.store.audit import AuditLog
+from sstools.ops.store.idempotency import IdempotencyStore
+from sstools.ops.store.maintenance import MaintenanceStore
+from sstools.ops.store.tasks import TaskStore
+from sstools.ops.superset.registry import Supersets
+from sstools.ops.tasks import TaskWorker
+
+
+@dataclass(frozen=True)
+class SqlLimits:
+    max_rows: int
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class OpsContext:
+    authenticator: Authenticator
+    audit: AuditLog
+    service_clients: dict[str, str]
+    supersets: Supersets
+    tasks: TaskStore
+    worker: TaskWorker
+    idempotency: IdempotencyStore
+    maintenance: MaintenanceStore
+    backups: Backups
+    deployments: Deployments
+    git: GitRepository
+    llm: LlmEndpoint
+    sql: SqlLimits

@@ -1,0 +1,107 @@
+"""Sign-in, service tokens, who am I, and "may this user run this tool here?"."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, status
+from pydantic import BaseModel, Field
+
+from sstools.common.catalogue import tool_names
+from sstools.common.policy import decide
+from sstools.ops.api.auth import Caller, unauthorized
+from sstools.ops.api.context import OpsContext
+from sstools.ops.sql import classify
+from sstools.ops.store.users import service_client_matches
+
+
+class Login(BaseModel):
+    username: str = Field(min_length=1, max_length=200)
+    password: str = Field(min_length=1, max_length=1000)
+
+
+class ServiceLogin(BaseModel):
+    client_id: str = Field(min_length=1, max_length=200)
+    client_secret: str = Field(min_length=1, max_length=1000)
+
+
+class TokenOut(BaseModel):
+    access_token: str
+    token_type: str = "bearer"
+    expires_in: int
+
+
+class Me(BaseModel):
+    username: str
+    role: str
+
+
+class AuthorizeIn(BaseModel):
+    env_id: str | None = Field(default=None, max_length=200)
+    # For superset_execute_sql: the statement; ops decides itself whether it changes anything.
+    sql: str | None = Field(default=None, max_length=100_000)
+
+
+class AuthorizeOut(BaseModel):
+    tool: str
+    allowed: bool
+    user_role: str
+    required_role: str
+    tier: str
+    risk_level: str
+    env: str | None
+    needs_confirmation: bool
+
+
+def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRouter:
+    api = APIRouter()
+    authenticator = ctx.authenticator
+    known_tools = set(tool_names())
+
+    @api.post("/api/auth/login")
+    async def login(body: Login) -> TokenOut:
+        user = await authenticator.users.authenticate(body.username, body.password)
+        if user is None:
+            raise unauthorized("bad_credentials", "unknown user or wrong password")
+        ttl = int(authenticator.user_ttl.total_seconds())
+        return TokenOut(access_token=authenticator.issue_user_token(user.username), expires_in=ttl)
+
+    @api.post("/api/auth/service-token")
+    async def service_token(body: ServiceLogin) -> TokenOut:
+        if not service_client_matches(ctx.service_clients, body.client_id, body.client_secret):
+            raise unauthorized("bad_client_credentials", "unknown service client or wrong secret")
+        ttl = int(authenticator.service_ttl.total_seconds())
+        return TokenOut(access_token=authenticator.issue_service_token(body.client_id), expires_in=ttl)
+
+    @api.get("/api/auth/me")
+    async def me(caller: Annotated[Caller, user_only]) -> Me:
+        return Me(username=caller.username, role=caller.role.value)
+
+    @api.post("/api/tools/{tool}/authorize")
+    async def authorize(
+        tool: str, body: AuthorizeIn, caller: Annotated[Caller, agent_for_user]
+    ) -> AuthorizeOut:
+        """Ops' answer, the authoritative one, to "may this user run this tool here?"."""
+        if tool not in known_tools:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "unknown_tool", "tool": tool})
+        mutating = body.sql is not None and not classify(body.sql).read_only
+        decision = decide(tool, body.env_id, mutating_sql=mutating)
+        allowed = decision.allows(caller.role)
+        await ctx.audit.record(
+            service=caller.service,
+            username=caller.username,
+            action=f"authorize:{tool}",
+            target_env=body.env_id or "",
+            outcome="allowed" if allowed else "denied",
+            detail={"required_role": decision.required_role.value, "user_role": caller.role.value},
+        )
+        return AuthorizeOut(
+            tool=tool,
+            allowed=allowed,
+            user_role=caller.role.value,
+            required_role=decision.required_role.value,
+            tier=decision.tier.value,
+            risk_level=decision.risk_level.value,
+            env=decision.env,
+            needs_confirmation=decision.needs_confirmation,
+        )
+
+    return api

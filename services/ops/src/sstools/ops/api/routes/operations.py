@@ -1,0 +1,344 @@
+"""Long operations, run as tasks: deploy, migration, backup and restore, LLM validation and
+documentation; their status; maintenance windows; LLM providers; the exports repository."""
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, status
+from pydantic import BaseModel, Field
+
+from sstools.common.catalogue import Role
+from sstools.ops import jobs
+from sstools.ops.api.auth import Caller
+from sstools.ops.api.context import OpsContext
+from sstools.ops.api.guard import Guard
+from sstools.ops.api.idempotency import once
+from sstools.ops.api.routes.superset import IdempotencyKey
+from sstools.ops.gitrepo import DEFAULT_BRANCH, export_files
+from sstools.ops.llm import Provider, ProviderStatus
+from sstools.ops.store.maintenance import AlreadyUnderMaintenance, Window
+from sstools.ops.store.tasks import Task
+from sstools.ops.superset import dashboards
+
+ENV_ID = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+
+class TaskOut(BaseModel):
+    id: str
+    kind: str
+    env_id: str
+    status: str
+    progress: int
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, task: Task) -> "TaskOut":
+        return cls(
+            id=str(task.id),
+            kind=task.kind,
+            env_id=task.env_id,
+            status=task.status.value,
+            progress=task.progress,
+            result=task.result,
+            error=task.error,
+            created_by=task.created_by,
+            created_at=task.created_at,
+            updated_at=task.updated_at,
+        )
+
+
+class DeployIn(BaseModel):
+    dashboard_id: int = Field(ge=1)
+    source_env: str = Field(pattern=ENV_ID)
+
+
+class MigrationIn(BaseModel):
+    source_env: str = Field(pattern=ENV_ID)
+    dashboard_ids: list[int] = Field(min_length=1, max_length=200)
+    # source database name → target database name; unmapped names map to themselves
+    database_mapping: dict[str, str] = Field(default_factory=dict, max_length=50)
+
+
+class RestoreIn(BaseModel):
+    backup_id: uuid.UUID
+
+
+class BackupOut(BaseModel):
+    id: str
+    env_id: str
+    file_name: str
+    dashboards: int
+    size_bytes: int
+    created_by: str
+    created_at: datetime
+
+
+class MaintenanceIn(BaseModel):
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class WindowOut(BaseModel):
+    id: str
+    env_id: str
+    reason: str
+    started_by: str
+    started_at: datetime
+    ended_by: str | None
+    ended_at: datetime | None
+    active: bool
+
+    @classmethod
+    def of(cls, window: Window) -> "WindowOut":
+        return cls(
+            id=str(window.id),
+            env_id=window.env_id,
+            reason=window.reason,
+            started_by=window.started_by,
+            started_at=window.started_at,
+            ended_by=window.ended_by,
+            ended_at=window.ended_at,
+            active=window.ended_at is None,
+        )
+
+
+class BranchIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    start: str = Field(default=DEFAULT_BRANCH, min_length=1, max_length=200)
+
+
+class CommitIn(BaseModel):
+    branch: str = Field(min_length=1, max_length=200)
+    env_id: str = Field(pattern=ENV_ID)
+    dashboard_ids: list[int] = Field(min_length=1, max_length=200)
+    message: str = Field(min_length=1, max_length=2000)
+
+
+def router(ctx: OpsContext, guard: Guard) -> APIRouter:
+    api = APIRouter(prefix="/api")
+
+    async def submit(caller: Caller, kind: str, env_id: str, params: dict[str, Any]) -> tuple[int, TaskOut]:
+        task = await ctx.tasks.submit(kind, env_id, params, caller.username)
+        ctx.worker.wake()
+        return status.HTTP_202_ACCEPTED, TaskOut.of(task)
+
+    @api.get("/tasks/{task_id}")
+    async def get_task_status(
+        task_id: uuid.UUID, caller: Annotated[Caller, guard.permit("get_task_status")]
+    ) -> TaskOut:
+        """get_task_status: one's own tasks; operators and admins see everyone's."""
+        task = await ctx.tasks.get(task_id)
+        if task is None or (task.created_by != caller.username and not caller.role.at_least(Role.OPERATOR)):
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND, {"code": "task_not_found", "task_id": str(task_id)}
+            )
+        return TaskOut.of(task)
+
+    @api.post("/envs/{env_id}/deployments", status_code=status.HTTP_202_ACCEPTED)
+    async def deploy_dashboard(
+        env_id: str,
+        body: DeployIn,
+        caller: Annotated[Caller, guard.permit("deploy_dashboard")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """deploy_dashboard: import one dashboard from ``source_env`` into this environment,
+        backing it up first. Answers with the task."""
+
+        async def run() -> tuple[int, Any]:
+            await ctx.deployments.ensure_open(env_id)
+            ctx.supersets.client(env_id)
+            await dashboards.get(ctx.supersets.client(body.source_env), body.dashboard_id)
+            return await submit(caller, jobs.DEPLOY, env_id, body.model_dump())
+
+        return await once(ctx.idempotency, caller, f"deploy:{env_id}", idempotency_key, body, run)
+
+    @api.post("/envs/{env_id}/migrations", status_code=status.HTTP_202_ACCEPTED)
+    async def execute_migration(
+        env_id: str,
+        body: MigrationIn,
+        caller: Annotated[Caller, guard.permit("execute_migration")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """execute_migration: dashboards from ``source_env`` into this environment, with their
+        databases mapped onto this environment's."""
+
+        async def run() -> tuple[int, Any]:
+            await ctx.deployments.ensure_open(env_id)
+            ctx.supersets.client(env_id)
+            ctx.supersets.client(body.source_env)
+            return await submit(caller, jobs.MIGRATION, env_id, body.model_dump())
+
+        return await once(ctx.idempotency, caller, f"migration:{env_id}", idempotency_key, body, run)
+
+    @api.post("/envs/{env_id}/backups", status_code=status.HTTP_202_ACCEPTED)
+    async def run_backup(
+        env_id: str,
+        caller: Annotated[Caller, guard.permit("run_backup")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """run_backup: every dashboard of the environment into a timestamped zip."""
+
+        async def run() -> tuple[int, Any]:
+            ctx.supersets.client(env_id)
+            return await submit(caller, jobs.BACKUP, env_id, {})
+
+        return await once(ctx.idempotency, caller, f"backup:{env_id}", idempotency_key, {}, run)
+
+    @api.get("/envs/{env_id}/backups")
+    async def list_backups(
+        env_id: str, caller: Annotated[Caller, guard.permit("run_backup")]
+    ) -> list[BackupOut]:
+        return [
+            BackupOut(
+                id=str(item.id),
+                env_id=item.env_id,
+                file_name=item.file_name,
+                dashboards=item.dashboards,
+                size_bytes=item.size_bytes,
+                created_by=item.created_by,
+                created_at=item.created_at,
+            )
+            for item in await ctx.backups.list(env_id)
+        ]
+
+    @api.post("/envs/{env_id}/restores", status_code=status.HTTP_202_ACCEPTED)
+    async def restore_backup(
+        env_id: str,
+        body: RestoreIn,
+        caller: Annotated[Caller, guard.permit("deploy_dashboard")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """Restore a backup into this environment: an import like a deploy, under its policy."""
+
+        async def run() -> tuple[int, Any]:
+            await ctx.deployments.ensure_open(env_id)
+            await ctx.backups.read(body.backup_id)  # fail now if it is missing or damaged
+            return await submit(caller, jobs.RESTORE, env_id, {"backup_id": str(body.backup_id)})
+
+        return await once(ctx.idempotency, caller, f"restore:{env_id}", idempotency_key, body, run)
+
+    @api.post("/envs/{env_id}/dashboards/{dashboard_id}/validation", status_code=status.HTTP_202_ACCEPTED)
+    async def run_llm_validation(
+        env_id: str,
+        dashboard_id: int,
+        caller: Annotated[Caller, guard.permit("run_llm_validation")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """run_llm_validation: a report on the dashboard, kept with the task."""
+
+        async def run() -> tuple[int, Any]:
+            await dashboards.get(ctx.supersets.client(env_id), dashboard_id)
+            return await submit(caller, jobs.LLM_VALIDATION, env_id, {"dashboard_id": dashboard_id})
+
+        return await once(
+            ctx.idempotency, caller, f"validation:{env_id}", idempotency_key, {"id": dashboard_id}, run
+        )
+
+    @api.post("/envs/{env_id}/dashboards/{dashboard_id}/documentation", status_code=status.HTTP_202_ACCEPTED)
+    async def run_llm_documentation(
+        env_id: str,
+        dashboard_id: int,
+        caller: Annotated[Caller, guard.permit("run_llm_documentation")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """run_llm_documentation: descriptions written into the dashboard's charts."""
+
+        async def run() -> tuple[int, Any]:
+            await dashboards.get(ctx.supersets.client(env_id), dashboard_id)
+            return await submit(caller, jobs.LLM_DOCUMENTATION, env_id, {"dashboard_id": dashboard_id})
+
+        request = {"id": dashboard_id}
+        return await once(ctx.idempotency, caller, f"documentation:{env_id}", idempotency_key, request, run)
+
+    @api.get("/maintenance")
+    async def list_maintenance_events(
+        caller: Annotated[Caller, guard.permit("list_maintenance_events")], env_id: str | None = None
+    ) -> list[WindowOut]:
+        return [WindowOut.of(window) for window in await ctx.maintenance.list(env_id)]
+
+    @api.post("/envs/{env_id}/maintenance", status_code=status.HTTP_201_CREATED)
+    async def start_maintenance(
+        env_id: str,
+        body: MaintenanceIn,
+        caller: Annotated[Caller, guard.permit("start_maintenance")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """start_maintenance: deploys and migrations into the environment are refused until it ends."""
+
+        async def run() -> tuple[int, Any]:
+            ctx.supersets.client(env_id)
+            try:
+                window = await ctx.maintenance.start(env_id, body.reason, caller.username)
+            except AlreadyUnderMaintenance as error:
+                raise HTTPException(
+                    status.HTTP_409_CONFLICT,
+                    {
+                        "code": "already_under_maintenance",
+                        "message": str(error),
+                        "window_id": str(error.window.id),
+                    },
+                ) from None
+            return 201, WindowOut.of(window)
+
+        return await once(ctx.idempotency, caller, f"maintenance_start:{env_id}", idempotency_key, body, run)
+
+    @api.post("/envs/{env_id}/maintenance/end")
+    async def end_maintenance(
+        env_id: str,
+        caller: Annotated[Caller, guard.permit("end_maintenance")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        async def run() -> tuple[int, Any]:
+            window = await ctx.maintenance.end(env_id, caller.username)
+            if window is None:
+                raise HTTPException(
+                    status.HTTP_409_CONFLICT,
+                    {"code": "not_under_maintenance", "message": f"{env_id} is not under maintenance"},
+                )
+            return 200, WindowOut.of(window)
+
+        return await once(ctx.idempotency, caller, f"maintenance_end:{env_id}", idempotency_key, {}, run)
+
+    @api.get("/llm/providers")
+    async def list_llm_providers(
+        caller: Annotated[Caller, guard.permit("list_llm_providers")],
+    ) -> list[Provider]:
+        return ctx.llm.providers()
+
+    @api.get("/llm/status")
+    async def get_llm_status(caller: Annotated[Caller, guard.permit("get_llm_status")]) -> ProviderStatus:
+        return await ctx.llm.status()
+
+    @api.post("/git/branches", status_code=status.HTTP_201_CREATED)
+    async def create_branch(
+        body: BranchIn,
+        caller: Annotated[Caller, guard.permit("create_branch")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """create_branch: a branch of the exports repository."""
+
+        async def run() -> tuple[int, Any]:
+            return 201, await ctx.git.create_branch(body.name, body.start)
+
+        return await once(ctx.idempotency, caller, "create_branch", idempotency_key, body, run)
+
+    @api.post("/git/commits", status_code=status.HTTP_201_CREATED)
+    async def commit_changes(
+        body: CommitIn,
+        caller: Annotated[Caller, guard.permit("commit_changes")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """commit_changes: the dashboards' current export from an environment, committed on a branch."""
+
+        async def run() -> tuple[int, Any]:
+            archive = await dashboards.export(ctx.supersets.client(body.env_id), body.dashboard_ids)
+            files = export_files(archive, body.env_id)
+            return 201, await ctx.git.commit(body.branch, files, body.message, caller.username)
+
+        return await once(ctx.idempotency, caller, "commit_changes", idempotency_key, body, run)
+
+    return api

@@ -1,0 +1,68 @@
+"""The kinds of task ops runs, each a plain function of the task's parameters."""
+
+import uuid
+from typing import Any
+
+from sstools.ops.backups import Backups
+from sstools.ops.deployments import Deployments
+from sstools.ops.llm import LlmEndpoint, document, validate
+from sstools.ops.store.tasks import Task
+from sstools.ops.superset.registry import Supersets
+from sstools.ops.tasks import Handler, Report
+
+DEPLOY = "deploy"
+MIGRATION = "migration"
+BACKUP = "backup"
+RESTORE = "restore"
+LLM_VALIDATION = "llm_validation"
+LLM_DOCUMENTATION = "llm_documentation"
+
+
+def handlers(
+    supersets: Supersets, backups: Backups, deployments: Deployments, llm: LlmEndpoint
+) -> dict[str, Handler]:
+    async def deploy(task: Task, report: Report) -> dict[str, Any]:
+        params = task.params
+        return await deployments.transfer(
+            params["source_env"], task.env_id, [params["dashboard_id"]], {}, task.created_by, report
+        )
+
+    async def migration(task: Task, report: Report) -> dict[str, Any]:
+        params = task.params
+        return await deployments.transfer(
+            params["source_env"],
+            task.env_id,
+            params["dashboard_ids"],
+            params.get("database_mapping", {}),
+            task.created_by,
+            report,
+        )
+
+    async def backup(task: Task, report: Report) -> dict[str, Any]:
+        made = await backups.create(task.env_id, task.created_by)
+        return {
+            "backup_id": str(made.id),
+            "env_id": made.env_id,
+            "file_name": made.file_name,
+            "dashboards": made.dashboards,
+            "size_bytes": made.size_bytes,
+        }
+
+    async def restore(task: Task, report: Report) -> dict[str, Any]:
+        await deployments.ensure_open(task.env_id)
+        return await backups.restore(uuid.UUID(task.params["backup_id"]), task.env_id)
+
+    async def llm_validation(task: Task, report: Report) -> dict[str, Any]:
+        return await validate(llm, supersets.client(task.env_id), task.params["dashboard_id"], report)
+
+    async def llm_documentation(task: Task, report: Report) -> dict[str, Any]:
+        return await document(llm, supersets.client(task.env_id), task.params["dashboard_id"], report)
+
+    return {
+        DEPLOY: deploy,
+        MIGRATION: migration,
+        BACKUP: backup,
+        RESTORE: restore,
+        LLM_VALIDATION: llm_validation,
+        LLM_DOCUMENTATION: llm_documentation,
+    }

@@ -1,0 +1,99 @@
+"""Health of an environment's dashboards: which charts' data queries fail, and where they sit.
+
+Each chart's saved query is run with ``force=true`` (a cached success would hide a table that
+has since gone). Charts are checked a few at a time, so a large environment does not swamp
+Superset with queries.
+"""
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel
+
+from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetUnavailable
+
+CONCURRENCY = 4
+
+
+class ChartProblem(BaseModel):
+    chart_id: int
+    chart_name: str
+    error: str
+    dashboards: list[int]
+
+
+class DashboardHealth(BaseModel):
+    dashboard_id: int
+    title: str
+    broken_charts: list[int]
+
+
+class HealthSummary(BaseModel):
+    env_id: str
+    charts_checked: int
+    broken_charts: list[ChartProblem]
+    dashboards_with_problems: list[DashboardHealth]
+    dashboards_checked: int
+
+
+async def _all_charts(client: SupersetClient, dashboard_ids: list[int] | None) -> list[dict[str, Any]]:
+    charts: list[dict[str, Any]] = []
+    page = 0
+    columns = ["id", "slice_name", "dashboards.id", "dashboards.dashboard_title"]
+    while True:
+        listing = await client.get("/api/v1/chart/", q={"columns": columns, "page": page, "page_size": 100})
+        batch = listing.get("result", [])
+        charts += batch
+        if len(batch) < 100:
+            break
+        page += 1
+    if dashboard_ids is not None:
+        wanted = set(dashboard_ids)
+        charts = [
+            chart for chart in charts if wanted & {board["id"] for board in chart.get("dashboards", [])}
+        ]
+    return charts
+
+
+async def _failure(client: SupersetClient, chart_id: int, gate: asyncio.Semaphore) -> str | None:
+    async with gate:
+        try:
+            result = await client.get(f"/api/v1/chart/{chart_id}/data/", params={"force": "true"})
+        except SupersetUnavailable:
+            raise  # Superset itself is down: that is not a broken chart
+        except SupersetError as error:
+            return error.message
+    errors = [query.get("error") for query in result.get("result", []) if query.get("error")]
+    return "; ".join(map(str, errors)) or None
+
+
+async def summary(client: SupersetClient, dashboard_ids: list[int] | None = None) -> HealthSummary:
+    charts = await _all_charts(client, dashboard_ids)
+    gate = asyncio.Semaphore(CONCURRENCY)
+    failures = await asyncio.gather(*(_failure(client, int(chart["id"]), gate) for chart in charts))
+    problems: list[ChartProblem] = []
+    boards: dict[int, DashboardHealth] = {}
+    titles = {
+        board["id"]: board["dashboard_title"] for chart in charts for board in chart.get("dashboards", [])
+    }
+    for chart, failure in zip(charts, failures, strict=True):
+        if failure is None:
+            continue
+        holders = [int(board["id"]) for board in chart.get("dashboards", [])]
+        problems.append(
+            ChartProblem(
+                chart_id=chart["id"], chart_name=chart["slice_name"], error=failure, dashboards=holders
+            )
+        )
+        for board_id in holders:
+            health = boards.setdefault(
+                board_id, DashboardHealth(dashboard_id=board_id, title=titles[board_id], broken_charts=[])
+            )
+            health.broken_charts.append(int(chart["id"]))
+    return HealthSummary(
+        env_id=client.env_id,
+        charts_checked=len(charts),
+        broken_charts=problems,
+        dashboards_with_problems=sorted(boards.values(), key=lambda board: board.dashboard_id),
+        dashboards_checked=len(titles),
+    )

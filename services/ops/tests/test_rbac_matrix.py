@@ -1,0 +1,210 @@
+"""Every tool endpoint × every role × prod and non-prod: allowed exactly as the catalogue's policy
+says, through a real ops. And every way of calling an agent endpoint without both valid
+identities is refused.
+
+The environments point at a closed port, so an allowed call goes on to fail at Superset (503)
+or at its own validation (422 for an empty body) — never at the guard (403)."""
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from fastapi.routing import APIRoute
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.common.catalogue import ALWAYS_OFFERED, Role, tool_names
+from sstools.common.db import create_engine
+from sstools.common.policy import decide
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.devstack.testing import free_port
+from sstools.ops.api.app import build_app
+from sstools.ops.api.auth import SERVICE_AUDIENCE
+from sstools.ops.main import build_context
+from sstools.ops.settings import OpsSettings
+
+from .conftest import JWT_SECRET, USERS, OpsApi, running_ops
+
+CLOSED = f"http://127.0.0.1:{free_port()}"
+ENVIRONMENTS = [
+    {"id": "dev", "name": "Development", "url": CLOSED, "password_env": "RBAC_MATRIX_SUPERSET_PASSWORD"},
+    {"id": "prod", "name": "Production", "url": CLOSED, "password_env": "RBAC_MATRIX_SUPERSET_PASSWORD"},
+]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    tool: str
+
+    def url(self, env_id: str) -> str:
+        return (
+            self.path.replace("{env_id}", env_id)
+            .replace("{dashboard_id}", "1")
+            .replace("{task_id}", str(uuid.uuid4()))
+        )
+
+    @property
+    def env_scoped(self) -> bool:
+        return "{env_id}" in self.path
+
+
+def _endpoints() -> list[Endpoint]:
+    """The tool endpoints, read from the application itself: every route guarded by a tool."""
+    settings = OpsSettings(jwt_secret=JWT_SECRET, environments=json.dumps(ENVIRONMENTS))
+    engine = create_engine(settings.database_url)
+    app = build_app(build_context(settings, engine))
+    found = []
+    # FastAPI 0.16x mounts an included router lazily; its routes are on the original router.
+    routes = [inner for route in app.routes for inner in getattr(route, "original_router", app.router).routes]
+    for route in routes:
+        if not isinstance(route, APIRoute):
+            continue
+        for dependency in route.dependant.dependencies:
+            name = getattr(dependency.call, "__name__", "")
+            if name.startswith("permit_"):
+                found += [
+                    Endpoint(method, route.path, name.removeprefix("permit_"))
+                    for method in route.methods or ()
+                ]
+    return sorted(found, key=lambda endpoint: (endpoint.path, endpoint.method))
+
+
+ENDPOINTS = _endpoints()
+
+
+def test_every_tool_that_acts_through_ops_has_an_endpoint() -> None:
+    guarded = {endpoint.tool for endpoint in ENDPOINTS}
+    assert guarded == set(tool_names()) - {ALWAYS_OFFERED}  # show_capabilities is the agent's own
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ops-state")
+
+
+@pytest.fixture
+async def ops(
+    fresh_database_url: str, tracer_provider: TracerProvider, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[OpsApi]:
+    monkeypatch.setenv("RBAC_MATRIX_SUPERSET_PASSWORD", "unused: nothing listens there")
+    async with running_ops(
+        fresh_database_url, tracer_provider, ENVIRONMENTS, state_dir, superset_read_retries=0
+    ) as api:
+        yield api
+
+
+async def _call(
+    ops: OpsApi, endpoint: Endpoint, env_id: str, headers: dict[str, str], body: Any = None
+) -> Any:
+    if endpoint.method == "GET":
+        return await ops.http.get(endpoint.url(env_id), headers=headers)
+    return await ops.http.request(endpoint.method, endpoint.url(env_id), json=body or {}, headers=headers)
+
+
+async def test_every_endpoint_allows_exactly_the_roles_the_policy_names(ops: OpsApi) -> None:
+    checked = 0
+    wrong = []
+    for endpoint in ENDPOINTS:
+        for env_id in ("dev", "prod") if endpoint.env_scoped else ("",):
+            decision = decide(endpoint.tool, env_id or None)
+            for username, role in USERS.items():
+                reply = await _call(ops, endpoint, env_id, ops.headers(username))
+                denied = reply.status_code == 403
+                if denied == decision.allows(role) or (
+                    denied and reply.json()["detail"]["code"] != "permission_denied"
+                ):
+                    wrong.append((endpoint, env_id, role.value, reply.status_code, reply.text[:200]))
+                if not denied:
+                    assert reply.status_code in (200, 404, 409, 422, 503) or reply.status_code < 300, (
+                        reply.text
+                    )
+                    assert "Traceback" not in reply.text
+                checked += 1
+    assert not wrong
+    assert checked >= 4 * 40
+
+
+@pytest.mark.parametrize("env_id", ["dev", "prod"])
+async def test_statements_that_change_data_are_for_the_admin_alone(ops: OpsApi, env_id: str) -> None:
+    body = {"database_id": 1, "sql": "DELETE FROM sales"}
+    for username, role in USERS.items():
+        reply = await ops.http.post(f"/api/envs/{env_id}/sql", json=body, headers=ops.headers(username))
+        if role is Role.ADMIN:
+            assert reply.json()["detail"]["code"] == "confirmation_required"
+        else:
+            assert reply.status_code == 403, reply.text
+            # A viewer may run no SQL at all: that is the first thing the refusal says.
+            expected = "analyst" if role is Role.VIEWER else "admin"
+            assert reply.json()["detail"]["required_role"] == expected
+
+
+def _token(payload: dict[str, Any], secret: str = JWT_SECRET) -> str:
+    return jwt.encode(payload, secret, algorithm="HS256")
+
+
+def _unsigned(payload: dict[str, Any]) -> str:
+    return jwt.encode(payload, None, algorithm="none")  # type: ignore[arg-type]  # what an attacker sends
+
+
+async def test_calls_without_both_valid_identities_are_rejected(ops: OpsApi) -> None:
+    codec = JwtCodec(JWT_SECRET)
+    now = datetime.now(UTC)
+    root = ops.user_tokens["root"]
+    service = ops.service_token
+    user_claims = {
+        "sub": "root",
+        "typ": TokenType.USER.value,
+        "aud": USER_AUDIENCE,
+        "iat": now,
+        "exp": now + timedelta(minutes=5),
+    }
+    service_claims = {**user_claims, "sub": "agent", "typ": TokenType.SERVICE.value, "aud": SERVICE_AUDIENCE}
+    expired_user = codec.issue(
+        "root",
+        token_type=TokenType.USER,
+        audience=USER_AUDIENCE,
+        ttl=timedelta(seconds=1),
+        now=now - timedelta(hours=1),
+    )
+    attempts = {
+        "user token only": {"Authorization": f"Bearer {root}"},
+        "service token only": {"Authorization": f"Bearer {service}"},
+        "user token as both": {"Authorization": f"Bearer {root}", "X-User-Authorization": f"Bearer {root}"},
+        "service token as both": {
+            "Authorization": f"Bearer {service}",
+            "X-User-Authorization": f"Bearer {service}",
+        },
+        "forged user token": {
+            "Authorization": f"Bearer {service}",
+            "X-User-Authorization": f"Bearer {_token(user_claims, 'some-other-secret-of-32-bytes-or-more!')}",
+        },
+        "forged service token": {
+            "Authorization": f"Bearer {_token(service_claims, 'some-other-secret-of-32-bytes-or-more!')}",
+            "X-User-Authorization": f"Bearer {root}",
+        },
+        "alg none user token": {
+            "Authorization": f"Bearer {service}",
+            "X-User-Authorization": f"Bearer {_unsigned(user_claims)}",
+        },
+        "alg none service token": {
+            "Authorization": f"Bearer {_unsigned(service_claims)}",
+            "X-User-Authorization": f"Bearer {root}",
+        },
+        "expired user token": {
+            "Authorization": f"Bearer {service}",
+            "X-User-Authorization": f"Bearer {expired_user}",
+        },
+        "no tokens": {},
+        "not a bearer": {"Authorization": f"Basic {service}", "X-User-Authorization": f"Bearer {root}"},
+    }
+    for endpoint in ENDPOINTS:
+        for name, headers in attempts.items():
+            reply = await _call(ops, endpoint, "prod", headers)
+            assert reply.status_code == 401, (endpoint, name, reply.text)

@@ -1,0 +1,436 @@
+"""Every operation against two real Superset 6.1 instances (dev seeded with demo data, prod
+empty but for the example database), through a real ops with PostgreSQL."""
+
+import uuid
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, environments
+from sstools.devstack.superset import Instance
+from sstools.devstack.testing import free_port
+
+from .conftest import OpsApi, running_ops
+
+
+@pytest.fixture
+async def ops(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> AsyncIterator[OpsApi]:
+    async with running_ops(
+        fresh_database_url, tracer_provider, environments(supersets, PASSWORD_ENV), tmp_path
+    ) as api:
+        yield api
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix} {uuid.uuid4().hex[:8]}"
+
+
+async def _search(ops: OpsApi, env_id: str, text: str) -> list[dict[str, Any]]:
+    reply = await ops.http.get(
+        f"/api/envs/{env_id}/dashboards", params={"q": text}, headers=ops.headers("vera")
+    )
+    assert reply.status_code == 200, reply.text
+    return list(reply.json()["dashboards"])
+
+
+async def test_search_finds_dashboards_by_title_and_owner_with_paging(ops: OpsApi) -> None:
+    found = await _search(ops, "dev", "sales")
+    assert [board["title"] for board in found] == ["Sales Overview"]
+    assert found[0]["url"].endswith("/superset/dashboard/sales-overview/")
+    page = await ops.http.get(
+        "/api/envs/dev/dashboards", params={"owner": "admin", "page_size": 2}, headers=ops.headers("vera")
+    )
+    assert page.status_code == 200, page.text
+    assert page.json()["count"] >= 3
+    assert len(page.json()["dashboards"]) == 2
+    nobody = await ops.http.get(
+        "/api/envs/dev/dashboards", params={"owner": "no-such-person"}, headers=ops.headers("vera")
+    )
+    assert nobody.json()["count"] == 0
+
+
+async def test_health_summary_finds_the_broken_chart_and_its_dashboard(ops: OpsApi) -> None:
+    reply = await ops.http.get("/api/envs/dev/health", headers=ops.headers("vera"))
+    assert reply.status_code == 200, reply.text
+    summary = reply.json()
+    broken = {problem["chart_name"]: problem for problem in summary["broken_charts"]}
+    assert set(broken) == {"Legacy uptime"}
+    assert "no such table: legacy_kpis" in broken["Legacy uptime"]["error"]
+    assert [board["title"] for board in summary["dashboards_with_problems"]] == ["Legacy KPIs"]
+    assert summary["charts_checked"] >= 6
+
+
+async def test_select_returns_rows_and_dml_is_refused_for_an_analyst(ops: OpsApi) -> None:
+    select = await ops.http.post(
+        "/api/envs/dev/sql",
+        json={
+            "database_id": 1,
+            "sql": "SELECT region, COUNT(*) AS n FROM sales GROUP BY region ORDER BY region",
+            "limit": 10,
+        },
+        headers=ops.headers("anna"),
+    )
+    assert select.status_code == 200, select.text
+    assert select.json()["columns"] == ["region", "n"]
+    assert [row["region"] for row in select.json()["rows"]] == ["East", "North", "South", "West"]
+
+    for sql in ("DELETE FROM sales", "UPDATE sales SET amount = 0", "SELECT 1; DROP TABLE sales"):
+        refused = await ops.http.post(
+            "/api/envs/dev/sql",
+            json={"database_id": 1, "sql": sql, "confirmed": True},
+            headers=ops.headers("anna"),
+        )
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["detail"] == {
+            "code": "permission_denied",
+            "tool": "superset_execute_sql",
+            "env": "dev",
+            "required_role": "admin",
+            "user_role": "analyst",
+        }
+    count = await ops.http.post(
+        "/api/envs/dev/sql",
+        json={"database_id": 1, "sql": "SELECT COUNT(*) AS n FROM sales"},
+        headers=ops.headers("anna"),
+    )
+    assert count.json()["rows"] == [{"n": 400}]  # nothing was deleted
+
+
+async def test_dml_needs_the_admin_and_a_confirmation(ops: OpsApi) -> None:
+    sql = "UPDATE sales SET amount = amount WHERE id = 1"
+    unconfirmed = await ops.http.post(
+        "/api/envs/dev/sql", json={"database_id": 1, "sql": sql}, headers=ops.headers("root")
+    )
+    assert unconfirmed.status_code == 409
+    assert unconfirmed.json()["detail"]["code"] == "confirmation_required"
+    confirmed = await ops.http.post(
+        "/api/envs/dev/sql",
+        json={"database_id": 1, "sql": sql, "confirmed": True},
+        headers=ops.headers("root"),
+    )
+    assert confirmed.status_code == 200, confirmed.text
+
+
+async def test_row_limit_is_applied(ops: OpsApi) -> None:
+    reply = await ops.http.post(
+        "/api/envs/dev/sql",
+        json={"database_id": 1, "sql": "SELECT id FROM events", "limit": 7},
+        headers=ops.headers("anna"),
+    )
+    assert reply.status_code == 200, reply.text
+    assert (reply.json()["row_count"], reply.json()["truncated"]) == (7, True)
+
+
+async def test_database_exploration_walks_databases_schemas_tables_columns(ops: OpsApi) -> None:
+    headers = ops.headers("anna")
+    databases = (await ops.http.get("/api/envs/dev/databases", headers=headers)).json()["databases"]
+    examples = next(database for database in databases if database["name"] == "examples")
+    schemas = (
+        await ops.http.get("/api/envs/dev/databases", params={"database_id": examples["id"]}, headers=headers)
+    ).json()
+    assert schemas["schemas"] == ["main"]
+    tables = await ops.http.get(
+        "/api/envs/dev/databases", params={"database_id": examples["id"], "schema": "main"}, headers=headers
+    )
+    assert {"sales", "orders", "events"} <= set(tables.json()["tables"])
+    columns = await ops.http.get(
+        "/api/envs/dev/databases",
+        params={"database_id": examples["id"], "schema": "main", "table": "sales"},
+        headers=headers,
+    )
+    assert [column["name"] for column in columns.json()["columns"]] == [
+        "id",
+        "day",
+        "region",
+        "product",
+        "amount",
+    ]
+
+
+async def test_permission_audit_lists_the_roles_that_see_a_dashboard(ops: OpsApi) -> None:
+    board = (await _search(ops, "dev", "Sales Overview"))[0]
+    reply = await ops.http.get(
+        "/api/envs/dev/permissions", params={"dashboard_id": board["id"]}, headers=ops.headers("oleg")
+    )
+    assert reply.status_code == 200, reply.text
+    report = reply.json()
+    roles = {role["role"]: role for role in report["roles"]}
+    assert {"Admin", "Alpha", ANALYST_ROLE} <= set(roles)
+    assert "Gamma" not in roles  # Gamma reads dashboards but no data
+    assert roles[ANALYST_ROLE]["users"] == [ANALYST_USER]
+    assert roles[ANALYST_ROLE]["sufficient_alone"] is False
+    assert any("[examples].[sales]" in reason for reason in roles[ANALYST_ROLE]["reasons"])
+    users = {user["username"]: user["through_roles"] for user in report["users"]}
+    assert set(users[ANALYST_USER]) == {"Gamma", ANALYST_ROLE}
+    assert "Admin" in users["admin"]
+
+    orders_board = (await _search(ops, "dev", "Orders and Events"))[0]
+    other = await ops.http.get(
+        "/api/envs/dev/permissions", params={"dashboard_id": orders_board["id"]}, headers=ops.headers("oleg")
+    )
+    assert ANALYST_USER not in {user["username"] for user in other.json()["users"]}  # no access to orders
+
+
+async def test_copy_creates_a_new_dashboard(ops: OpsApi) -> None:
+    original = (await _search(ops, "dev", "Sales Overview"))[0]
+    title = _unique("Sales copy")
+    reply = await ops.http.post(
+        f"/api/envs/dev/dashboards/{original['id']}/copy", json={"title": title}, headers=ops.headers("anna")
+    )
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["id"] != original["id"]
+    assert reply.json()["title"] == title
+    assert [board["id"] for board in await _search(ops, "dev", title)] == [reply.json()["id"]]
+
+
+async def test_create_dashboard_and_dataset(ops: OpsApi) -> None:
+    title = _unique("Fresh board")
+    created = await ops.http.post(
+        "/api/envs/dev/dashboards", json={"title": title}, headers=ops.headers("anna")
+    )
+    assert created.status_code == 201, created.text
+    assert (await _search(ops, "dev", title))[0]["id"] == created.json()["id"]
+
+    databases = (await ops.http.get("/api/envs/prod/databases", headers=ops.headers("oleg"))).json()[
+        "databases"
+    ]
+    examples = next(database for database in databases if database["name"] == "examples")
+    dataset = await ops.http.post(
+        "/api/envs/prod/datasets",
+        json={"database_id": examples["id"], "table_name": "orders", "schema": "main"},
+        headers=ops.headers("oleg"),
+    )
+    assert dataset.status_code == 201, dataset.text
+    assert {"status", "total"} <= set(dataset.json()["columns"])
+    again = await ops.http.post(
+        "/api/envs/prod/datasets",
+        json={"database_id": examples["id"], "table_name": "orders", "schema": "main"},
+        headers=ops.headers("oleg"),
+    )
+    assert again.status_code == 422
+    assert again.json()["detail"]["code"] == "superset_rejected"
+
+
+async def _backups(ops: OpsApi, env_id: str) -> list[dict[str, Any]]:
+    reply = await ops.http.get(f"/api/envs/{env_id}/backups", headers=ops.headers("oleg"))
+    assert reply.status_code == 200, reply.text
+    return list(reply.json())
+
+
+async def test_deploy_dev_to_prod_creates_the_dashboard_and_imports_once_per_key(ops: OpsApi) -> None:
+    source = (await _search(ops, "dev", "Orders and Events"))[0]
+    key = f"call_{uuid.uuid4().hex}"
+    headers = ops.headers("root", **{"Idempotency-Key": key})
+    body = {"dashboard_id": source["id"], "source_env": "dev"}
+    first = await ops.http.post("/api/envs/prod/deployments", json=body, headers=headers)
+    assert first.status_code == 202, first.text
+    task = await ops.wait_task(first.json()["id"])
+    assert task["status"] == "success", task
+    deployed = task["result"]["dashboards"]
+    assert [board["title"] for board in deployed] == ["Orders and Events"]
+    in_prod = await _search(ops, "prod", "Orders and Events")
+    assert [board["id"] for board in in_prod] == [deployed[0]["id"]]
+    assert task["result"]["backup_id"] in {backup["id"] for backup in await _backups(ops, "prod")}
+
+    repeat = await ops.http.post("/api/envs/prod/deployments", json=body, headers=headers)
+    assert repeat.status_code == 202
+    assert repeat.headers["Idempotent-Replayed"] == "true"
+    assert repeat.json()["id"] == first.json()["id"]
+    assert len(await _backups(ops, "prod")) == 1  # the import (and its backup) ran once
+
+    reused = await ops.http.post(
+        "/api/envs/prod/deployments",
+        json={"dashboard_id": source["id"] + 1000, "source_env": "dev"},
+        headers=headers,
+    )
+    assert reused.status_code == 422
+    assert reused.json()["detail"]["code"] == "idempotency_key_reused"
+
+    health = await ops.http.get("/api/envs/prod/health", headers=ops.headers("vera"))
+    assert health.json()["broken_charts"] == []  # the deployed charts work against prod's database
+
+
+async def test_deploying_to_prod_needs_an_admin(ops: OpsApi) -> None:
+    body = {"dashboard_id": 1, "source_env": "dev"}
+    refused = await ops.http.post("/api/envs/prod/deployments", json=body, headers=ops.headers("oleg"))
+    assert refused.status_code == 403
+    assert refused.json()["detail"]["required_role"] == "admin"
+
+
+async def test_a_backup_zip_imports_into_the_other_instance(ops: OpsApi, tmp_path: Path) -> None:
+    started = await ops.http.post("/api/envs/dev/backups", headers=ops.headers("oleg"))
+    assert started.status_code == 202, started.text
+    task = await ops.wait_task(started.json()["id"], "oleg")
+    assert task["status"] == "success", task
+    backup_id = task["result"]["backup_id"]
+    archive = tmp_path / "backups" / task["result"]["file_name"]
+    with zipfile.ZipFile(archive) as bundle:
+        titles = [name for name in bundle.namelist() if "/dashboards/" in name]
+    assert len(titles) == task["result"]["dashboards"] >= 3
+    assert backup_id in {backup["id"] for backup in await _backups(ops, "dev")}
+
+    restore = await ops.http.post(
+        "/api/envs/prod/restores", json={"backup_id": backup_id}, headers=ops.headers("root")
+    )
+    assert restore.status_code == 202, restore.text
+    restored = await ops.wait_task(restore.json()["id"])
+    assert restored["status"] == "success", restored
+    assert "Sales Overview" in restored["result"]["dashboards"]
+    assert [board["title"] for board in await _search(ops, "prod", "Sales Overview")] == ["Sales Overview"]
+
+
+async def test_maintenance_refuses_deploys_with_the_reason(ops: OpsApi) -> None:
+    started = await ops.http.post(
+        "/api/envs/prod/maintenance", json={"reason": "database upgrade"}, headers=ops.headers("root")
+    )
+    assert started.status_code == 201, started.text
+    try:
+        twice = await ops.http.post(
+            "/api/envs/prod/maintenance", json={"reason": "again"}, headers=ops.headers("root")
+        )
+        assert twice.status_code == 409
+        assert twice.json()["detail"]["code"] == "already_under_maintenance"
+        refused = await ops.http.post(
+            "/api/envs/prod/deployments",
+            json={"dashboard_id": 1, "source_env": "dev"},
+            headers=ops.headers("root"),
+        )
+        assert refused.status_code == 409, refused.text
+        detail = refused.json()["detail"]
+        assert (detail["code"], detail["reason"], detail["env_id"]) == (
+            "env_under_maintenance",
+            "database upgrade",
+            "prod",
+        )
+        assert "database upgrade" in detail["message"]
+        events = await ops.http.get("/api/maintenance", headers=ops.headers("vera"))
+        assert [(event["env_id"], event["active"]) for event in events.json()] == [("prod", True)]
+    finally:
+        ended = await ops.http.post("/api/envs/prod/maintenance/end", headers=ops.headers("root"))
+        assert ended.status_code == 200, ended.text
+    assert (
+        await ops.http.post("/api/envs/prod/maintenance/end", headers=ops.headers("root"))
+    ).status_code == 409
+
+
+async def test_migration_maps_databases_onto_the_target(ops: OpsApi) -> None:
+    boards = [(await _search(ops, "dev", title))[0]["id"] for title in ("Sales Overview", "Legacy KPIs")]
+    wrong = await ops.http.post(
+        "/api/envs/prod/migrations",
+        json={"source_env": "dev", "dashboard_ids": boards, "database_mapping": {"examples": "no-such-db"}},
+        headers=ops.headers("root"),
+    )
+    task = await ops.wait_task(wrong.json()["id"])
+    assert (task["status"], task["error"]["code"]) == ("failed", "bundle_not_importable")
+    assert "no-such-db" in task["error"]["message"]
+
+    right = await ops.http.post(
+        "/api/envs/prod/migrations",
+        json={"source_env": "dev", "dashboard_ids": boards, "database_mapping": {"examples": "examples"}},
+        headers=ops.headers("root"),
+    )
+    task = await ops.wait_task(right.json()["id"])
+    assert task["status"] == "success", task
+    assert sorted(board["title"] for board in task["result"]["dashboards"]) == [
+        "Legacy KPIs",
+        "Sales Overview",
+    ]
+    databases = (await ops.http.get("/api/envs/prod/databases", headers=ops.headers("root"))).json()[
+        "databases"
+    ]
+    assert [database["name"] for database in databases] == ["examples"]  # mapped, not duplicated
+
+
+async def test_branches_and_commits_of_dashboard_exports(ops: OpsApi, tmp_path: Path) -> None:
+    branch = f"feature/{uuid.uuid4().hex[:8]}"
+    created = await ops.http.post("/api/git/branches", json={"name": branch}, headers=ops.headers("oleg"))
+    assert created.status_code == 201, created.text
+    again = await ops.http.post("/api/git/branches", json={"name": branch}, headers=ops.headers("oleg"))
+    assert again.status_code == 409
+    bad = await ops.http.post("/api/git/branches", json={"name": "no..good"}, headers=ops.headers("oleg"))
+    assert bad.status_code == 422
+    assert bad.json()["detail"]["code"] == "invalid_request"
+
+    board = (await _search(ops, "dev", "Sales Overview"))[0]
+    body = {
+        "branch": branch,
+        "env_id": "dev",
+        "dashboard_ids": [board["id"]],
+        "message": "Sales Overview from dev",
+    }
+    commit = await ops.http.post("/api/git/commits", json=body, headers=ops.headers("oleg"))
+    assert commit.status_code == 201, commit.text
+    assert commit.json()["committed"] is True
+    changed = " ".join(commit.json()["changed"])
+    assert "environments/dev/dashboards/" in changed
+    assert "environments/dev/charts/" in changed
+    assert (tmp_path / "exports" / ".git").is_dir()
+
+    unchanged = await ops.http.post("/api/git/commits", json=body, headers=ops.headers("oleg"))
+    assert unchanged.json()["committed"] is False  # nothing moved in Superset: nothing to commit
+    missing = await ops.http.post(
+        "/api/git/commits", json={**body, "branch": "nope"}, headers=ops.headers("oleg")
+    )
+    assert missing.status_code == 404
+
+
+async def test_validation_and_documentation_run_as_tasks(ops: OpsApi) -> None:
+    legacy = (await _search(ops, "dev", "Legacy KPIs"))[0]
+    started = await ops.http.post(
+        f"/api/envs/dev/dashboards/{legacy['id']}/validation", headers=ops.headers("anna")
+    )
+    assert started.status_code == 202, started.text
+    task = await ops.wait_task(started.json()["id"], "anna")
+    assert task["status"] == "success", task
+    report = task["result"]
+    assert report["valid"] is False
+    assert report["provider"] == "offline"
+    assert any("no such table" in finding["message"] for finding in report["findings"])
+    health = (await ops.http.get("/api/envs/dev/health", headers=ops.headers("vera"))).json()
+    assert task["id"] in {run["task_id"] for run in health["last_validations"]}
+
+    sales = (await _search(ops, "dev", "Sales Overview"))[0]
+    documented = await ops.http.post(
+        f"/api/envs/dev/dashboards/{sales['id']}/documentation", headers=ops.headers("anna")
+    )
+    task = await ops.wait_task(documented.json()["id"], "anna")
+    assert task["status"] == "success", task
+    written = {item["chart_id"]: item["description"] for item in task["result"]["charts_documented"]}
+    assert len(written) == 3
+    assert any("region" in text for text in written.values())
+    providers = (await ops.http.get("/api/llm/providers", headers=ops.headers("vera"))).json()
+    assert [provider["id"] for provider in providers] == ["offline"]
+
+
+async def test_a_stopped_superset_is_a_typed_503_and_the_other_environment_still_works(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    stopped = Instance("staging", tmp_path, free_port())  # nothing listens there: a stopped Superset
+    listed = {**supersets, "staging": stopped}
+    async with running_ops(
+        fresh_database_url,
+        tracer_provider,
+        environments(listed, PASSWORD_ENV),
+        tmp_path,
+        superset_read_retries=1,
+    ) as ops:
+        reply = await ops.http.get("/api/envs/staging/dashboards", headers=ops.headers("vera"))
+        assert reply.status_code == 503, reply.text
+        detail = reply.json()["detail"]
+        assert (detail["code"], detail["env_id"]) == ("superset_unavailable", "staging")
+        assert "Traceback" not in reply.text
+        health = await ops.http.get("/api/envs/staging/health", headers=ops.headers("vera"))
+        assert health.status_code == 503
+        assert health.json()["detail"]["env_id"] == "staging"
+        assert (
+            await ops.http.get("/api/envs/dev/dashboards", headers=ops.headers("vera"))
+        ).status_code == 200
+        unknown = await ops.http.get("/api/envs/nowhere/dashboards", headers=ops.headers("vera"))
+        assert unknown.status_code == 404
+        assert unknown.json()["detail"]["code"] == "unknown_environment"

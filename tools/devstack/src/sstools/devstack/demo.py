@@ -1,0 +1,323 @@
+"""Demo data for local Superset: an example database (sales, orders, events), dashboards and
+charts in dev — one chart deliberately broken, its table dropped after the chart was saved — a
+role that may read only the sales table and a user holding it, so the health summary and the
+permission audit have something real to find. Prod gets only the example database.
+
+Seeding goes through the same Superset client ops uses, over Superset's REST API.
+"""
+
+import asyncio
+import json
+import os
+import random
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from sstools.devstack.superset import ADMIN_USERNAME, Instance, SupersetHome, prepare_instance, running
+from sstools.ops.environments import parse_environments
+from sstools.ops.superset.client import SupersetClient
+
+EXAMPLES_DATABASE = "examples"
+BROKEN_TABLE = "legacy_kpis"
+ANALYST_ROLE = "Sales Analyst"
+ANALYST_USER = "alice"
+# Where ops finds the local instances' admin password (ENVIRONMENTS names the variable).
+PASSWORD_ENV = "SUPERSET_ADMIN_PASSWORD"
+
+
+def write_examples(path: Path) -> None:
+    """A SQLite file with the example tables, the same rows every time."""
+    path.unlink(missing_ok=True)
+    rows = random.Random(7)
+    regions = ("North", "South", "East", "West")
+    products = ("Widget", "Gadget", "Gizmo")
+    start = date(2026, 1, 1)
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            """
+            CREATE TABLE sales (id INTEGER PRIMARY KEY, day TEXT, region TEXT, product TEXT, amount REAL);
+            CREATE TABLE orders (id INTEGER PRIMARY KEY, created_at TEXT, customer TEXT, status TEXT,
+                                 total REAL);
+            CREATE TABLE events (id INTEGER PRIMARY KEY, at TEXT, kind TEXT, user_id INTEGER);
+            CREATE TABLE legacy_kpis (id INTEGER PRIMARY KEY, name TEXT, value REAL);
+            """
+        )
+        db.executemany(
+            "INSERT INTO sales (day, region, product, amount) VALUES (?, ?, ?, ?)",
+            [
+                (
+                    str(start + timedelta(days=rows.randrange(300))),
+                    rows.choice(regions),
+                    rows.choice(products),
+                    round(rows.uniform(10, 500), 2),
+                )
+                for _ in range(400)
+            ],
+        )
+        db.executemany(
+            "INSERT INTO orders (created_at, customer, status, total) VALUES (?, ?, ?, ?)",
+            [
+                (
+                    str(start + timedelta(days=rows.randrange(300))),
+                    f"customer-{rows.randrange(40):02d}",
+                    rows.choice(("new", "paid", "shipped", "cancelled")),
+                    round(rows.uniform(20, 900), 2),
+                )
+                for _ in range(300)
+            ],
+        )
+        db.executemany(
+            "INSERT INTO events (at, kind, user_id) VALUES (?, ?, ?)",
+            [
+                (
+                    str(start + timedelta(days=rows.randrange(300))),
+                    rows.choice(("login", "view", "export", "error")),
+                    rows.randrange(1, 60),
+                )
+                for _ in range(500)
+            ],
+        )
+        db.execute("INSERT INTO legacy_kpis (name, value) VALUES ('uptime', 99.5)")
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    name: str
+    table: str
+    viz_type: str
+    metric: str  # a SQL aggregate
+    groupby: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DashboardSpec:
+    title: str
+    slug: str
+    charts: tuple[ChartSpec, ...]
+
+
+DASHBOARDS = (
+    DashboardSpec(
+        "Sales Overview",
+        "sales-overview",
+        (
+            ChartSpec("Revenue total", "sales", "big_number_total", "SUM(amount)"),
+            ChartSpec("Revenue by region", "sales", "table", "SUM(amount)", ("region",)),
+            ChartSpec("Units by product", "sales", "table", "COUNT(*)", ("product",)),
+        ),
+    ),
+    DashboardSpec(
+        "Orders and Events",
+        "orders-events",
+        (
+            ChartSpec("Orders by status", "orders", "table", "COUNT(*)", ("status",)),
+            ChartSpec("Events by kind", "events", "table", "COUNT(*)", ("kind",)),
+        ),
+    ),
+    DashboardSpec(
+        "Legacy KPIs",
+        "legacy-kpis",
+        (ChartSpec("Legacy uptime", BROKEN_TABLE, "big_number_total", "MAX(value)"),),
+    ),
+)
+
+
+def _metric(expression: str) -> dict[str, Any]:
+    return {"expressionType": "SQL", "sqlExpression": expression, "label": expression}
+
+
+def _chart_body(chart: ChartSpec, dataset_id: int, dashboard_id: int) -> dict[str, Any]:
+    metric = _metric(chart.metric)
+    params: dict[str, Any] = {"viz_type": chart.viz_type, "datasource": f"{dataset_id}__table"}
+    if chart.viz_type == "big_number_total":
+        params["metric"] = metric
+    else:
+        params |= {"metrics": [metric], "groupby": list(chart.groupby), "query_mode": "aggregate"}
+    # Without a saved query context Superset cannot run the chart's query from the API.
+    query_context = {
+        "datasource": {"id": dataset_id, "type": "table"},
+        "force": False,
+        "queries": [{"columns": list(chart.groupby), "metrics": [metric], "row_limit": 1000}],
+        "form_data": params,
+        "result_format": "json",
+        "result_type": "full",
+    }
+    return {
+        "slice_name": chart.name,
+        "viz_type": chart.viz_type,
+        "datasource_id": dataset_id,
+        "datasource_type": "table",
+        "params": json.dumps(params),
+        "query_context": json.dumps(query_context),
+        "query_context_generation": True,
+        "dashboards": [dashboard_id],
+    }
+
+
+def _layout(title: str, charts: list[tuple[int, str, str]]) -> str:
+    """A dashboard's position_json: one row per two charts. Each chart carries its uuid, as
+    Superset's own editor writes it; an export treats a chart without one as misplaced."""
+    layout: dict[str, Any] = {
+        "DASHBOARD_VERSION_KEY": "v2",
+        "ROOT_ID": {"type": "ROOT", "id": "ROOT_ID", "children": ["GRID_ID"]},
+        "HEADER_ID": {"type": "HEADER", "id": "HEADER_ID", "meta": {"text": title}},
+        "GRID_ID": {"type": "GRID", "id": "GRID_ID", "children": [], "parents": ["ROOT_ID"]},
+    }
+    for index in range(0, len(charts), 2):
+        row_id = f"ROW-{index // 2}"
+        layout["GRID_ID"]["children"].append(row_id)
+        children: list[str] = []
+        row = {
+            "type": "ROW",
+            "id": row_id,
+            "children": children,
+            "parents": ["ROOT_ID", "GRID_ID"],
+            "meta": {"background": "BACKGROUND_TRANSPARENT"},
+        }
+        layout[row_id] = row
+        for chart_id, uuid, name in charts[index : index + 2]:
+            key = f"CHART-{chart_id}"
+            children.append(key)
+            layout[key] = {
+                "type": "CHART",
+                "id": key,
+                "children": [],
+                "parents": ["ROOT_ID", "GRID_ID", row_id],
+                "meta": {"chartId": chart_id, "uuid": uuid, "sliceName": name, "width": 6, "height": 50},
+            }
+    return json.dumps(layout)
+
+
+async def add_examples_database(client: SupersetClient, examples: Path) -> int:
+    database = await client.post(
+        "/api/v1/database/",
+        {
+            "database_name": EXAMPLES_DATABASE,
+            "sqlalchemy_uri": f"sqlite:///{examples}",
+            "expose_in_sqllab": True,
+            "allow_dml": True,  # ops decides who may run DML; Superset must not stop an admin
+            "allow_run_async": False,
+        },
+    )
+    return int(database["id"])
+
+
+async def seed_dev(client: SupersetClient, examples: Path) -> None:
+    database_id = await add_examples_database(client, examples)
+    datasets: dict[str, int] = {}
+    for table in ("sales", "orders", "events", BROKEN_TABLE):
+        created = await client.post("/api/v1/dataset/", {"database": database_id, "table_name": table})
+        datasets[table] = int(created["id"])
+    for dashboard in DASHBOARDS:
+        created = await client.post(
+            "/api/v1/dashboard/",
+            {"dashboard_title": dashboard.title, "slug": dashboard.slug, "published": True},
+        )
+        dashboard_id = int(created["id"])
+        charts = []
+        for chart in dashboard.charts:
+            body = _chart_body(chart, datasets[chart.table], dashboard_id)
+            chart_id = int((await client.post("/api/v1/chart/", body))["id"])
+            uuid = (await client.get(f"/api/v1/chart/{chart_id}"))["result"]["uuid"]
+            charts.append((chart_id, uuid, chart.name))
+        await client.put(
+            f"/api/v1/dashboard/{dashboard_id}", {"position_json": _layout(dashboard.title, charts)}
+        )
+    await _add_sales_analyst(client, database_id)
+    with sqlite3.connect(examples) as db:
+        db.execute(f"DROP TABLE {BROKEN_TABLE}")  # the chart stays, its query now fails
+
+
+async def _add_sales_analyst(client: SupersetClient, database_id: int) -> None:
+    """A role that may read only the sales dataset, and a user who holds it with Gamma."""
+    wanted = f"[{EXAMPLES_DATABASE}].[sales]"
+    permission_ids: list[int] = []
+    page = 0
+    while not permission_ids:
+        batch = await client.get(
+            "/api/v1/security/permissions-resources/", q={"page_size": 100, "page": page}
+        )
+        if not batch["result"]:
+            raise RuntimeError(f"Superset has no datasource_access permission on {wanted}")
+        permission_ids = [
+            item["id"]
+            for item in batch["result"]
+            if item["permission"]["name"] == "datasource_access"
+            and item["view_menu"]["name"].startswith(wanted)
+        ]
+        page += 1
+    role = await client.post("/api/v1/security/roles/", {"name": ANALYST_ROLE})
+    await client.post(
+        f"/api/v1/security/roles/{role['id']}/permissions", {"permission_view_menu_ids": permission_ids}
+    )
+    roles = await client.get("/api/v1/security/roles/", q={"page_size": 100})
+    gamma = next(item["id"] for item in roles["result"] if item["name"] == "Gamma")
+    await client.post(
+        "/api/v1/security/users/",
+        {
+            "active": True,
+            "username": ANALYST_USER,
+            "first_name": "Alice",
+            "last_name": "Analyst",
+            "email": "alice@example.com",
+            "password": "alice-" + str(database_id) * 8,
+            "roles": [role["id"], gamma],
+        },
+    )
+
+
+def environments(instances: Mapping[str, Instance], password_env: str) -> str:
+    """ENVIRONMENTS for ops, pointing at local instances."""
+    return json.dumps(
+        [
+            {
+                "id": instance.env_id,
+                "name": instance.env_id.capitalize(),
+                "url": instance.url,
+                "username": ADMIN_USERNAME,
+                "password_env": password_env,
+            }
+            for instance in instances.values()
+        ]
+    )
+
+
+def client(instance: Instance, password_env: str) -> SupersetClient:
+    return SupersetClient(
+        parse_environments(environments({instance.env_id: instance}, password_env))[instance.env_id]
+    )
+
+
+@contextmanager
+def local_supersets(
+    home: SupersetHome, folder: Path, ports: Mapping[str, int]
+) -> Iterator[dict[str, Instance]]:
+    """Dev and prod Superset running from ``folder``, seeded on their first start."""
+    instances = {
+        env_id: prepare_instance(home, folder / env_id, env_id, port) for env_id, port in ports.items()
+    }
+    marker = folder / ".seeded"
+    os.environ.setdefault(PASSWORD_ENV, home.admin_password())
+    with running(home, instances.values()):
+        if not marker.exists():
+            asyncio.run(_seed(instances, folder / "examples.db"))
+            marker.touch()
+        yield instances
+
+
+async def _seed(instances: Mapping[str, Instance], examples: Path) -> None:
+    write_examples(examples)
+    for env_id, instance in instances.items():
+        superset = client(instance, PASSWORD_ENV)
+        try:
+            if env_id == "dev":
+                await seed_dev(superset, examples)
+            else:
+                await add_examples_database(superset, examples)
+        finally:
+            await superset.aclose()

@@ -1,0 +1,217 @@
+"""Real Superset for `make run` and the tests: installed once in its own virtualenv, initialised
+once into a template metadata database, then any number of instances on loopback.
+
+Superset 6.1 needs three packages it does not declare or pins wrongly: ``flask-caching<2.5``
+(2.5 breaks every command), ``cachetools`` (else every database connection fails with a bare
+422) and ``rich`` (else the CLI fails at import). ``superset init`` takes most of a minute, so
+each new instance starts from a copy of the template instead.
+"""
+
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sstools.devstack.paths import DATA_DIR
+
+SUPERSET_REQUIREMENTS = ("apache-superset==6.1.0", "flask-caching<2.5", "cachetools", "rich")
+ADMIN_USERNAME = "admin"
+_log = logging.getLogger(__name__)
+
+_CONFIG = """\
+# Written by sstools-devstack for a local instance; edits are overwritten at the next start.
+SECRET_KEY = {secret_key!r}
+SQLALCHEMY_DATABASE_URI = {metadata_uri!r}
+PREVENT_UNSAFE_DB_CONNECTIONS = False  # the demo data is a SQLite file
+FAB_ADD_SECURITY_API = True  # roles and users over REST, for the permission audit
+TALISMAN_ENABLED = False
+RATELIMIT_ENABLED = False
+AUTH_RATE_LIMITED = False
+CACHE_CONFIG = {{"CACHE_TYPE": "SimpleCache"}}
+DATA_CACHE_CONFIG = {{"CACHE_TYPE": "SimpleCache"}}
+"""
+
+
+@dataclass(frozen=True)
+class SupersetHome:
+    """Where the shared installation and template live (``.data/superset`` by default)."""
+
+    root: Path
+
+    @property
+    def venv(self) -> Path:
+        return self.root / "venv"
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    @property
+    def template(self) -> Path:
+        return self.root / "template"
+
+    @property
+    def admin_password_file(self) -> Path:
+        return self.root / "admin-password"
+
+    def admin_password(self) -> str:
+        return self.admin_password_file.read_text().strip()
+
+
+@dataclass(frozen=True)
+class Instance:
+    env_id: str
+    folder: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def config(self) -> Path:
+        return self.folder / "superset_config.py"
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        return {**base, "SUPERSET_CONFIG_PATH": str(self.config), "PYTHONUNBUFFERED": "1"}
+
+    def command(self, home: SupersetHome) -> list[str]:
+        return [
+            str(home.bin / "gunicorn"),
+            *("-w", "1", "--threads", "8", "-k", "gthread", "--timeout", "120"),
+            *("-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "5"),
+            "superset.app:create_app()",
+        ]
+
+
+def default_home() -> SupersetHome:
+    return SupersetHome(Path(os.environ.get("SSTOOLS_SUPERSET_HOME", DATA_DIR / "superset")).resolve())
+
+
+def _write_config(folder: Path) -> None:
+    key_file = folder / "secret-key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(42))
+    metadata_uri = f"sqlite:///{folder / 'superset.db'}"
+    text = _CONFIG.format(secret_key=key_file.read_text().strip(), metadata_uri=metadata_uri)
+    (folder / "superset_config.py").write_text(text)
+
+
+def ensure_installed(home: SupersetHome) -> None:
+    """Superset in its own virtualenv, with uv when the dev environment has it (seconds, not minutes)."""
+    stamp = home.venv / ".sstools-requirements"
+    wanted = "\n".join(SUPERSET_REQUIREMENTS)
+    if stamp.exists() and stamp.read_text() == wanted:
+        return
+    _log.info("installing %s into %s", SUPERSET_REQUIREMENTS[0], home.venv)
+    home.root.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(home.venv)], check=True)
+    uv = Path(sys.executable).parent / "uv"
+    if uv.exists():
+        install = [str(uv), "pip", "install", "--quiet", "--python", str(home.bin / "python")]
+    else:
+        install = [str(home.bin / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*install, *SUPERSET_REQUIREMENTS], check=True)
+    stamp.write_text(wanted)
+
+
+def ensure_template(home: SupersetHome) -> None:
+    """An initialised metadata database with the admin user, made once."""
+    done = home.template / ".initialised"
+    if done.exists():
+        return
+    ensure_installed(home)
+    shutil.rmtree(home.template, ignore_errors=True)
+    home.template.mkdir(parents=True)
+    if not home.admin_password_file.exists():
+        home.admin_password_file.write_text(secrets.token_urlsafe(18))
+        home.admin_password_file.chmod(0o600)
+    _write_config(home.template)
+    environment = Instance("template", home.template, 0).environment(os.environ)
+    superset = str(home.bin / "superset")
+    admin = [
+        *("--username", ADMIN_USERNAME, "--firstname", "Superset", "--lastname", "Admin"),
+        *("--email", "admin@localhost", "--password", home.admin_password()),
+    ]
+    _log.info("initialising the Superset metadata template (about 30 s, once)")
+    for step in (["db", "upgrade"], ["fab", "create-admin", *admin], ["init"]):
+        result = subprocess.run(
+            [superset, *step], env=environment, cwd=home.template, capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"superset {step[0]} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    done.touch()
+
+
+def prepare_instance(home: SupersetHome, folder: Path, env_id: str, port: int) -> Instance:
+    """A Superset instance in ``folder``: the template's metadata on first use, kept afterwards."""
+    ensure_template(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "superset.db").exists():
+        shutil.copyfile(home.template / "superset.db", folder / "superset.db")
+    _write_config(folder)
+    return Instance(env_id, folder, port)
+
+
+def wait_healthy(
+    instance: Instance, within_seconds: float = 120, process: "subprocess.Popen[bytes] | None" = None
+) -> None:
+    deadline = time.monotonic() + within_seconds
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"Superset {instance.env_id} exited with {process.returncode}")
+        try:
+            if httpx.get(f"{instance.url}/health", timeout=2).text == "OK":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(
+        f"Superset {instance.env_id} not healthy on {instance.url} after {within_seconds:.0f} s"
+    )
+
+
+def _start(home: SupersetHome, instance: Instance) -> "subprocess.Popen[bytes]":
+    with (instance.folder / "superset.log").open("ab") as log:
+        return subprocess.Popen(
+            instance.command(home),
+            env=instance.environment(os.environ),
+            cwd=instance.folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop(process: "subprocess.Popen[bytes]") -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def running(home: SupersetHome, instances: Iterable[Instance]) -> Iterator[None]:
+    """Start the instances side by side (logs in their folders), wait until all are healthy,
+    stop them after."""
+    started: list[tuple[Instance, subprocess.Popen[bytes]]] = []
+    try:
+        for instance in instances:
+            started.append((instance, _start(home, instance)))
+        for instance, process in started:
+            wait_healthy(instance, process=process)
+        yield
+    finally:
+        for _, process in started:
+            _stop(process)
