@@ -55,6 +55,15 @@ async def test_search_finds_dashboards_by_title_and_owner_with_paging(ops: OpsAp
     assert nobody.json()["count"] == 0
 
 
+async def test_search_by_tag(ops: OpsApi) -> None:
+    reply = await ops.http.get(
+        "/api/envs/dev/dashboards", params={"tag": "finance"}, headers=ops.headers("vera")
+    )
+    assert reply.status_code == 200, reply.text
+    found = reply.json()["dashboards"]
+    assert [(board["title"], board["tags"]) for board in found] == [("Sales Overview", ["finance"])]
+
+
 async def test_health_summary_finds_the_broken_chart_and_its_dashboard(ops: OpsApi) -> None:
     reply = await ops.http.get("/api/envs/dev/health", headers=ops.headers("vera"))
     assert reply.status_code == 200, reply.text

@@ -99,6 +99,7 @@ class DashboardSpec:
     title: str
     slug: str
     charts: tuple[ChartSpec, ...]
+    tag: str
 
 
 DASHBOARDS = (
@@ -110,6 +111,7 @@ DASHBOARDS = (
             ChartSpec("Revenue by region", "sales", "table", "SUM(amount)", ("region",)),
             ChartSpec("Units by product", "sales", "table", "COUNT(*)", ("product",)),
         ),
+        "finance",
     ),
     DashboardSpec(
         "Orders and Events",
@@ -118,11 +120,13 @@ DASHBOARDS = (
             ChartSpec("Orders by status", "orders", "table", "COUNT(*)", ("status",)),
             ChartSpec("Events by kind", "events", "table", "COUNT(*)", ("kind",)),
         ),
+        "operations",
     ),
     DashboardSpec(
         "Legacy KPIs",
         "legacy-kpis",
         (ChartSpec("Legacy uptime", BROKEN_TABLE, "big_number_total", "MAX(value)"),),
+        "legacy",
     ),
 )
 
@@ -228,6 +232,8 @@ async def seed_dev(client: SupersetClient, examples: Path) -> None:
         await client.put(
             f"/api/v1/dashboard/{dashboard_id}", {"position_json": _layout(dashboard.title, charts)}
         )
+        tagged = {"name": dashboard.tag, "objects_to_tag": [["dashboard", dashboard_id]]}
+        await client.post("/api/v1/tag/", tagged)
     await _add_sales_analyst(client, database_id)
     with sqlite3.connect(examples) as db:
         db.execute(f"DROP TABLE {BROKEN_TABLE}")  # the chart stays, its query now fails

@@ -7,6 +7,7 @@ Superset 6.1 needs three packages it does not declare or pins wrongly: ``flask-c
 each new instance starts from a copy of the template instead.
 """
 
+import hashlib
 import logging
 import os
 import secrets
@@ -38,7 +39,11 @@ RATELIMIT_ENABLED = False
 AUTH_RATE_LIMITED = False
 CACHE_CONFIG = {{"CACHE_TYPE": "SimpleCache"}}
 DATA_CACHE_CONFIG = {{"CACHE_TYPE": "SimpleCache"}}
+FEATURE_FLAGS = {{"TAGGING_SYSTEM": True}}  # dashboards found by tag
 """
+# The template is rebuilt when what it was made from changes (`superset init` registers the
+# permissions of the features the configuration turns on).
+_TEMPLATE_VERSION = hashlib.sha256("\n".join([_CONFIG, *SUPERSET_REQUIREMENTS]).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def ensure_installed(home: SupersetHome) -> None:
 def ensure_template(home: SupersetHome) -> None:
     """An initialised metadata database with the admin user, made once."""
     done = home.template / ".initialised"
-    if done.exists():
+    if done.exists() and done.read_text() == _TEMPLATE_VERSION:
         return
     ensure_installed(home)
     shutil.rmtree(home.template, ignore_errors=True)
@@ -149,7 +154,7 @@ def ensure_template(home: SupersetHome) -> None:
         )
         if result.returncode != 0:
             raise RuntimeError(f"superset {step[0]} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-    done.touch()
+    done.write_text(_TEMPLATE_VERSION)
 
 
 def prepare_instance(home: SupersetHome, folder: Path, env_id: str, port: int) -> Instance:

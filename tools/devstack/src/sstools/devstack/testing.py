@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import httpx
 import psycopg
+import uvicorn
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 from psycopg import sql
@@ -155,3 +156,24 @@ async def wait_grpc_serving(port: int, within_seconds: float = 60) -> None:
             return False
 
     await wait_until(serving, within_seconds, f"gRPC SERVING on {port}")
+
+
+@asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """An ASGI app on a loopback socket (a true edge's stand-in speaking its real protocol);
+    yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                await task
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()

@@ -19,6 +19,8 @@ _LIST_COLUMNS = [
     "owners.last_name",
     "tags.name",
 ]
+# Tags Superset derives itself; people's own tags have no such prefix.
+_SYSTEM_TAGS = ("type:", "owner:", "favorited_by:")
 
 
 class DashboardSummary(BaseModel):
@@ -50,7 +52,9 @@ def _summary(client: SupersetClient, item: dict[str, Any]) -> DashboardSummary:
         published=bool(item.get("published")),
         owners=[person(owner) for owner in item.get("owners") or []],
         tags=[
-            tag["name"] for tag in item.get("tags") or [] if not str(tag.get("name", "")).startswith("owner:")
+            tag["name"]
+            for tag in item.get("tags") or []
+            if not str(tag.get("name", "")).startswith(_SYSTEM_TAGS)
         ],
         changed_on=item.get("changed_on_utc"),
     )

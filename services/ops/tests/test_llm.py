@@ -1,0 +1,113 @@
+"""LLM providers, their status, and validation and documentation against a configured
+OpenAI-compatible endpoint (a scripted server on a socket) and real Superset."""
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.devstack.demo import PASSWORD_ENV, environments
+from sstools.devstack.fake_llm import FakeLlm, Reply
+from sstools.devstack.superset import Instance
+from sstools.devstack.testing import free_port, serving
+
+from .conftest import OpsApi, running_ops
+
+
+@pytest.fixture
+def llm() -> FakeLlm:
+    return FakeLlm(model="review-model")
+
+
+@pytest.fixture
+async def ops(
+    supersets: dict[str, Instance],
+    llm: FakeLlm,
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+) -> AsyncIterator[OpsApi]:
+    async with (
+        serving(llm.app()) as url,
+        running_ops(
+            fresh_database_url,
+            tracer_provider,
+            environments(supersets, PASSWORD_ENV),
+            tmp_path,
+            llm_base_url=f"{url}/v1",
+            llm_model="review-model",
+            llm_api_key="test-key",
+        ) as api,
+    ):
+        yield api
+
+
+async def _dashboard(ops: OpsApi, title: str) -> dict[str, Any]:
+    reply = await ops.http.get("/api/envs/dev/dashboards", params={"q": title}, headers=ops.headers("vera"))
+    return dict(reply.json()["dashboards"][0])
+
+
+async def test_the_configured_provider_is_listed_and_reachable(ops: OpsApi) -> None:
+    providers = (await ops.http.get("/api/llm/providers", headers=ops.headers("vera"))).json()
+    assert [(provider["id"], provider["default"]) for provider in providers] == [
+        ("default", True),
+        ("offline", False),
+    ]
+    status = (await ops.http.get("/api/llm/status", headers=ops.headers("vera"))).json()
+    assert (status["reachable"], status["model"], status["model_listed"]) == (True, "review-model", True)
+
+
+async def test_validation_asks_the_llm_with_the_dashboards_facts(ops: OpsApi, llm: FakeLlm) -> None:
+    llm.says(Reply(content="1. Legacy uptime reads a dropped table: repoint it or remove it."))
+    legacy = await _dashboard(ops, "Legacy KPIs")
+    started = await ops.http.post(
+        f"/api/envs/dev/dashboards/{legacy['id']}/validation", headers=ops.headers("anna")
+    )
+    task = await ops.wait_task(started.json()["id"], "anna")
+    assert task["status"] == "success", task
+    assert task["result"]["provider"] == "default"
+    assert task["result"]["llm_review"].startswith("1. Legacy uptime reads a dropped table")
+    asked = llm.requests[-1]
+    assert asked["model"] == "review-model"
+    assert "Legacy uptime" in asked["messages"][1]["content"]
+    assert "no such table" in asked["messages"][1]["content"]  # the failing query reached the model
+
+
+async def test_documentation_writes_the_llms_descriptions_into_superset(ops: OpsApi, llm: FakeLlm) -> None:
+    orders = await _dashboard(ops, "Orders and Events")
+    llm.says(Reply(content="Orders counted by their status."), Reply(content="Events counted by kind."))
+    started = await ops.http.post(
+        f"/api/envs/dev/dashboards/{orders['id']}/documentation", headers=ops.headers("anna")
+    )
+    task = await ops.wait_task(started.json()["id"], "anna")
+    assert task["status"] == "success", task
+    written = sorted(item["description"] for item in task["result"]["charts_documented"])
+    assert written == ["Events counted by kind.", "Orders counted by their status."]
+
+
+async def test_an_llm_that_fails_fails_the_task_with_a_typed_error(ops: OpsApi, llm: FakeLlm) -> None:
+    llm.says(Reply(status=500))
+    sales = await _dashboard(ops, "Sales Overview")
+    started = await ops.http.post(
+        f"/api/envs/dev/dashboards/{sales['id']}/validation", headers=ops.headers("anna")
+    )
+    task = await ops.wait_task(started.json()["id"], "anna")
+    assert (task["status"], task["error"]["code"]) == ("failed", "llm_unavailable")
+
+
+async def test_an_unreachable_llm_shows_in_its_status(
+    fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    async with running_ops(
+        fresh_database_url,
+        tracer_provider,
+        [],
+        tmp_path,
+        llm_base_url=f"http://127.0.0.1:{free_port()}/v1",
+        llm_model="m",
+    ) as ops:
+        status = (await ops.http.get("/api/llm/status", headers=ops.headers("vera"))).json()
+        assert status["reachable"] is False
+        assert status["error"]

@@ -1,0 +1,94 @@
+"""An OpenAI-compatible chat server for tests: it answers from a script over a real socket, so
+the clients under test (httpx in ops, ``ChatOpenAI`` in the agent) speak their real protocol.
+
+Each ``POST /v1/chat/completions`` takes the next :class:`Reply` from the script (or, when the
+script is empty, echoes the last user message). Every request is kept for the test to inspect.
+"""
+
+import asyncio
+import json
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    status: int = 200  # anything else answers an error body with this status
+    first_token_delay: float = 0.0
+
+
+@dataclass
+class FakeLlm:
+    model: str = "fake-model"
+    script: deque[Reply] = field(default_factory=deque)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def says(self, *replies: Reply) -> None:
+        self.script.extend(replies)
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "tests"}]}
+
+        @app.post("/v1/chat/completions")
+        async def completions(request: Request) -> Response:
+            body = await request.json()
+            self.requests.append(body)
+            reply = self.script.popleft() if self.script else Reply(content=_last_user_text(body))
+            if reply.status != 200:
+                error = {"error": {"message": f"scripted failure {reply.status}", "type": "server_error"}}
+                return JSONResponse(error, status_code=reply.status)
+            if body.get("stream"):  # the agent's streaming client comes with the agent
+                return JSONResponse({"error": {"message": "streaming is not scripted yet"}}, status_code=400)
+            await asyncio.sleep(reply.first_token_delay)
+            return JSONResponse(_completion(self.model, reply))
+
+        return app
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return ""
+
+
+def _completion(model: str, reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+            }
+            for call in reply.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
