@@ -1,17 +1,20 @@
 """Every operation against two real Superset 6.1 instances (dev seeded with demo data, prod
 empty but for the example database), through a real ops with PostgreSQL."""
 
+import asyncio
 import uuid
 import zipfile
 from collections.abc import AsyncIterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, environments
-from sstools.devstack.superset import Instance
+from sstools.devstack.superset import Instance, default_home, prepare_instance, running
 from sstools.devstack.testing import free_port
 
 from .conftest import OpsApi, running_ops
@@ -270,6 +273,14 @@ async def test_deploying_to_prod_needs_an_admin(ops: OpsApi) -> None:
     refused = await ops.http.post("/api/envs/prod/deployments", json=body, headers=ops.headers("oleg"))
     assert refused.status_code == 403
     assert refused.json()["detail"]["required_role"] == "admin"
+    async with await psycopg.AsyncConnection.connect(ops.database_url) as connection:
+        rows = await (
+            await connection.execute(
+                "SELECT service, username, action, target_env, outcome, detail FROM ops_audit "
+                "WHERE action = 'deploy_dashboard'"
+            )
+        ).fetchall()
+    assert rows == [("agent", "oleg", "deploy_dashboard", "prod", "denied", {"required_role": "admin"})]
 
 
 async def test_a_backup_zip_imports_into_the_other_instance(ops: OpsApi, tmp_path: Path) -> None:
@@ -420,26 +431,33 @@ async def test_validation_and_documentation_run_as_tasks(ops: OpsApi) -> None:
 async def test_a_stopped_superset_is_a_typed_503_and_the_other_environment_still_works(
     supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
 ) -> None:
-    stopped = Instance("staging", tmp_path, free_port())  # nothing listens there: a stopped Superset
-    listed = {**supersets, "staging": stopped}
-    async with running_ops(
-        fresh_database_url,
-        tracer_provider,
-        environments(listed, PASSWORD_ENV),
-        tmp_path,
-        superset_read_retries=1,
-    ) as ops:
-        reply = await ops.http.get("/api/envs/staging/dashboards", headers=ops.headers("vera"))
-        assert reply.status_code == 503, reply.text
-        detail = reply.json()["detail"]
-        assert (detail["code"], detail["env_id"]) == ("superset_unavailable", "staging")
-        assert "Traceback" not in reply.text
-        health = await ops.http.get("/api/envs/staging/health", headers=ops.headers("vera"))
-        assert health.status_code == 503
-        assert health.json()["detail"]["env_id"] == "staging"
-        assert (
-            await ops.http.get("/api/envs/dev/dashboards", headers=ops.headers("vera"))
-        ).status_code == 200
-        unknown = await ops.http.get("/api/envs/nowhere/dashboards", headers=ops.headers("vera"))
-        assert unknown.status_code == 404
-        assert unknown.json()["detail"]["code"] == "unknown_environment"
+    home = default_home()
+    staging = prepare_instance(home, tmp_path / "staging", "staging", free_port())
+    listed = {**supersets, "staging": staging}
+    with ExitStack() as superset_running:
+        await asyncio.to_thread(superset_running.enter_context, running(home, [staging]))
+        async with running_ops(
+            fresh_database_url,
+            tracer_provider,
+            environments(listed, PASSWORD_ENV),
+            tmp_path,
+            superset_read_retries=1,
+        ) as ops:
+            before = await ops.http.get("/api/envs/staging/dashboards", headers=ops.headers("vera"))
+            assert before.status_code == 200, before.text
+            await asyncio.to_thread(superset_running.close)  # Superset stops under a running ops
+
+            reply = await ops.http.get("/api/envs/staging/dashboards", headers=ops.headers("vera"))
+            assert reply.status_code == 503, reply.text
+            detail = reply.json()["detail"]
+            assert (detail["code"], detail["env_id"]) == ("superset_unavailable", "staging")
+            assert "Traceback" not in reply.text
+            health = await ops.http.get("/api/envs/staging/health", headers=ops.headers("vera"))
+            assert health.status_code == 503
+            assert health.json()["detail"]["env_id"] == "staging"
+            assert (
+                await ops.http.get("/api/envs/dev/dashboards", headers=ops.headers("vera"))
+            ).status_code == 200
+            unknown = await ops.http.get("/api/envs/nowhere/dashboards", headers=ops.headers("vera"))
+            assert unknown.status_code == 404
+            assert unknown.json()["detail"]["code"] == "unknown_environment"
