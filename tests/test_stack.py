@@ -13,6 +13,7 @@ import httpx
 import psutil
 import psycopg
 import pytest
+from gradio_client import Client
 
 from sstools.devstack.stack import SETTINGS, addresses, is_ready
 from sstools.devstack.testing import free_port
@@ -191,7 +192,19 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
     health = httpx.get(f"{ops}/api/envs/dev/health", headers=headers, timeout=60)
     assert health.status_code == 200, health.text
     broken = [problem["chart_name"] for problem in health.json()["broken_charts"]]
-    return "broken" if broken == ["Legacy uptime"] else f"unexpected: {health.text}"
+    if broken != ["Legacy uptime"]:
+        return f"unexpected: {health.text}"
+    # And the same question through the chat, as a person would ask it.
+    chat = Client(
+        f"http://127.0.0.1:{environment['AGENT_HTTP_PORT']}/",
+        headers={"Authorization": f"Bearer {user.json()['access_token']}"},
+        verbose=False,
+    )
+    job = chat.submit(
+        {"text": "покажи дашборды с проблемами", "files": []}, "", "send", "dev", "", api_name="/chat"
+    )
+    answer = "".join(str(message["content"]) for message in job.result(timeout=120))
+    return "broken" if "Legacy uptime" in answer else f"unexpected chat answer: {answer}"
 
 
 def _alive(process: psutil.Process) -> bool:

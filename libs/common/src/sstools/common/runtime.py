@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import uvicorn
@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
-from sstools.common.db import Migrations
 from sstools.common.health import Readiness, admin_app, health_router
 from sstools.common.logs import configure_logging
 from sstools.common.metrics import GrpcServerMetrics, new_registry
@@ -247,11 +246,19 @@ def run_service(settings: SettingsT, assemble: Callable[[SettingsT, Service], No
         provider.shutdown()
 
 
+class SchemaMigrations(Protocol):
+    """What ``<service> migrate`` runs: Alembic's :class:`Migrations`, or a library's own setup."""
+
+    def upgrade(self, database_url: str) -> None: ...
+
+    def head(self) -> str | None: ...
+
+
 def service_main(
     settings_class: type[SettingsT],
     assemble: Callable[[SettingsT, Service], None],
     *,
-    migrations: Migrations | None = None,
+    migrations: SchemaMigrations | None = None,
     argv: list[str] | None = None,
 ) -> None:
     """The console entry point of a service: ``serve`` (default), and ``migrate`` if it owns tables."""

@@ -1,13 +1,80 @@
-"""Agent process: the chat app on ``AGENT_HTTP_PORT``, probes and metrics on ``AGENT_METRICS_PORT``."""
+"""Agent process: Gradio ``/chat`` on ``AGENT_HTTP_PORT`` (with the chat port's own probes),
+probes and metrics on ``AGENT_METRICS_PORT``. Ready once the checkpoint tables exist."""
 
+from typing import Any
+
+import gradio as gr
+from fastapi import FastAPI
+from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI
+from langgraph.graph.state import CompiledStateGraph
+from pydantic import SecretStr
+
+from sstools.agent.chat import ChatService
+from sstools.agent.checkpoints import Checkpoints, CheckpointSchema
+from sstools.agent.clients.ops import OpsClient
+from sstools.agent.clients.router import ToolRouter
+from sstools.agent.graph import build_graph
+from sstools.agent.planner import OFFLINE_MODEL_NAME, OfflinePlanner
 from sstools.agent.settings import AgentSettings
-from sstools.agent.ui.app import build_app
+from sstools.agent.tools import build_tools
+from sstools.agent.ui.app import chat_blocks
 from sstools.common.runtime import Service, service_main
+from sstools.common.tokens import JwtCodec
+
+
+def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str]:
+    """The configured OpenAI-compatible model, or the offline planner when none is set."""
+    if not (settings.llm_base_url and settings.llm_model):
+        return OfflinePlanner(), OFFLINE_MODEL_NAME
+    model = ChatOpenAI(
+        base_url=settings.llm_base_url,
+        # Local OpenAI-compatible servers often want no key; the client insists on one.
+        api_key=settings.llm_api_key if settings.llm_api_key.get_secret_value() else SecretStr("none"),
+        model=settings.llm_model,
+        timeout=settings.llm_timeout_seconds,
+        max_retries=1,
+        streaming=True,
+    )
+    return model, settings.llm_model
 
 
 def assemble(settings: AgentSettings, service: Service) -> None:
-    service.add_http("chat", build_app(), settings.http_port)
+    checkpoints = Checkpoints(settings.database_url)
+    ops = OpsClient(
+        settings.ops_url,
+        settings.ops_client_id,
+        settings.ops_client_secret.get_secret_value(),
+        timeout=settings.tool_timeout_seconds,
+    )
+    router = ToolRouter(settings.router_target, settings.router_timeout_seconds)
+    model, model_name = chat_model(settings)
+    tools = build_tools(ops, task_wait_seconds=settings.tool_timeout_seconds * 0.8)
+    compiled: list[CompiledStateGraph[Any]] = []
+
+    def graph() -> CompiledStateGraph[Any]:
+        """Compiled on first use, once the checkpointer exists (it belongs to the event loop)."""
+        if not compiled:
+            saver = checkpoints.saver
+            timeout = settings.tool_timeout_seconds
+            compiled.append(build_graph(lambda: model, tools, saver, tool_timeout_seconds=timeout))
+        return compiled[0]
+
+    chat = ChatService(graph, router, lambda: model_name)
+    codec = JwtCodec(settings.jwt_secret.get_secret_value())
+
+    async def close() -> None:
+        await router.close()
+        await ops.aclose()
+        await checkpoints.close()
+
+    app = FastAPI(title="SS-Tools agent", version="0.1.0")
+    service.add_http("chat", app, settings.http_port)  # its probes first: the chat is mounted at /
+    gr.mount_gradio_app(app, chat_blocks(chat, codec, settings.concurrency_limit, model_name), path="")
+    service.readiness.checks["checkpoints"] = checkpoints.check
+    service.add_background(checkpoints.prepare)
+    service.add_cleanup(close)
 
 
 def main() -> None:
-    service_main(AgentSettings, assemble)
+    service_main(AgentSettings, assemble, migrations=CheckpointSchema())

@@ -1,14 +1,31 @@
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.settings import ServiceSettings
+from sstools.common.settings import AuthSettings, DatabaseSettings, LlmSettings, ServiceSettings
 
 
-class AgentSettings(ServiceSettings):
+class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_")
     service_name: ClassVar[str] = "agent"
 
     http_port: int = Field(default=7860, ge=0, le=65535, description="Chat endpoint (Gradio) port.")
     metrics_port: int = Field(default=9105, ge=0, le=65535, description="Probes and /metrics port.")
+    ops_url: str = Field(default="http://127.0.0.1:8000", description="Operations API base URL.")
+    ops_client_id: str = Field(
+        default="agent", min_length=1, description="This agent's service client id at ops."
+    )
+    ops_client_secret: SecretStr = Field(
+        default=SecretStr(""), description="Its secret (one of OPS_SERVICE_CLIENTS); required to call ops."
+    )
+    router_target: str = Field(
+        default="127.0.0.1:50051", description="Router gRPC target (dns:/// for client-side balancing)."
+    )
+    router_timeout_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description="Longest a routing call may take before the in-process keyword tier answers.",
+    )
+    tool_timeout_seconds: float = Field(default=30.0, gt=0, description="Longest one tool call may take.")
+    concurrency_limit: int = Field(default=32, ge=1, description="Chat turns Gradio runs at once.")

@@ -2,7 +2,8 @@
 the clients under test (httpx in ops, ``ChatOpenAI`` in the agent) speak their real protocol.
 
 Each ``POST /v1/chat/completions`` takes the next :class:`Reply` from the script (or, when the
-script is empty, echoes the last user message). Every request is kept for the test to inspect.
+script is empty, echoes the last user message); ``stream: true`` answers with server-sent
+events chunk by chunk, tool calls included. Every request is kept for the test to inspect.
 """
 
 import asyncio
@@ -10,11 +11,12 @@ import json
 import time
 import uuid
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class Reply:
     tool_calls: tuple[ToolCall, ...] = ()
     status: int = 200  # anything else answers an error body with this status
     first_token_delay: float = 0.0
+    chunk_size: int = 4  # characters per streamed content chunk
+    malformed: bool = False  # a streamed chunk that is not JSON
 
 
 @dataclass
@@ -56,12 +60,52 @@ class FakeLlm:
             if reply.status != 200:
                 error = {"error": {"message": f"scripted failure {reply.status}", "type": "server_error"}}
                 return JSONResponse(error, status_code=reply.status)
-            if body.get("stream"):  # the agent's streaming client comes with the agent
-                return JSONResponse({"error": {"message": "streaming is not scripted yet"}}, status_code=400)
+            if body.get("stream"):
+                return StreamingResponse(self._stream(reply), media_type="text/event-stream")
             await asyncio.sleep(reply.first_token_delay)
             return JSONResponse(_completion(self.model, reply))
 
         return app
+
+    async def _stream(self, reply: Reply) -> AsyncIterator[str]:
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            payload = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+        await asyncio.sleep(reply.first_token_delay)
+        yield chunk({"role": "assistant", "content": ""})
+        if reply.malformed:
+            yield "data: {not json\n\n"
+        for start in range(0, len(reply.content), reply.chunk_size):
+            yield chunk({"content": reply.content[start : start + reply.chunk_size]})
+        for index, call in enumerate(reply.tool_calls):
+            arguments = json.dumps(call.arguments, ensure_ascii=False)
+            head = {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            yield chunk({"tool_calls": [head]})
+            for start in range(0, len(arguments), 16):
+                yield chunk(
+                    {
+                        "tool_calls": [
+                            {"index": index, "function": {"arguments": arguments[start : start + 16]}}
+                        ]
+                    }
+                )
+        yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+        yield "data: [DONE]\n\n"
 
 
 def _last_user_text(body: dict[str, Any]) -> str:

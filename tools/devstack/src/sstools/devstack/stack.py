@@ -199,6 +199,18 @@ def superset_environments(data_root: Path, ports: Mapping[str, int]) -> Iterator
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
 
 
+PEERS = ("AGENT_OPS_URL", "AGENT_ROUTER_TARGET")
+
+
+def peer_addresses(environment: Mapping[str, str]) -> dict[str, str]:
+    """Where the agent finds ops and the router: wherever this stack runs them."""
+    ports = {service.name: service.ports for service in addresses(environment)}
+    return {
+        "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']['http_port']}",
+        "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']['grpc_port']}",
+    }
+
+
 def sign_in_notes(environment: Mapping[str, str], data_root: Path) -> list[str]:
     """Where to sign in, for the banner: ops' admin and each local Superset."""
     admin = environment.get("OPS_ADMIN_USERNAME", "admin")
@@ -246,13 +258,16 @@ def main() -> None:
             "DATABASE_URL": url,
             "JWT_SECRET": local_secret("JWT_SECRET", data_root, "jwt-secret"),
             "OPS_ADMIN_PASSWORD": local_secret("OPS_ADMIN_PASSWORD", data_root, "ops-admin-password"),
-            "OPS_SERVICE_CLIENTS": "agent:"
-            + local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
+            "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
             "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),
             "OPS_GIT_REPO": os.environ.get("OPS_GIT_REPO", str(data_root / "ops" / "exports")),
             "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONUNBUFFERED": "1",
         }
+        environment["OPS_SERVICE_CLIENTS"] = f"agent:{environment['AGENT_OPS_CLIENT_SECRET']}"
+        environment.update(
+            {**peer_addresses(environment), **{k: v for k, v in os.environ.items() if k in PEERS}}
+        )
         migrate(environment)
         output = ResilientOutput(sys.stdout)
         manager = Manager(Printer(output))

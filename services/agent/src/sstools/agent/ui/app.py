@@ -1,6 +1,110 @@
-from fastapi import FastAPI
+"""The chat edge: Gradio's ChatInterface as API ``/chat``, mounted in the agent's FastAPI app.
+
+The user's JWT comes in the ``Authorization`` header and is checked statelessly here; Gradio's
+own ``history`` argument is ignored (the conversation lives in the checkpoint). Each data
+event carries the whole list of messages of the turn so far: tool cards, the answer growing
+token by token, a confirmation card, and the final state badge — each a ``ChatMessage`` whose
+``metadata.type`` names what it is.
+"""
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import gradio as gr
+
+from sstools.agent.chat import ChatService, Event, Turn
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+
+ACTIONS = ("send", "confirm", "reject")
 
 
-def build_app() -> FastAPI:
-    # The Gradio /chat interface is mounted here by the agent-service issue.
-    return FastAPI(title="SS-Tools agent", version="0.1.0")
+def _message(event: Event) -> gr.ChatMessage:
+    return gr.ChatMessage(role="assistant", content=event.content, metadata=cast(Any, event.metadata))
+
+
+def _ui_env(ui_context: str) -> tuple[str | None, str | None]:
+    if not ui_context:
+        return None, None
+    try:
+        context = json.loads(ui_context)
+    except ValueError:
+        return None, None
+    if not isinstance(context, dict):
+        return None, None
+    return context.get("envId"), context.get("objectType")
+
+
+def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, model_name: str) -> gr.Blocks:
+    async def respond(
+        message: dict[str, Any] | str,
+        history: list[Any],
+        conversation_id: str,
+        action: str,
+        env_id: str,
+        ui_context: str,
+        request: gr.Request,
+    ) -> AsyncIterator[list[gr.ChatMessage]]:
+        scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
+        try:
+            if scheme.lower() != "bearer":
+                raise TokenError("expected 'Bearer <token>'")
+            claims = codec.verify(token, audience=USER_AUDIENCE, token_type=TokenType.USER)
+        except TokenError as error:
+            unauthorized = Event(str(error), {"type": "error", "code": "UNAUTHORIZED", "message": str(error)})
+            yield [_message(unauthorized), _message(Event("failed", {"type": "state", "state": "failed"}))]
+            return
+        text = message.get("text", "") if isinstance(message, dict) else str(message)
+        edited: dict[str, Any] = {}
+        if action == "confirm" and text.strip().startswith("{"):
+            try:
+                edited = json.loads(text)  # a confirm may carry edited arguments as JSON
+            except ValueError:
+                edited = {}
+        conversation = conversation_id or str(uuid.uuid4())
+        ui_env, object_type = _ui_env(ui_context)
+        turn = Turn(
+            username=claims.subject,
+            user_token=token,
+            conversation_id=conversation,
+            text=text,
+            action=action if action in ACTIONS else "send",
+            env_id=env_id or None,
+            ui_env_id=ui_env,
+            object_type=object_type,
+            edited_args=edited,
+        )
+        shown: list[gr.ChatMessage] = [
+            _message(
+                Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})
+            )
+        ]
+        answer: gr.ChatMessage | None = None
+        async for event in chat.run(turn):
+            if event.metadata["type"] == "token":
+                if answer is None:
+                    answer = gr.ChatMessage(
+                        role="assistant", content="", metadata=cast(Any, {"type": "token"})
+                    )
+                    shown.append(answer)
+                answer.content = str(answer.content) + event.content
+            else:
+                answer = None if event.metadata["type"].startswith("tool_") else answer
+                shown.append(_message(event))
+            yield shown
+
+    with gr.Blocks(title="SS-Tools agent") as blocks:
+        gr.ChatInterface(
+            respond,
+            multimodal=True,
+            additional_inputs=[
+                gr.Textbox(label="conversation_id"),
+                gr.Textbox(label="action", value="send"),
+                gr.Textbox(label="env_id"),
+                gr.Textbox(label="ui_context"),
+            ],
+            api_name="chat",
+            concurrency_limit=concurrency_limit,
+        )
+    return cast(gr.Blocks, blocks)

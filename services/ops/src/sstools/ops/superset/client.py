@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import httpx
-import prison  # type: ignore[import-untyped]
+import prison
 
 from sstools.ops.environments import Environment, EnvironmentConfigError
 from sstools.ops.errors import OperationError

@@ -7,9 +7,9 @@ from pydantic import BaseModel, Field
 
 from sstools.common.catalogue import tool_names
 from sstools.common.policy import decide
+from sstools.common.sql import classify
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.context import OpsContext
-from sstools.ops.sql import classify
 from sstools.ops.store.users import service_client_matches
 
 

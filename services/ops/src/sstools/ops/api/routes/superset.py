@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Query, status
 from pydantic import BaseModel, Field
 
+from sstools.common.sql import SqlNotParsed, classify, format_sql
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
-from sstools.ops.sql import SqlNotParsed, classify, format_sql
 from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards, datasets, health, permissions, sqllab
 

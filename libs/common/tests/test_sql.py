@@ -1,6 +1,6 @@
 import pytest
 
-from sstools.ops.sql import SqlNotParsed, classify, format_sql
+from sstools.common.sql import SqlNotParsed, classify, format_sql
 
 
 @pytest.mark.parametrize(

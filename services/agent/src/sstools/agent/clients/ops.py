@@ -1,0 +1,94 @@
+"""Calls to ops on a user's behalf: the agent's service token authenticates the agent, the
+user's own token authorises the operation, the tool call id is the Idempotency-Key."""
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+class OpsError(Exception):
+    """Ops refused or failed; ``detail`` is its typed body (``code``, ``message``, ...)."""
+
+    def __init__(self, status: int, detail: dict[str, Any]) -> None:
+        super().__init__(f"{status} {detail.get('code', '')}: {detail.get('message', '')}")
+        self.status = status
+        self.detail = detail
+
+    @property
+    def code(self) -> str:
+        return str(self.detail.get("code", "ops_error"))
+
+
+@dataclass(frozen=True)
+class OpsCall:
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    body: Any = None
+
+
+class OpsClient:
+    def __init__(self, base_url: str, client_id: str, client_secret: str, *, timeout: float) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout)
+        self._client_id = client_id
+        self._client_secret = client_secret
+        self._token: str | None = None
+        self._token_expires = 0.0
+        self._lock = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _service_token(self) -> str:
+        async with self._lock:
+            if self._token is None or time.monotonic() > self._token_expires:
+                reply = await self._http.post(
+                    "/api/auth/service-token",
+                    json={"client_id": self._client_id, "client_secret": self._client_secret},
+                )
+                if reply.status_code != 200:
+                    raise OpsError(reply.status_code, _detail(reply))
+                body = reply.json()
+                self._token = str(body["access_token"])
+                self._token_expires = time.monotonic() + max(int(body["expires_in"]) - 30, 10)
+            return self._token
+
+    async def call(self, call: OpsCall, user_token: str, idempotency_key: str | None = None) -> Any:
+        for attempt in (1, 2):
+            headers = {
+                "Authorization": f"Bearer {await self._service_token()}",
+                "X-User-Authorization": f"Bearer {user_token}",
+            }
+            if idempotency_key and call.method != "GET":
+                headers["Idempotency-Key"] = idempotency_key
+            try:
+                reply = await self._http.request(
+                    call.method, call.path, params=call.params, json=call.body, headers=headers
+                )
+            except httpx.HTTPError as error:
+                raise OpsError(503, {"code": "ops_unavailable", "message": repr(error)[:300]}) from None
+            detail = _detail(reply) if reply.status_code >= 400 else {}
+            if reply.status_code == 401 and attempt == 1:
+                self._token = None  # maybe our service token lapsed: a fresh one, once
+                continue
+            if reply.status_code >= 400:
+                raise OpsError(reply.status_code, detail)
+            return reply.json()
+        raise AssertionError("unreachable")
+
+
+def _detail(reply: httpx.Response) -> dict[str, Any]:
+    try:
+        body = reply.json()
+    except ValueError:
+        return {"code": "ops_error", "message": reply.text[:300]}
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    if isinstance(detail, dict):
+        return detail
+    return {
+        "code": "invalid_request" if reply.status_code == 422 else "ops_error",
+        "message": str(detail)[:500],
+    }

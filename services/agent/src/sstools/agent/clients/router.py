@@ -1,0 +1,68 @@
+"""Which tools a message needs: the router service, or — when it cannot be reached in time —
+the same keyword tier in process, so a turn never waits on a router that is down."""
+
+import logging
+from dataclasses import dataclass, field
+
+import grpc
+
+from sstools.router.keywords import KeywordIndex
+from sstools.router.routing import RouteContext, Router
+from sstools.router.v1 import router_pb2, router_pb2_grpc
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Routing:
+    tools: list[str]
+    tier: str  # keyword | hybrid | local-keyword
+    degraded: bool
+    prefetch_dashboards: bool = False
+    negated: list[str] = field(default_factory=list)
+
+
+class ToolRouter:
+    def __init__(self, target: str, timeout_seconds: float) -> None:
+        self._target = target
+        self._channel: grpc.aio.Channel | None = None  # made in the event loop, at first use
+        self._timeout = timeout_seconds
+        self._local = Router(KeywordIndex(), None)
+
+    def _stub(self) -> "router_pb2_grpc.RouterServiceAsyncStub":  # a name of the .pyi alone
+        if self._channel is None:
+            # round_robin over every address the name resolves to: router replicas behind a
+            # headless Service are balanced by the client.
+            self._channel = grpc.aio.insecure_channel(
+                self._target, options=[("grpc.lb_policy_name", "round_robin")]
+            )
+        return router_pb2_grpc.RouterServiceStub(self._channel)
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+
+    async def route(self, text: str, env_id: str | None, object_type: str | None) -> Routing:
+        request = router_pb2.RouteRequest(
+            query=text, context=router_pb2.RouteContext(env_id=env_id or "", object_type=object_type or "")
+        )
+        try:
+            reply = await self._stub().Route(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            _log.warning("router unavailable, keyword tier in process", extra={"code": error.code().name})
+            local = self._local.route(text, context=RouteContext(env_id or "", object_type or ""))
+            return Routing(
+                [tool.name for tool in local.tools],
+                "local-keyword",
+                True,
+                local.prefetch_dashboards,
+                list(local.negated),
+            )
+        tier = "hybrid" if reply.tier == router_pb2.ROUTE_TIER_HYBRID else "keyword"
+        return Routing(
+            [tool.name for tool in reply.tools],
+            tier,
+            reply.degraded,
+            reply.prefetch_dashboards,
+            list(reply.negated),
+        )

@@ -1,0 +1,219 @@
+"""The agent with everything it talks to, for real: the router (gRPC, its embedding model
+warm), ops (with PostgreSQL and the session's two Superset instances) and the agent itself,
+each started in-process on free ports; the chat is driven through ``gradio_client`` exactly as
+an API client would, with a user JWT in the Authorization header."""
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gradio_client import Client
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.agent.main import assemble as assemble_agent
+from sstools.agent.settings import AgentSettings
+from sstools.common.catalogue import Role
+from sstools.common.db import create_engine
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.devstack.demo import PASSWORD_ENV, environments
+from sstools.devstack.fake_llm import FakeLlm
+from sstools.devstack.superset import Instance
+from sstools.devstack.testing import http_get, serving, started_service, wait_until
+from sstools.ops.main import assemble as assemble_ops
+from sstools.ops.settings import OpsSettings
+from sstools.ops.store import MIGRATIONS
+from sstools.ops.store.users import UserStore
+from sstools.router.main import assemble as assemble_router
+from sstools.router.settings import RouterSettings
+
+JWT_SECRET = "agent-test-secret-" + "a" * 32
+AGENT_SECRET = "agent-ops-secret-0123"
+USERS = {"vera": Role.VIEWER, "anna": Role.ANALYST, "oleg": Role.OPERATOR, "root": Role.ADMIN}
+
+
+@dataclass
+class Reply:
+    """One turn's final list of ChatMessages, as the API client received it."""
+
+    messages: list[dict[str, Any]]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [
+            message["metadata"]
+            for message in self.messages
+            if (message.get("metadata") or {}).get("type") == kind
+        ]
+
+    @property
+    def types(self) -> list[str]:
+        return [str((message.get("metadata") or {}).get("type")) for message in self.messages]
+
+    @property
+    def state(self) -> str:
+        return str(self.of("state")[-1]["state"])
+
+    @property
+    def text(self) -> str:
+        return "".join(
+            str(message["content"]) for message in self.messages if message["metadata"].get("type") == "token"
+        )
+
+
+@dataclass
+class AgentStack:
+    chat_url: str
+    ops_url: str
+    database_url: str
+    agent_settings: AgentSettings
+    tracer_provider: TracerProvider
+
+    def token(self, username: str) -> str:
+        codec = JwtCodec(JWT_SECRET)
+        return codec.issue(
+            username, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(hours=1)
+        )
+
+    def client(self, username: str = "root") -> Client:
+        return Client(
+            self.chat_url, headers={"Authorization": f"Bearer {self.token(username)}"}, verbose=False
+        )
+
+    async def say(
+        self,
+        text: str,
+        conversation_id: str,
+        *,
+        action: str = "send",
+        env_id: str = "dev",
+        username: str = "root",
+        client: Client | None = None,
+    ) -> Reply:
+        def submit() -> list[dict[str, Any]]:
+            job = (client or self.client(username)).submit(
+                {"text": text, "files": []}, conversation_id, action, env_id, "", api_name="/chat"
+            )
+            return list(job.result(timeout=120))
+
+        return Reply(await asyncio.to_thread(submit))
+
+
+def new_conversation() -> str:
+    return str(uuid.uuid4())
+
+
+async def _users(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        store = UserStore(engine)
+        for username, role in USERS.items():
+            await store.create(username, f"{username}-pass-123", role)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def agent_stack(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> AsyncIterator[AgentStack]:
+    """The agent with the offline model."""
+    async with running_stack(supersets, fresh_database_url, tracer_provider, tmp_path) as stack:
+        yield stack
+
+
+@pytest.fixture
+def llm() -> FakeLlm:
+    return FakeLlm(model="scripted")
+
+
+@pytest.fixture
+async def llm_stack(
+    supersets: dict[str, Instance],
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+    llm: FakeLlm,
+) -> AsyncIterator[AgentStack]:
+    """The agent with ChatOpenAI against the scripted OpenAI-compatible server."""
+    async with (
+        serving(llm.app()) as url,
+        running_stack(
+            supersets,
+            fresh_database_url,
+            tracer_provider,
+            tmp_path,
+            llm_base_url=f"{url}/v1",
+            llm_model=llm.model,
+            llm_api_key="scripted-key",
+        ) as stack,
+    ):
+        yield stack
+
+
+@asynccontextmanager
+async def running_stack(
+    supersets: dict[str, Instance],
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+    **agent_overrides: Any,
+) -> AsyncIterator[AgentStack]:
+    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    await _users(fresh_database_url)
+    async with AsyncExitStack() as stack:
+        router = await stack.enter_async_context(
+            started_service(RouterSettings(grpc_port=0, metrics_port=0), assemble_router, tracer_provider)
+        )
+        ops_settings = OpsSettings(
+            http_port=0,
+            metrics_port=0,
+            database_url=fresh_database_url,
+            jwt_secret=JWT_SECRET,
+            service_clients=f"agent:{AGENT_SECRET}",
+            environments=environments(supersets, PASSWORD_ENV),
+            backup_dir=tmp_path / "backups",
+            git_repo=tmp_path / "exports",
+        )
+        ops = await stack.enter_async_context(started_service(ops_settings, assemble_ops, tracer_provider))
+        ops_url = f"http://127.0.0.1:{ops.ports['api']}"
+        agent_settings = AgentSettings(
+            http_port=0,
+            metrics_port=0,
+            database_url=fresh_database_url,
+            jwt_secret=JWT_SECRET,
+            ops_url=ops_url,
+            ops_client_secret=AGENT_SECRET,
+            router_target=f"127.0.0.1:{router.ports['grpc']}",
+            **agent_overrides,
+        )
+        agent = await stack.enter_async_context(
+            started_service(agent_settings, assemble_agent, tracer_provider)
+        )
+
+        async def ready() -> bool:
+            return (await http_get(f"http://127.0.0.1:{agent.ports['metrics']}/readyz")).status_code == 200
+
+        await wait_until(ready, 30, "the agent to be ready")
+        yield AgentStack(
+            f"http://127.0.0.1:{agent.ports['chat']}/",
+            ops_url,
+            fresh_database_url,
+            agent_settings,
+            tracer_provider,
+        )
+
+
+@pytest.fixture
+def conversation() -> str:
+    return new_conversation()
+
+
+def dump(reply: Reply) -> str:
+    """For assertion messages."""
+    return json.dumps([message.get("metadata") for message in reply.messages], ensure_ascii=False)[:3000]

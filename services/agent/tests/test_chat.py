@@ -1,0 +1,190 @@
+"""The chat end to end through gradio_client: real router, ops, two Superset instances and
+PostgreSQL behind the agent, with the offline model (no LLM endpoint configured)."""
+
+import asyncio
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from gradio_client import Client
+
+from sstools.devstack.demo import PASSWORD_ENV, client
+from sstools.devstack.superset import Instance
+from sstools.devstack.testing import free_port, service_process
+from sstools.ops.superset import dashboards
+from sstools.ops.superset.client import SupersetClient
+
+from .conftest import AgentStack, Reply, dump, new_conversation
+
+
+@pytest.fixture
+async def dev(supersets: dict[str, Instance]) -> AsyncIterator[SupersetClient]:
+    superset = client(supersets["dev"], PASSWORD_ENV)
+    yield superset
+    await superset.aclose()
+
+
+@pytest.fixture
+async def prod(supersets: dict[str, Instance]) -> AsyncIterator[SupersetClient]:
+    superset = client(supersets["prod"], PASSWORD_ENV)
+    yield superset
+    await superset.aclose()
+
+
+async def _fresh_dashboard(dev: SupersetClient) -> tuple[int, str]:
+    title = f"Release {uuid.uuid4().hex[:8]}"
+    created = await dashboards.create(dev, title, None, True)
+    return created.id, title
+
+
+async def _in_prod(prod: SupersetClient, title: str) -> int:
+    return (await dashboards.search(prod, text=title)).count
+
+
+async def test_search_and_health_stream_tool_events_then_an_answer(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    reply = await agent_stack.say("покажи дашборды с проблемами валидации", conversation)
+    assert reply.of("routing")[0]["tier"] in ("keyword", "hybrid")  # the router service answered
+    started = [event["tool"] for event in reply.of("tool_start")]
+    assert started == ["search_dashboards", "get_health_summary"], dump(reply)
+    assert {event["tool"] for event in reply.of("tool_end")} == {"search_dashboards", "get_health_summary"}
+    kinds = reply.types
+    assert kinds.index("tool_start") < kinds.index("tool_end") < kinds.index("token") < kinds.index("state")
+    assert "Legacy uptime" in reply.text
+    assert reply.state == "success"
+
+
+async def test_deploy_pauses_until_confirmed_then_runs_once(
+    agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    dashboard_id, title = await _fresh_dashboard(dev)
+    paused = await agent_stack.say(f"задеплой дашборд {dashboard_id} из dev в prod", conversation)
+    card = paused.of("confirm_required")
+    assert len(card) == 1, dump(paused)
+    assert card[0]["tool_name"] == "deploy_dashboard"
+    assert card[0]["tool_args"] == {"dashboard_id": dashboard_id, "env_id": "prod", "source_env": "dev"}
+    assert (card[0]["risk_level"], card[0]["dangerous"], card[0]["env_context"]) == (
+        "dangerous",
+        True,
+        "prod",
+    )
+    assert card[0]["thread_id"] == conversation
+    assert paused.of("tool_start") == []
+    assert paused.state == "needs_confirmation"
+    assert await _in_prod(prod, title) == 0  # nothing happened yet
+
+    confirmed = await agent_stack.say("", conversation, action="confirm")
+    assert [event["tool"] for event in confirmed.of("tool_start")] == ["deploy_dashboard"], dump(confirmed)
+    assert confirmed.state == "success", dump(confirmed)
+    assert await _in_prod(prod, title) == 1
+
+    again = await agent_stack.say("", conversation, action="confirm")
+    assert again.of("error")[0]["code"] == "NOTHING_PENDING"
+    assert await _in_prod(prod, title) == 1
+
+
+async def test_twenty_concurrent_confirms_deploy_once(
+    agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    dashboard_id, title = await _fresh_dashboard(dev)
+    paused = await agent_stack.say(f"deploy dashboard {dashboard_id} from dev to prod", conversation)
+    assert paused.state == "needs_confirmation", dump(paused)
+    replies = await asyncio.gather(*(agent_stack.say("", conversation, action="confirm") for _ in range(20)))
+    ran = [reply for reply in replies if reply.of("tool_start")]
+    assert len(ran) == 1
+    others = {reply.of("error")[0]["code"] for reply in replies if not reply.of("tool_start")}
+    assert others <= {"NOTHING_PENDING", "BUSY"}
+    assert await _in_prod(prod, title) == 1
+
+
+async def test_reject_deploys_nothing(
+    agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    dashboard_id, title = await _fresh_dashboard(dev)
+    await agent_stack.say(f"задеплой дашборд {dashboard_id} в prod", conversation)
+    rejected = await agent_stack.say("", conversation, action="reject")
+    assert rejected.of("tool_start") == []
+    assert "rejected" in rejected.text
+    assert await _in_prod(prod, title) == 0
+    assert (await agent_stack.say("", conversation, action="confirm")).of("error")[0][
+        "code"
+    ] == "NOTHING_PENDING"
+
+
+async def test_an_edited_confirmation_runs_the_edited_arguments(
+    agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    first_id, first_title = await _fresh_dashboard(dev)
+    second_id, second_title = await _fresh_dashboard(dev)
+    await agent_stack.say(f"задеплой дашборд {first_id} из dev в prod", conversation)
+    confirmed = await agent_stack.say(f'{{"dashboard_id": {second_id}}}', conversation, action="confirm")
+    assert confirmed.of("tool_start")[0]["input"]["dashboard_id"] == second_id, dump(confirmed)
+    assert (await _in_prod(prod, first_title), await _in_prod(prod, second_title)) == (0, 1)
+
+
+async def test_a_confirm_without_a_checkpoint_is_expired(agent_stack: AgentStack) -> None:
+    reply = await agent_stack.say("", new_conversation(), action="confirm")
+    assert reply.of("error")[0]["code"] == "CHECKPOINT_EXPIRED"
+    assert reply.state == "failed"
+
+
+async def test_a_pronoun_takes_the_dashboard_from_the_thread(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    await agent_stack.say("покажи здоровье дашборда 3", conversation)
+    reply = await agent_stack.say("запусти валидацию для него", conversation)
+    started = {event["tool"]: event["input"] for event in reply.of("tool_start")}
+    assert started["run_llm_validation"]["dashboard_id"] == 3, dump(reply)
+
+    other = await agent_stack.say("запусти валидацию для него", new_conversation())
+    # A new conversation knows nothing of the old one: no dashboard to validate.
+    assert "run_llm_validation" not in {event["tool"] for event in other.of("tool_start")}, dump(other)
+    assert all(3 not in (event["input"].get("dashboard_ids") or []) for event in other.of("tool_start"))
+
+
+async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, conversation: str) -> None:
+    def submit(headers: dict[str, str]) -> list[dict[str, Any]]:
+        job = Client(agent_stack.chat_url, headers=headers, verbose=False).submit(
+            {"text": "покажи дашборды", "files": []}, conversation, "send", "dev", "", api_name="/chat"
+        )
+        return list(job.result(timeout=60))
+
+    for headers in ({}, {"Authorization": "Bearer not-a-jwt"}):
+        messages = await asyncio.to_thread(submit, headers)
+        assert messages[0]["metadata"]["code"] == "UNAUTHORIZED"
+
+
+async def test_a_confirmation_survives_the_agent_being_killed(
+    agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    """Pause in one agent process, SIGKILL it, confirm in a new one: the checkpoint carries it."""
+    dashboard_id, title = await _fresh_dashboard(dev)
+    settings = agent_stack.agent_settings
+    http_port, metrics_port = free_port(), free_port()
+    environment = {
+        "DATABASE_URL": settings.database_url,
+        "JWT_SECRET": settings.jwt_secret.get_secret_value(),
+        "AGENT_OPS_URL": settings.ops_url,
+        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
+        "AGENT_ROUTER_TARGET": settings.router_target,
+        "AGENT_HTTP_PORT": str(http_port),
+        "AGENT_METRICS_PORT": str(metrics_port),
+    }
+    url = f"http://127.0.0.1:{http_port}/"
+    with service_process("agent", environment, metrics_port) as first:
+        paused = await _say_at(agent_stack, url, f"задеплой дашборд {dashboard_id} в prod", conversation)
+        assert paused.state == "needs_confirmation", dump(paused)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    with service_process("agent", environment, metrics_port):
+        confirmed = await _say_at(agent_stack, url, "", conversation, action="confirm")
+        assert confirmed.state == "success", dump(confirmed)
+    assert await _in_prod(prod, title) == 1
+
+
+async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:
+    client = Client(url, headers={"Authorization": f"Bearer {stack.token('root')}"}, verbose=False)
+    return await stack.say(text, conversation, action=action, client=client)
