@@ -1,6 +1,7 @@
 """The same flows with ChatOpenAI against a scripted OpenAI-compatible server on a socket:
 streamed tokens, streamed tool calls, the confirmation pause, and the model's failures."""
 
+import asyncio
 import uuid
 
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
@@ -58,3 +59,45 @@ async def test_a_failing_model_ends_the_turn_with_an_error(llm_stack: AgentStack
     reply = await llm_stack.say("покажи дашборды", str(uuid.uuid4()))
     assert reply.of("error"), dump(reply)
     assert reply.state == "failed"
+
+
+async def test_older_turns_are_trimmed_before_the_model_sees_them(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    long_message = "Подробности инцидента. " * 1000  # ~23 000 characters, well over 4 000 tokens
+    llm.says(Reply(content="Принято."), Reply(content="Второй ответ."))
+    await llm_stack.say(long_message, conversation)
+    reply = await llm_stack.say("а что с дашбордом 1?", conversation)
+    assert reply.text == "Второй ответ."
+    seen = llm.requests[-1]["messages"]
+    assert all(len(str(message.get("content") or "")) < 10_000 for message in seen)
+    assert seen[-1]["content"] == "а что с дашбордом 1?"
+
+
+async def test_cancel_keeps_the_partial_answer_and_the_next_turn_works(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    story = "слово " * 400
+    llm.says(Reply(content=story, chunk_size=6, chunk_delay=0.01))
+
+    def start_and_cancel() -> str:
+        job = llm_stack.client().submit(
+            {"text": "расскажи длинно", "files": []}, conversation, "send", "dev", "", api_name="/chat"
+        )
+        for output in job:
+            tokens = [message for message in output if (message.get("metadata") or {}).get("type") == "token"]
+            if tokens and len(str(tokens[0]["content"])) > 30:
+                job.cancel()
+                return str(tokens[0]["content"])
+        raise AssertionError(f"the answer ended before it could be cancelled: {job.outputs()[-1:]}")
+
+    shown = await asyncio.to_thread(start_and_cancel)
+    await asyncio.sleep(1)  # the server writes the partial answer as the generator is cancelled
+    llm.says(Reply(content="Продолжаю."))
+    reply = await llm_stack.say("дальше", conversation)
+    assert reply.state == "success", dump(reply)
+    history = llm.requests[-1]["messages"]
+    partial = [message for message in history if message["role"] == "assistant"]
+    assert partial, history
+    assert str(partial[-1]["content"]).startswith(shown[:30])
+    assert len(str(partial[-1]["content"])) < len(story)  # cut where the person stopped it

@@ -33,6 +33,7 @@ class Reply:
     status: int = 200  # anything else answers an error body with this status
     first_token_delay: float = 0.0
     chunk_size: int = 4  # characters per streamed content chunk
+    chunk_delay: float = 0.0  # seconds between streamed content chunks
     malformed: bool = False  # a streamed chunk that is not JSON
 
 
@@ -87,6 +88,7 @@ class FakeLlm:
             yield "data: {not json\n\n"
         for start in range(0, len(reply.content), reply.chunk_size):
             yield chunk({"content": reply.content[start : start + reply.chunk_size]})
+            await asyncio.sleep(reply.chunk_delay)
         for index, call in enumerate(reply.tool_calls):
             arguments = json.dumps(call.arguments, ensure_ascii=False)
             head = {

@@ -75,24 +75,21 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             object_type=object_type,
             edited_args=edited,
         )
-        shown: list[gr.ChatMessage] = [
-            _message(
-                Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})
-            )
-        ]
-        answer: gr.ChatMessage | None = None
+        # Fresh messages at every yield: Gradio sends the difference from what it sent before,
+        # and a message changed in place would look unchanged to it.
+        shown = [Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})]
+        answer_at: int | None = None
         async for event in chat.run(turn):
             if event.metadata["type"] == "token":
-                if answer is None:
-                    answer = gr.ChatMessage(
-                        role="assistant", content="", metadata=cast(Any, {"type": "token"})
-                    )
-                    shown.append(answer)
-                answer.content = str(answer.content) + event.content
+                if answer_at is None:
+                    answer_at = len(shown)
+                    shown.append(Event("", {"type": "token"}))
+                shown[answer_at] = Event(shown[answer_at].content + event.content, {"type": "token"})
             else:
-                answer = None if event.metadata["type"].startswith("tool_") else answer
-                shown.append(_message(event))
-            yield shown
+                if event.metadata["type"].startswith("tool_"):
+                    answer_at = None  # text after a tool is a new answer
+                shown.append(event)
+            yield [_message(item) for item in shown]
 
     with gr.Blocks(title="SS-Tools agent") as blocks:
         gr.ChatInterface(
