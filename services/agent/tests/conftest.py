@@ -22,6 +22,9 @@ from sstools.agent.settings import AgentSettings
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.convo.main import assemble as assemble_convo
+from sstools.convo.settings import ConvoSettings
+from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.superset import Instance
@@ -165,6 +168,7 @@ async def running_stack(
     **agent_overrides: Any,
 ) -> AsyncIterator[AgentStack]:
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    await asyncio.to_thread(CONVO_MIGRATIONS.upgrade, fresh_database_url)
     await _users(fresh_database_url)
     async with AsyncExitStack() as stack:
         router = await stack.enter_async_context(
@@ -181,6 +185,12 @@ async def running_stack(
             git_repo=tmp_path / "exports",
         )
         ops = await stack.enter_async_context(started_service(ops_settings, assemble_ops, tracer_provider))
+        convo_settings = ConvoSettings(
+            grpc_port=0, http_port=0, metrics_port=0, database_url=fresh_database_url, jwt_secret=JWT_SECRET
+        )
+        convo = await stack.enter_async_context(
+            started_service(convo_settings, assemble_convo, tracer_provider)
+        )
         ops_url = f"http://127.0.0.1:{ops.ports['api']}"
         agent_settings = AgentSettings(
             http_port=0,
@@ -190,6 +200,7 @@ async def running_stack(
             ops_url=ops_url,
             ops_client_secret=AGENT_SECRET,
             router_target=f"127.0.0.1:{router.ports['grpc']}",
+            convo_target=f"127.0.0.1:{convo.ports['grpc']}",
             **agent_overrides,
         )
         agent = await stack.enter_async_context(

@@ -7,9 +7,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import pytest
 from gradio_client import Client
 
+from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, service_process
@@ -170,6 +172,7 @@ async def test_a_confirmation_survives_the_agent_being_killed(
         "AGENT_OPS_URL": settings.ops_url,
         "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
         "AGENT_ROUTER_TARGET": settings.router_target,
+        "AGENT_CONVO_TARGET": settings.convo_target,
         "AGENT_HTTP_PORT": str(http_port),
         "AGENT_METRICS_PORT": str(metrics_port),
     }
@@ -183,6 +186,46 @@ async def test_a_confirmation_survives_the_agent_being_killed(
         confirmed = await _say_at(agent_stack, url, "", conversation, action="confirm")
         assert confirmed.state == "success", dump(confirmed)
     assert await _in_prod(prod, title) == 1
+
+
+async def test_three_conversations_survive_an_agent_restart(
+    agent_stack: AgentStack, dev: SupersetClient
+) -> None:
+    """Story 5: history in convo, context in the checkpoint, both outlive the agent process."""
+    settings = agent_stack.agent_settings
+    http_port, metrics_port = free_port(), free_port()
+    environment = {
+        "DATABASE_URL": settings.database_url,
+        "JWT_SECRET": settings.jwt_secret.get_secret_value(),
+        "AGENT_OPS_URL": settings.ops_url,
+        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
+        "AGENT_ROUTER_TARGET": settings.router_target,
+        "AGENT_CONVO_TARGET": settings.convo_target,
+        "AGENT_HTTP_PORT": str(http_port),
+        "AGENT_METRICS_PORT": str(metrics_port),
+    }
+    url = f"http://127.0.0.1:{http_port}/"
+    conversations = {new_conversation(): dashboard for dashboard in (1, 2, 3)}
+    with service_process("agent", environment, metrics_port):
+        for conversation, dashboard in conversations.items():
+            first = await _say_at(agent_stack, url, f"покажи здоровье дашборда {dashboard}", conversation)
+            assert first.state == "success", dump(first)
+    with service_process("agent", environment, metrics_port):
+        for conversation, dashboard in conversations.items():
+            follow_up = await _say_at(agent_stack, url, "запусти валидацию для него", conversation)
+            started = {event["tool"]: event["input"] for event in follow_up.of("tool_start")}
+            assert started["run_llm_validation"]["dashboard_id"] == dashboard, dump(follow_up)
+    async with grpc.aio.insecure_channel(settings.convo_target) as channel:
+        stub = convo_pb2_grpc.ConversationServiceStub(channel)
+        for conversation, dashboard in conversations.items():
+            history = await stub.GetHistory(
+                convo_pb2.GetHistoryRequest(user_id="root", conversation_id=conversation)
+            )
+            roles = [message.role for message in history.messages]
+            assert roles == ["user", "assistant", "user", "assistant"]
+            assert history.messages[0].content == f"покажи здоровье дашборда {dashboard}"
+            assert "Health of dev" in history.messages[1].content
+            assert not history.messages[1].partial
 
 
 async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:

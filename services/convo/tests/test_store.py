@@ -122,3 +122,12 @@ async def test_one_lease_holder_at_a_time_until_it_expires_or_is_released(store:
     taken = await store.acquire_lease("alice", cid, "tab-3", timedelta(seconds=30))
     assert taken.acquired
     assert await store.renew_lease(cid, "tab-2", timedelta(seconds=30)) is None  # lost to tab-3
+
+
+async def test_creating_a_conversation_twice_returns_it_to_its_owner_only(store: ConversationStore) -> None:
+    conversation_id = uuid.uuid4()
+    first = await store.create("ann", "первое сообщение", conversation_id)
+    again = await store.create("ann", "повтор", conversation_id)  # a retried create
+    assert (again["id"], again["title"]) == (first["id"], "первое сообщение")
+    with pytest.raises(ConversationNotFound):
+        await store.create("bob", "чужой", conversation_id)

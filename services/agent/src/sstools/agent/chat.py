@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from sstools.agent.checkpoints import CheckpointsNotReady
+from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable
 from sstools.agent.clients.router import ToolRouter
 from sstools.agent.planner import NEEDS_CLARIFICATION
 
@@ -61,10 +62,15 @@ def _state(state: str, **extra: Any) -> Event:
 
 class ChatService:
     def __init__(
-        self, graph: Callable[[], CompiledStateGraph[Any]], router: ToolRouter, model_name: Callable[[], str]
+        self,
+        graph: Callable[[], CompiledStateGraph[Any]],
+        router: ToolRouter,
+        convo: ConvoClient,
+        model_name: Callable[[], str],
     ) -> None:
         self._graph_of = graph
         self._router = router
+        self._convo = convo
         self._model_name = model_name
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -108,6 +114,15 @@ class ChatService:
                 yield _error("CONFIRMATION_PENDING", "confirm or reject the pending action first")
                 yield _state("needs_confirmation")
                 return
+            message_id = str(uuid.uuid4())
+            try:  # kept before anything runs: a turn convo cannot record does not happen
+                await self._convo.record_user_message(
+                    turn.username, turn.conversation_id, message_id, turn.text
+                )
+            except ConvoUnavailable as error:
+                yield _error("CONVO_UNAVAILABLE", str(error))
+                yield _state("failed")
+                return
             routing = await self._router.route(turn.text, turn.env_id or turn.ui_env_id, turn.object_type)
             yield Event(
                 "",
@@ -118,9 +133,9 @@ class ChatService:
                     "model": self._model_name(),
                 },
             )
-            message = HumanMessage(turn.text, id=str(uuid.uuid4()))
+            message = HumanMessage(turn.text, id=message_id)
             config = self._config(turn, routing.tools)
-            async for event in self._stream({"messages": [message]}, config):
+            async for event in self._recorded(turn, self._stream({"messages": [message]}, config)):
                 yield event
 
     async def _resume(self, turn: Turn) -> AsyncIterator[Event]:
@@ -148,10 +163,42 @@ class ChatService:
             if turn.action == "confirm" and turn.edited_args:
                 answer["args"] = turn.edited_args
             resume: Command[Any] = Command(resume={pending.id: answer for pending in snapshot.interrupts})
-            async for event in self._stream(resume, config):
+            async for event in self._recorded(turn, self._stream(resume, config)):
                 yield event
         finally:
             lock.release()
+
+    async def _recorded(self, turn: Turn, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """Pass the events on, then keep the answer in convo: its text, what the tools did and
+        the final state; cut short (``partial``) when the person cancelled."""
+        text = ""
+        kept: list[dict[str, Any]] = []
+        try:
+            async for event in events:
+                if event.metadata["type"] == "token":
+                    text += event.content
+                else:
+                    kept.append({key: value for key, value in event.metadata.items() if key != "output"})
+                yield event
+        except asyncio.CancelledError:
+            await asyncio.shield(self._keep_answer(turn, text, kept, partial=True))
+            raise
+        await self._keep_answer(turn, text, kept, partial=False)
+
+    async def _keep_answer(
+        self, turn: Turn, text: str, events: list[dict[str, Any]], *, partial: bool
+    ) -> None:
+        try:
+            await self._convo.record_answer(
+                turn.username,
+                turn.conversation_id,
+                str(uuid.uuid4()),
+                text,
+                {"events": json.loads(json.dumps(events, default=str))},
+                partial=partial,
+            )
+        except ConvoUnavailable as error:  # the answer stays in the checkpoint; say so in the log
+            _log.warning("answer not kept in convo", extra={"error": str(error)})
 
     async def _stream(self, graph_input: Any, config: RunnableConfig) -> AsyncIterator[Event]:
         text = ""

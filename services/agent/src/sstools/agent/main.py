@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from sstools.agent.chat import ChatService
 from sstools.agent.checkpoints import Checkpoints, CheckpointSchema
+from sstools.agent.clients.convo import ConvoClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
 from sstools.agent.graph import build_graph
@@ -48,6 +49,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         timeout=settings.tool_timeout_seconds,
     )
     router = ToolRouter(settings.router_target, settings.router_timeout_seconds)
+    convo = ConvoClient(settings.convo_target, settings.convo_timeout_seconds)
     model, model_name = chat_model(settings)
     tools = build_tools(ops, task_wait_seconds=settings.tool_timeout_seconds * 0.8)
     compiled: list[CompiledStateGraph[Any]] = []
@@ -60,11 +62,12 @@ def assemble(settings: AgentSettings, service: Service) -> None:
             compiled.append(build_graph(lambda: model, tools, saver, tool_timeout_seconds=timeout))
         return compiled[0]
 
-    chat = ChatService(graph, router, lambda: model_name)
+    chat = ChatService(graph, router, convo, lambda: model_name)
     codec = JwtCodec(settings.jwt_secret.get_secret_value())
 
     async def close() -> None:
         await router.close()
+        await convo.close()
         await ops.aclose()
         await checkpoints.close()
 

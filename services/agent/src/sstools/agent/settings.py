@@ -27,5 +27,7 @@ class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings
         gt=0,
         description="Longest a routing call may take before the in-process keyword tier answers.",
     )
+    convo_target: str = Field(default="127.0.0.1:50053", description="Conversation service gRPC target.")
+    convo_timeout_seconds: float = Field(default=2.0, gt=0, description="Longest one convo call may take.")
     tool_timeout_seconds: float = Field(default=30.0, gt=0, description="Longest one tool call may take.")
     concurrency_limit: int = Field(default=32, ge=1, description="Chat turns Gradio runs at once.")

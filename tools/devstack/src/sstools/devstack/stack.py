@@ -199,7 +199,7 @@ def superset_environments(data_root: Path, ports: Mapping[str, int]) -> Iterator
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
 
 
-PEERS = ("AGENT_OPS_URL", "AGENT_ROUTER_TARGET")
+PEERS = ("AGENT_OPS_URL", "AGENT_ROUTER_TARGET", "AGENT_CONVO_TARGET")
 
 
 def peer_addresses(environment: Mapping[str, str]) -> dict[str, str]:
@@ -208,6 +208,7 @@ def peer_addresses(environment: Mapping[str, str]) -> dict[str, str]:
     return {
         "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']['http_port']}",
         "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']['grpc_port']}",
+        "AGENT_CONVO_TARGET": f"127.0.0.1:{ports['convo']['grpc_port']}",
     }
 
 
