@@ -83,18 +83,15 @@ class ConversationStore:
         self, owner_id: str, first_message: str = "", conversation_id: uuid.UUID | None = None
     ) -> RowMapping:
         """A new conversation; creating one that exists (a retry) returns it to its owner."""
-        values = {
-            "id": conversation_id or uuid.uuid4(),
-            "owner_id": owner_id,
-            "title": make_title(first_message),
-        }
+        new_id = conversation_id or uuid.uuid4()
+        values = {"id": new_id, "owner_id": owner_id, "title": make_title(first_message)}
         async with self._engine.begin() as connection:
             result = await connection.execute(
                 pg_insert(conversations).values(values).on_conflict_do_nothing().returning(conversations)
             )
-            created = result.mappings().first()
+            created: RowMapping | None = result.mappings().first()
             if created is None:  # the id exists: the owner gets it back, anyone else is told nothing
-                return await self._owned(connection, owner_id, values["id"])
+                return await self._owned(connection, owner_id, new_id)
             return created
 
     async def get(self, owner_id: str, conversation_id: uuid.UUID) -> RowMapping:
