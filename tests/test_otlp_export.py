@@ -1,36 +1,17 @@
 """With OTEL_EXPORTER_OTLP_ENDPOINT set, a service process exports its spans over OTLP/gRPC.
 
-The collector here is a real gRPC server speaking the OTLP trace protocol on loopback; it keeps
-what it receives.
+The collector is a real gRPC server speaking the OTLP trace protocol on loopback.
 """
 
 import asyncio
 import os
 import signal
 import subprocess
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from sstools.devstack.testing import free_port, wait_grpc_serving
-
-
-class Collector(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self) -> None:
-        self.spans: list[tuple[str, str]] = []  # (service.name, span name)
-
-    async def Export(
-        self,
-        request: trace_service_pb2.ExportTraceServiceRequest,
-        context: grpc.aio.ServicerContext[Any, Any],
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
-        for resource_spans in request.resource_spans:
-            attributes = {item.key: item.value.string_value for item in resource_spans.resource.attributes}
-            for scope_spans in resource_spans.scope_spans:
-                self.spans += [(attributes.get("service.name", ""), span.name) for span in scope_spans.spans]
-        return trace_service_pb2.ExportTraceServiceResponse()
+from sstools.devstack.testing import free_port, otlp_collector, wait_grpc_serving
 
 
 def _start_docparse(environment: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -38,15 +19,18 @@ def _start_docparse(environment: dict[str, str]) -> subprocess.Popen[bytes]:
 
 
 async def test_service_exports_its_spans_to_the_configured_collector() -> None:
-    collector = Collector()
-    server = grpc.aio.server()
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)  # type: ignore[no-untyped-call]
-    collector_port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    async with otlp_collector() as (collector, endpoint):
+        await _exchange(endpoint)
+    assert ("docparse", "/grpc.health.v1.Health/Check") in {
+        (span.service, span.name) for span in collector.spans
+    }
+
+
+async def _exchange(endpoint: str) -> None:
     grpc_port, metrics_port = free_port(), free_port()
     environment = {
         **os.environ,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector_port}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         "DOCPARSE_GRPC_PORT": str(grpc_port),
         "DOCPARSE_METRICS_PORT": str(metrics_port),
     }
@@ -60,5 +44,3 @@ async def test_service_exports_its_spans_to_the_configured_collector() -> None:
     finally:
         if process.poll() is None:
             process.kill()
-        await server.stop(0)
-    assert ("docparse", "/grpc.health.v1.Health/Check") in collector.spans

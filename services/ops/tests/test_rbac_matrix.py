@@ -59,7 +59,7 @@ def _endpoints() -> list[Endpoint]:
     """The tool endpoints, read from the application itself: every route guarded by a tool."""
     settings = OpsSettings(jwt_secret=JWT_SECRET, environments=json.dumps(ENVIRONMENTS))
     engine = create_engine(settings.database_url)
-    app = build_app(build_context(settings, engine))
+    app = build_app(build_context(settings, engine, TracerProvider()))
     found = []
     # FastAPI 0.16x mounts an included router lazily; its routes are on the original router.
     routes = [inner for route in app.routes for inner in getattr(route, "original_router", app.router).routes]

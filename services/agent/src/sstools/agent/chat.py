@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
+from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.checkpoints import CheckpointsNotReady
 from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable
@@ -66,12 +67,14 @@ class ChatService:
         graph: Callable[[], CompiledStateGraph[Any]],
         router: ToolRouter,
         convo: ConvoClient,
-        model_name: Callable[[], str],
+        model_name: str,
+        tracer: Tracer,
     ) -> None:
         self._graph_of = graph
         self._router = router
         self._convo = convo
         self._model_name = model_name
+        self._tracer = tracer
         self._locks: dict[str, asyncio.Lock] = {}
 
     @property
@@ -94,6 +97,13 @@ class ChatService:
         return {"configurable": configurable}
 
     async def run(self, turn: Turn) -> AsyncIterator[Event]:
+        """One turn, one trace: routing, the model, the tools and what they call are its children."""
+        attributes = {"sstools.conversation_id": turn.conversation_id, "sstools.action": turn.action}
+        with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
+            async for event in self._run(turn):
+                yield event
+
+    async def _run(self, turn: Turn) -> AsyncIterator[Event]:
         try:
             self._graph_of()
         except CheckpointsNotReady as error:
@@ -130,7 +140,7 @@ class ChatService:
                     "type": "routing",
                     "tools": routing.tools,
                     "tier": routing.tier,
-                    "model": self._model_name(),
+                    "model": self._model_name,
                 },
             )
             message = HumanMessage(turn.text, id=message_id)

@@ -25,6 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
+from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.clients.ops import OpsError
 from sstools.common.policy import decide, resolve_env
@@ -135,6 +136,9 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any],
     *,
     tool_timeout_seconds: float,
+    tracer: Tracer,
+    model_name: str,
+    provider_name: str,
 ) -> CompiledStateGraph[Any]:
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         names = (config.get("configurable") or {}).get("tool_names") or list(tools)
@@ -147,7 +151,24 @@ def build_graph(
             start_on="human",
             include_system=True,
         )
-        return {"messages": [await bound.ainvoke(window, config)]}
+        # The OpenTelemetry GenAI conventions: one client span per model call.
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider_name,
+            "gen_ai.request.model": model_name,
+        }
+        with tracer.start_as_current_span(
+            f"chat {model_name}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            answer = await bound.ainvoke(window, config)
+            usage = getattr(answer, "usage_metadata", None) or {}
+            if usage:
+                span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
+                span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
+            span.set_attribute(
+                "gen_ai.response.finish_reasons", ["tool_calls" if answer.tool_calls else "stop"]
+            )
+        return {"messages": [answer]}
 
     def after_model(state: MessagesState) -> str:
         last = state["messages"][-1]

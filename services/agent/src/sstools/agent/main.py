@@ -24,10 +24,11 @@ from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
 
 
-def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str]:
-    """The configured OpenAI-compatible model, or the offline planner when none is set."""
+def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str, str]:
+    """The configured OpenAI-compatible model, or the offline planner when none is set; with
+    its name and its provider's (as GenAI spans name them)."""
     if not (settings.llm_base_url and settings.llm_model):
-        return OfflinePlanner(), OFFLINE_MODEL_NAME
+        return OfflinePlanner(), OFFLINE_MODEL_NAME, "sstools"
     model = ChatOpenAI(
         base_url=settings.llm_base_url,
         # Local OpenAI-compatible servers often want no key; the client insists on one.
@@ -37,7 +38,7 @@ def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str]:
         max_retries=1,
         streaming=True,
     )
-    return model, settings.llm_model
+    return model, settings.llm_model, "openai"
 
 
 def assemble(settings: AgentSettings, service: Service) -> None:
@@ -47,10 +48,12 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         settings.ops_client_id,
         settings.ops_client_secret.get_secret_value(),
         timeout=settings.tool_timeout_seconds,
+        tracer_provider=service.tracer_provider,
     )
-    router = ToolRouter(settings.router_target, settings.router_timeout_seconds)
-    convo = ConvoClient(settings.convo_target, settings.convo_timeout_seconds)
-    model, model_name = chat_model(settings)
+    router = ToolRouter(settings.router_target, settings.router_timeout_seconds, service.tracer_provider)
+    convo = ConvoClient(settings.convo_target, settings.convo_timeout_seconds, service.tracer_provider)
+    model, model_name, provider_name = chat_model(settings)
+    tracer = service.tracer_provider.get_tracer("sstools.agent")
     tools = build_tools(ops, task_wait_seconds=settings.tool_timeout_seconds * 0.8)
     compiled: list[CompiledStateGraph[Any]] = []
 
@@ -59,10 +62,20 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         if not compiled:
             saver = checkpoints.saver
             timeout = settings.tool_timeout_seconds
-            compiled.append(build_graph(lambda: model, tools, saver, tool_timeout_seconds=timeout))
+            compiled.append(
+                build_graph(
+                    lambda: model,
+                    tools,
+                    saver,
+                    tool_timeout_seconds=timeout,
+                    tracer=tracer,
+                    model_name=model_name,
+                    provider_name=provider_name,
+                )
+            )
         return compiled[0]
 
-    chat = ChatService(graph, router, convo, lambda: model_name)
+    chat = ChatService(graph, router, convo, model_name, tracer)
     codec = JwtCodec(settings.jwt_secret.get_secret_value())
 
     async def close() -> None:

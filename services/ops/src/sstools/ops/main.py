@@ -8,6 +8,7 @@ import asyncio
 import logging
 from datetime import timedelta
 
+from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,12 +38,13 @@ from sstools.ops.tasks import TaskWorker
 _log = logging.getLogger(__name__)
 
 
-def build_context(settings: OpsSettings, engine: AsyncEngine) -> OpsContext:
+def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: TracerProvider) -> OpsContext:
     """Every part of ops, wired once from the settings (no I/O happens here)."""
     supersets = Supersets(
         parse_environments(settings.environments),
         timeout=settings.superset_timeout_seconds,
         read_retries=settings.superset_read_retries,
+        tracer_provider=tracer_provider,
     )
     maintenance = MaintenanceStore(engine)
     backups = Backups(supersets, BackupStore(engine), settings.backup_dir)
@@ -79,7 +81,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine) -> OpsContext:
 
 def assemble(settings: OpsSettings, service: Service) -> None:
     engine = create_engine(settings.database_url)
-    context = build_context(settings, engine)
+    context = build_context(settings, engine, service.tracer_provider)
     users = context.authenticator.users
 
     async def bootstrap_admin() -> None:

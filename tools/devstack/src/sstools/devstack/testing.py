@@ -19,6 +19,7 @@ import httpx
 import psycopg
 import uvicorn
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 from psycopg import sql
 from sqlalchemy import make_url
@@ -177,3 +178,63 @@ async def serving(app: Any) -> AsyncIterator[str]:
         server.should_exit = True
         await task
         sock.close()
+
+
+@dataclass(frozen=True)
+class CollectedSpan:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    attributes: dict[str, Any]
+
+
+class OtlpCollector(trace_service_pb2_grpc.TraceServiceServicer):
+    """A real OTLP/gRPC trace receiver on loopback that keeps every span it is sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[CollectedSpan] = []
+
+    async def Export(
+        self,
+        request: trace_service_pb2.ExportTraceServiceRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        for resource_spans in request.resource_spans:
+            resource = {item.key: item.value.string_value for item in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    attributes = {item.key: _otlp_value(item.value) for item in span.attributes}
+                    self.spans.append(
+                        CollectedSpan(
+                            resource.get("service.name", ""),
+                            span.name,
+                            span.trace_id.hex(),
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                            attributes,
+                        )
+                    )
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+def _otlp_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_otlp_value(item) for item in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+@asynccontextmanager
+async def otlp_collector() -> AsyncIterator[tuple[OtlpCollector, str]]:
+    """A collector and the OTEL_EXPORTER_OTLP_ENDPOINT that reaches it."""
+    collector = OtlpCollector()
+    server = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield collector, f"http://127.0.0.1:{port}"
+    finally:
+        await server.stop(0)

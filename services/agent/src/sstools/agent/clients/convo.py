@@ -5,7 +5,9 @@ from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
+from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_client import insecure_channel
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
 
@@ -14,16 +16,15 @@ class ConvoUnavailable(Exception):
 
 
 class ConvoClient:
-    def __init__(self, target: str, timeout_seconds: float) -> None:
+    def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
         self._target = target
+        self._tracer_provider = tracer_provider
         self._timeout = timeout_seconds
         self._channel: grpc.aio.Channel | None = None  # made in the event loop, at first use
 
     def _stub(self) -> "convo_pb2_grpc.ConversationServiceAsyncStub":  # a name of the .pyi alone
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(
-                self._target, options=[("grpc.lb_policy_name", "round_robin")]
-            )
+            self._channel = insecure_channel(self._target, self._tracer_provider, balanced=True)
         return convo_pb2_grpc.ConversationServiceStub(self._channel)
 
     async def close(self) -> None:

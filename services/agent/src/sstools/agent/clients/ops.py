@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.common.tracing import instrument_httpx
 
 
 class OpsError(Exception):
@@ -31,8 +34,17 @@ class OpsCall:
 
 
 class OpsClient:
-    def __init__(self, base_url: str, client_id: str, client_secret: str, *, timeout: float) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        timeout: float,
+        tracer_provider: TracerProvider,
+    ) -> None:
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout)
+        instrument_httpx(self._http, tracer_provider)
         self._client_id = client_id
         self._client_secret = client_secret
         self._token: str | None = None

@@ -5,7 +5,9 @@ import logging
 from dataclasses import dataclass, field
 
 import grpc
+from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_client import insecure_channel
 from sstools.router.keywords import KeywordIndex
 from sstools.router.routing import RouteContext, Router
 from sstools.router.v1 import router_pb2, router_pb2_grpc
@@ -23,19 +25,17 @@ class Routing:
 
 
 class ToolRouter:
-    def __init__(self, target: str, timeout_seconds: float) -> None:
+    def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
         self._target = target
+        self._tracer_provider = tracer_provider
         self._channel: grpc.aio.Channel | None = None  # made in the event loop, at first use
         self._timeout = timeout_seconds
         self._local = Router(KeywordIndex(), None)
 
     def _stub(self) -> "router_pb2_grpc.RouterServiceAsyncStub":  # a name of the .pyi alone
         if self._channel is None:
-            # round_robin over every address the name resolves to: router replicas behind a
-            # headless Service are balanced by the client.
-            self._channel = grpc.aio.insecure_channel(
-                self._target, options=[("grpc.lb_policy_name", "round_robin")]
-            )
+            # Router replicas behind a headless Service are balanced by the client.
+            self._channel = insecure_channel(self._target, self._tracer_provider, balanced=True)
         return router_pb2_grpc.RouterServiceStub(self._channel)
 
     async def close(self) -> None:

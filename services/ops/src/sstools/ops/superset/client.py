@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 import prison
+from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.tracing import instrument_httpx
 from sstools.ops.environments import Environment, EnvironmentConfigError
 from sstools.ops.errors import OperationError
 
@@ -102,7 +104,7 @@ class SupersetClient:
         timeout: float = 30.0,
         read_retries: int = 2,
         backoff: float = 0.25,
-        transport: httpx.AsyncBaseTransport | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.environment = environment
         self._read_retries = read_retries
@@ -110,9 +112,10 @@ class SupersetClient:
         self._http = httpx.AsyncClient(
             base_url=str(environment.url).rstrip("/"),
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            transport=transport,
             follow_redirects=False,
         )
+        if tracer_provider is not None:  # each Superset call a client span of the operation's trace
+            instrument_httpx(self._http, tracer_provider)
         self._token: str | None = None
         self._csrf: str | None = None
         self._login_lock = asyncio.Lock()

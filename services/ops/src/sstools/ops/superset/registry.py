@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping
 
-import httpx
+from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.ops.environments import Environment
 from sstools.ops.errors import NotFound
@@ -25,12 +25,12 @@ class Supersets:
         *,
         timeout: float,
         read_retries: int,
-        transport: httpx.AsyncBaseTransport | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.environments = dict(environments)
         self._clients = {
             env_id: SupersetClient(
-                environment, timeout=timeout, read_retries=read_retries, transport=transport
+                environment, timeout=timeout, read_retries=read_retries, tracer_provider=tracer_provider
             )
             for env_id, environment in environments.items()
         }
