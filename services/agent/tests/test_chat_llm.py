@@ -101,3 +101,20 @@ async def test_cancel_keeps_the_partial_answer_and_the_next_turn_works(
     assert partial, history
     assert str(partial[-1]["content"]).startswith(shown[:30])
     assert len(str(partial[-1]["content"])) < len(story)  # cut where the person stopped it
+
+
+async def test_unreadable_output_is_asked_again_once_then_reported(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    llm.says(Reply(content="oops", malformed=True), Reply(content="Всё хорошо."))
+    recovered = await llm_stack.say("как дела с дашбордами?", str(uuid.uuid4()))
+    assert recovered.state == "success", dump(recovered)
+    assert recovered.text.endswith("Всё хорошо.")
+
+    broken_call = Reply(tool_calls=(ToolCall("get_health_summary", "env_id=dev, please"),))
+    llm.says(broken_call, broken_call)
+    failed = await llm_stack.say("что сломано?", str(uuid.uuid4()))
+    assert failed.of("error"), dump(failed)
+    assert failed.of("error")[0]["code"] == "LLM_MALFORMED", dump(failed)
+    assert failed.of("tool_start") == []
+    assert failed.state == "failed"

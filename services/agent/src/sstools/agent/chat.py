@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanKind, Tracer
 from sstools.agent.checkpoints import CheckpointsNotReady
 from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable
 from sstools.agent.clients.router import ToolRouter
+from sstools.agent.graph import ModelMalformed
 from sstools.agent.planner import NEEDS_CLARIFICATION
 
 RESUME_WAIT_SECONDS = 2.0
@@ -245,6 +246,11 @@ class ChatService:
                     if isinstance(output, ToolMessage):
                         results.append(output)
                         yield _tool_result(raw["name"], raw["run_id"], output)
+        except ModelMalformed as error:
+            _log.warning("llm output malformed", extra={"error": str(error)})
+            yield _error("LLM_MALFORMED", "the language model's answer could not be read, twice")
+            yield _state("failed")
+            return
         except openai.APIError as error:  # the model's endpoint failed even after its retry
             _log.warning("llm failed", extra={"error": repr(error)[:300]})
             yield _error("LLM_UNAVAILABLE", f"the language model failed: {type(error).__name__}")

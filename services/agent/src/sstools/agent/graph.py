@@ -15,8 +15,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import openai
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, ToolCall, ToolMessage, trim_messages
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage, trim_messages
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -130,6 +131,26 @@ def _tool_error_text(error: Exception) -> str:
     )
 
 
+class ModelMalformed(Exception):
+    """The model's output could not be read, twice in a row."""
+
+
+async def _well_formed_answer(model: Any, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
+    """The model's answer, asked again once if it came back unreadable (a broken stream, tool
+    arguments that are not JSON)."""
+    problem = ""
+    for _attempt in (1, 2):
+        try:
+            answer = await model.ainvoke(messages, config)
+        except (ValueError, openai.APIResponseValidationError) as error:  # JSON that does not parse
+            problem = repr(error)[:300]
+            continue
+        if isinstance(answer, AIMessage) and not answer.invalid_tool_calls:
+            return answer
+        problem = f"unreadable tool calls: {getattr(answer, 'invalid_tool_calls', answer)}"[:300]
+    raise ModelMalformed(problem)
+
+
 def build_graph(
     model: Callable[[], BaseChatModel],
     tools: dict[str, BaseTool],
@@ -160,7 +181,7 @@ def build_graph(
         with tracer.start_as_current_span(
             f"chat {model_name}", kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
-            answer = await bound.ainvoke(window, config)
+            answer = await _well_formed_answer(bound, window, config)
             usage = getattr(answer, "usage_metadata", None) or {}
             if usage:
                 span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))

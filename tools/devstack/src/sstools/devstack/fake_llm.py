@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] | str  # a string is sent as is: malformed arguments
     id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
 
 
@@ -90,7 +90,7 @@ class FakeLlm:
             yield chunk({"content": reply.content[start : start + reply.chunk_size]})
             await asyncio.sleep(reply.chunk_delay)
         for index, call in enumerate(reply.tool_calls):
-            arguments = json.dumps(call.arguments, ensure_ascii=False)
+            arguments = _arguments(call)
             head = {
                 "index": index,
                 "id": call.id,
@@ -110,6 +110,12 @@ class FakeLlm:
         yield "data: [DONE]\n\n"
 
 
+def _arguments(call: ToolCall) -> str:
+    return (
+        call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments, ensure_ascii=False)
+    )
+
+
 def _last_user_text(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user" and isinstance(message.get("content"), str):
@@ -124,7 +130,7 @@ def _completion(model: str, reply: Reply) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+                "function": {"name": call.name, "arguments": _arguments(call)},
             }
             for call in reply.tool_calls
         ]
