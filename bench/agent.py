@@ -24,6 +24,7 @@ from typing import Any
 from gradio_client import Client
 
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 from sstools.devstack.paths import DATA_DIR
 from sstools.devstack.postgres import database_url
@@ -103,7 +104,21 @@ async def run(turns: int) -> dict[str, Any]:
         scratch_database(server_url) as url,
     ):
         await asyncio.to_thread(MIGRATIONS.upgrade, url)
-        ports = {name: free_port() for name in ("router", "router_m", "ops", "ops_m", "agent", "agent_m")}
+        await asyncio.to_thread(CONVO_MIGRATIONS.upgrade, url)
+        ports = {
+            name: free_port()
+            for name in (
+                "router",
+                "router_m",
+                "convo",
+                "convo_http",
+                "convo_m",
+                "ops",
+                "ops_m",
+                "agent",
+                "agent_m",
+            )
+        }
         common = {"DATABASE_URL": url, "JWT_SECRET": SECRET, "LOG_LEVEL": "WARNING"}
         async with serving(llm.app()) as llm_url:
             with (
@@ -115,6 +130,16 @@ async def run(turns: int) -> dict[str, Any]:
                         "ROUTER_METRICS_PORT": str(ports["router_m"]),
                     },
                     ports["router_m"],
+                ),
+                service_process(
+                    "convo",
+                    {
+                        **common,
+                        "CONVO_GRPC_PORT": str(ports["convo"]),
+                        "CONVO_HTTP_PORT": str(ports["convo_http"]),
+                        "CONVO_METRICS_PORT": str(ports["convo_m"]),
+                    },
+                    ports["convo_m"],
                 ),
                 service_process(
                     "ops",
@@ -137,6 +162,7 @@ async def run(turns: int) -> dict[str, Any]:
                         "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']}",
                         "AGENT_OPS_CLIENT_SECRET": AGENT_SECRET,
                         "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']}",
+                        "AGENT_CONVO_TARGET": f"127.0.0.1:{ports['convo']}",
                         "LLM_BASE_URL": f"{llm_url}/v1",
                         "LLM_MODEL": llm.model,
                     },

@@ -79,6 +79,7 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
         # and a message changed in place would look unchanged to it.
         shown = [Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})]
         answer_at: int | None = None
+        yield [_message(item) for item in shown]  # at once: the client learns the conversation id
         async for event in chat.run(turn):
             if event.metadata["type"] == "token":
                 if answer_at is None:
@@ -91,7 +92,8 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
                 shown.append(event)
             yield [_message(item) for item in shown]
 
-    with gr.Blocks(title="SS-Tools agent") as blocks:
+    # No telemetry: the agent calls nothing outside the cluster.
+    with gr.Blocks(title="SS-Tools agent", analytics_enabled=False) as blocks:
         gr.ChatInterface(
             respond,
             multimodal=True,
@@ -103,5 +105,6 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             ],
             api_name="chat",
             concurrency_limit=concurrency_limit,
+            analytics_enabled=False,
         )
     return cast(gr.Blocks, blocks)
