@@ -59,6 +59,16 @@ async def test_search_and_health_stream_tool_events_then_an_answer(
     assert reply.state == "success"
 
 
+async def test_a_failing_tool_is_explained(agent_stack: AgentStack, conversation: str) -> None:
+    reply = await agent_stack.say("покажи дашборды", conversation, env_id="staging")  # no such environment
+    errors = reply.of("tool_error")
+    assert [error["tool"] for error in errors] == ["search_dashboards"], dump(reply)
+    assert errors[0]["error"]["code"] == "unknown_environment"
+    assert "search_dashboards failed (unknown_environment)" in reply.text
+    assert "staging" in reply.text
+    assert reply.state == "failed"
+
+
 async def test_deploy_pauses_until_confirmed_then_runs_once(
     agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
 ) -> None:

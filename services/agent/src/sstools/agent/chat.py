@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind, Tracer
 from sstools.agent.checkpoints import CheckpointsNotReady
 from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable
 from sstools.agent.clients.router import ToolRouter
-from sstools.agent.graph import ModelMalformed
+from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.planner import NEEDS_CLARIFICATION
 
 RESUME_WAIT_SECONDS = 2.0
@@ -246,6 +246,13 @@ class ChatService:
                     if isinstance(output, ToolMessage):
                         results.append(output)
                         yield _tool_result(raw["name"], raw["run_id"], output)
+                elif kind == "on_tool_error":  # the tool raised; the model is told the same
+                    detail = tool_error_detail(raw["data"].get("error"))
+                    failed = ToolMessage(
+                        json.dumps({"error": detail}), tool_call_id=raw["run_id"], status="error"
+                    )
+                    results.append(failed)
+                    yield _tool_result(raw["name"], raw["run_id"], failed)
         except ModelMalformed as error:
             _log.warning("llm output malformed", extra={"error": str(error)})
             yield _error("LLM_MALFORMED", "the language model's answer could not be read, twice")

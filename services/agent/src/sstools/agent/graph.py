@@ -111,8 +111,6 @@ def gate(tool_timeout_seconds: float) -> Callable[..., Awaitable[ToolMessage | C
         request = request.override(tool_call={**call, "args": args})
         try:
             return await asyncio.wait_for(execute(request), tool_timeout_seconds)
-        except OpsError as error:
-            return _error(call, error.detail)
         except TimeoutError:
             return _error(
                 call, {"code": "tool_timeout", "message": f"no answer in {tool_timeout_seconds:.0f} s"}
@@ -125,10 +123,16 @@ def _fields(schema: Any) -> set[str]:
     return set(getattr(schema, "model_fields", {})) - {"tool_call_id", "confirmed"}
 
 
+def tool_error_detail(error: BaseException | None) -> dict[str, Any]:
+    """Why a tool raised: ops' typed refusal, or its arguments' fault."""
+    if isinstance(error, OpsError):
+        return error.detail
+    return {"code": "invalid_arguments", "message": str(error)[:500]}
+
+
 def _tool_error_text(error: Exception) -> str:
-    return json.dumps(
-        {"error": {"code": "invalid_arguments", "message": str(error)[:500]}}, ensure_ascii=False
-    )
+    """What the model is told when a tool raised."""
+    return json.dumps({"error": tool_error_detail(error)}, ensure_ascii=False)
 
 
 class ModelMalformed(Exception):

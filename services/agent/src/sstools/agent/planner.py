@@ -133,6 +133,9 @@ def _summary(name: str, content: str) -> str:
         result = json.loads(content)
     except ValueError:
         return f"{name}: {content[:300]}"
+    if isinstance(result, dict) and isinstance(result.get("error"), dict):
+        error = result["error"]
+        return f"{name} failed ({error.get('code', 'error')}): {error.get('message', '')}".strip()
     if name == "search_dashboards" and isinstance(result, dict):
         titles = ", ".join(
             f"{board['title']} (id {board['id']})" for board in result.get("dashboards", [])[:10]
