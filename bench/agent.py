@@ -3,8 +3,9 @@ token, p50/p99, at 1 and 20 concurrent conversations; and confirm → tool_start
 
 Real processes (router, ops, agent) on PostgreSQL (DATABASE_URL or an embedded server); the
 LLM is the scripted OpenAI-compatible server on a socket, answering at once, so the figures
-are the agent's own: Gradio queue, routing, graph, checkpoint writes. Clients are
-``gradio_client`` instances, one per conversation. Goal: first event p99 ≤ 100 ms at 20.
+are the agent's own: Gradio queue, routing, graph, checkpoint writes. The clients speak Gradio's
+queue protocol with asyncio (as @gradio/client does in the browser), one conversation each.
+Goal: first event p99 ≤ 100 ms at 20.
 
     .venv/bin/python bench/agent.py [--turns 20]
 """
@@ -14,14 +15,13 @@ import asyncio
 import json
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gradio_client import Client
+import httpx
 
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
@@ -40,42 +40,82 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     return {"n": len(samples), "p50_ms": round(statistics.median(samples), 1), "p99_ms": round(cuts[98], 1)}
 
 
-def one_turn(client: Client, text: str, conversation: str, action: str = "send") -> dict[str, float]:
-    """Milliseconds from submit to the first data event, the first token, a tool start, the end."""
-    marks: dict[str, float] = {}
-    started = time.perf_counter()
-    job = client.submit({"text": text, "files": []}, conversation, action, "dev", "", api_name="/chat")
-    for output in job:
-        now = (time.perf_counter() - started) * 1000
-        marks.setdefault("first_event", now)
-        kinds = {(message.get("metadata") or {}).get("type") for message in output}
-        if "token" in kinds:
-            marks.setdefault("first_token", now)
-        if "tool_start" in kinds:
-            marks.setdefault("tool_start", now)
-    marks["done"] = (time.perf_counter() - started) * 1000
-    return marks
+class LightChat:
+    """Gradio's queue protocol spoken directly (join, then the SSE data stream), with asyncio:
+    twenty of these cost the machine far less than twenty gradio_client instances, so the figures
+    are the agent's, not the load generator's."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, token: str) -> None:
+        self._http = http
+        self._url = url
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._fn_index: int | None = None
+        self._state_slots: list[int] = []
+
+    async def _endpoint(self) -> int:
+        if self._fn_index is None:
+            config = (await self._http.get(f"{self._url}config", headers=self._headers)).json()
+            types = {component["id"]: component["type"] for component in config["components"]}
+            for index, dependency in enumerate(config["dependencies"]):
+                if dependency.get("api_name") == "chat":
+                    self._fn_index = dependency.get("id", index)
+                    inputs = dependency["inputs"]
+                    self._state_slots = [slot for slot, cid in enumerate(inputs) if types.get(cid) == "state"]
+            assert self._fn_index is not None, "no /chat endpoint"
+        return self._fn_index
+
+    async def turn(self, text: str, conversation: str, action: str = "send") -> dict[str, float]:
+        fn_index = await self._endpoint()
+        data: list[Any] = [{"text": text, "files": []}, conversation, action, "dev", ""]
+        for slot in self._state_slots:
+            data.insert(slot, None)
+        session = uuid.uuid4().hex
+        marks: dict[str, float] = {}
+        started = time.perf_counter()
+        join = {
+            "data": data,
+            "fn_index": fn_index,
+            "session_hash": session,
+            "event_data": None,
+            "trigger_id": None,
+        }
+        (
+            await self._http.post(f"{self._url}gradio_api/queue/join", json=join, headers=self._headers)
+        ).raise_for_status()
+        params = {"session_hash": session}
+        async with self._http.stream(
+            "GET", f"{self._url}gradio_api/queue/data", params=params, headers=self._headers
+        ) as events:
+            async for line in events.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                now = (time.perf_counter() - started) * 1000
+                message = json.loads(line[5:])
+                if message.get("msg") == "process_generating":
+                    marks.setdefault("first_event", now)
+                    if '"token"' in line:
+                        marks.setdefault("first_token", now)
+                    if '"tool_start"' in line:
+                        marks.setdefault("tool_start", now)
+                elif message.get("msg") == "process_completed":
+                    if not message.get("success", True):
+                        raise RuntimeError(f"turn failed: {line[:300]}")
+                    marks["done"] = now
+                    return marks
+        raise RuntimeError("the stream ended without process_completed")
 
 
-def concurrent_turns(url: str, token: str, conversations: int, turns: int) -> dict[str, Any]:
-    clients = [
-        Client(url, headers={"Authorization": f"Bearer {token}"}, verbose=False) for _ in range(conversations)
-    ]
+async def concurrent_turns(url: str, token: str, conversations: int, turns: int) -> dict[str, Any]:
     results: list[dict[str, float]] = []
-    lock = threading.Lock()
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=4 * conversations)) as http:
+        chat = LightChat(http, url, token)
 
-    def talk(client: Client) -> None:
-        conversation = str(uuid.uuid4())
-        for number in range(turns):
-            marks = one_turn(client, f"покажи дашборды {number}", conversation)
-            with lock:
-                results.append(marks)
+        async def talk() -> None:
+            conversation = str(uuid.uuid4())
+            for number in range(turns):
+                results.append(await chat.turn(f"покажи дашборды {number}", conversation))
 
-    threads = [threading.Thread(target=talk, args=(client,)) for client in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+        await asyncio.gather(*(talk() for _ in range(conversations)))
     return {
         "first_event": percentiles([marks["first_event"] for marks in results]),
         "first_token": percentiles([marks["first_token"] for marks in results if "first_token" in marks]),
@@ -83,16 +123,19 @@ def concurrent_turns(url: str, token: str, conversations: int, turns: int) -> di
     }
 
 
-def confirm_to_tool_start(url: str, token: str, llm: FakeLlm, rounds: int) -> dict[str, float]:
-    client = Client(url, headers={"Authorization": f"Bearer {token}"}, verbose=False)
+async def confirm_to_tool_start(url: str, token: str, llm: FakeLlm, rounds: int) -> dict[str, float]:
     samples = []
-    for number in range(rounds):
-        conversation = str(uuid.uuid4())
-        llm.says(Reply(tool_calls=(ToolCall("create_branch", {"name": f"bench-{uuid.uuid4().hex[:8]}"}),)))
-        paused = one_turn(client, f"создай ветку {number}", conversation)
-        assert "tool_start" not in paused
-        llm.says(Reply(content="Ветка создана."))
-        samples.append(one_turn(client, "", conversation, action="confirm")["tool_start"])
+    async with httpx.AsyncClient(timeout=60) as http:
+        chat = LightChat(http, url, token)
+        for number in range(rounds):
+            conversation = str(uuid.uuid4())
+            llm.says(
+                Reply(tool_calls=(ToolCall("create_branch", {"name": f"bench-{uuid.uuid4().hex[:8]}"}),))
+            )
+            paused = await chat.turn(f"создай ветку {number}", conversation)
+            assert "tool_start" not in paused
+            llm.says(Reply(content="Ветка создана."))
+            samples.append((await chat.turn("", conversation, action="confirm"))["tool_start"])
     return percentiles(samples)
 
 
@@ -175,13 +218,9 @@ async def run(turns: int) -> dict[str, Any]:
                 )
                 chat = f"http://127.0.0.1:{ports['agent']}/"
                 return {
-                    "conversations_1": await asyncio.to_thread(concurrent_turns, chat, token, 1, turns),
-                    "conversations_20": await asyncio.to_thread(
-                        concurrent_turns, chat, token, 20, max(2, turns // 4)
-                    ),
-                    "confirm_to_tool_start": await asyncio.to_thread(
-                        confirm_to_tool_start, chat, token, llm, 10
-                    ),
+                    "conversations_1": await concurrent_turns(chat, token, 1, turns),
+                    "conversations_20": await concurrent_turns(chat, token, 20, max(2, turns // 4)),
+                    "confirm_to_tool_start": await confirm_to_tool_start(chat, token, llm, 10),
                 }
 
 
