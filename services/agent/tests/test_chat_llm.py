@@ -4,7 +4,10 @@ streamed tokens, streamed tool calls, the confirmation pause, and the model's fa
 import asyncio
 import uuid
 
+from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.superset import Instance
+from sstools.ops.superset import dashboards
 
 from .conftest import AgentStack, dump
 
@@ -118,3 +121,27 @@ async def test_unreadable_output_is_asked_again_once_then_reported(
     assert failed.of("error")[0]["code"] == "LLM_MALFORMED", dump(failed)
     assert failed.of("tool_start") == []
     assert failed.state == "failed"
+
+
+async def test_twenty_concurrent_confirms_of_the_models_deploy_run_it_once(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str, supersets: dict[str, Instance]
+) -> None:
+    dev, prod = client(supersets["dev"], PASSWORD_ENV), client(supersets["prod"], PASSWORD_ENV)
+    try:
+        title = f"Scripted release {uuid.uuid4().hex[:8]}"
+        created = await dashboards.create(dev, title, None, True)
+        deploy = ToolCall(
+            "deploy_dashboard", {"dashboard_id": created.id, "env_id": "prod", "source_env": "dev"}
+        )
+        llm.says(Reply(tool_calls=(deploy,)))
+        paused = await llm_stack.say(f"deploy dashboard {created.id} to prod", conversation)
+        assert paused.state == "needs_confirmation", dump(paused)
+        assert (await dashboards.search(prod, text=title)).count == 0
+        replies = await asyncio.gather(
+            *(llm_stack.say("", conversation, action="confirm") for _ in range(20))
+        )
+        assert sum(1 for reply in replies if reply.of("tool_start")) == 1
+        assert (await dashboards.search(prod, text=title)).count == 1
+    finally:
+        await dev.aclose()
+        await prod.aclose()
