@@ -13,7 +13,6 @@ Goal: first event p99 ≤ 100 ms at 20.
 import argparse
 import asyncio
 import json
-import statistics
 import tempfile
 import time
 import uuid
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from stats import percentiles
 
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
@@ -33,11 +33,6 @@ from sstools.ops.store import MIGRATIONS
 
 SECRET = "bench-secret-" + "b" * 40
 AGENT_SECRET = "bench-agent-secret-0123"
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    cuts = statistics.quantiles(samples, n=100) if len(samples) > 1 else samples * 99
-    return {"n": len(samples), "p50_ms": round(statistics.median(samples), 1), "p99_ms": round(cuts[98], 1)}
 
 
 class LightChat:

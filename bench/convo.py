@@ -9,7 +9,6 @@ it. Prints JSON: p50/p99 per call over repeated requests, and how the data was s
 import argparse
 import asyncio
 import json
-import statistics
 import time
 import uuid
 from datetime import timedelta
@@ -17,6 +16,7 @@ from typing import Any
 
 import httpx
 import psycopg
+from stats import percentiles
 
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS
@@ -51,11 +51,6 @@ def seed(url: str, conversations: int, messages: int) -> str:
         cursor.execute("UPDATE agent_conversations SET message_count = %s WHERE id = %s", (messages, long_id))
         cursor.execute("ANALYZE")
     return str(long_id)
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    cuts = statistics.quantiles(samples, n=100)
-    return {"n": len(samples), "p50_ms": round(statistics.median(samples), 2), "p99_ms": round(cuts[98], 2)}
 
 
 async def timed(client: httpx.AsyncClient, paths: list[str], requests: int) -> dict[str, float]:

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from stats import percentiles
 
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import DATA_DIR
@@ -38,11 +38,6 @@ SEARCH = {
     "page": 0,
     "page_size": 25,
 }
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    cuts = statistics.quantiles(samples, n=100)
-    return {"n": len(samples), "p50_ms": round(statistics.median(samples), 2), "p99_ms": round(cuts[98], 2)}
 
 
 async def alternate(

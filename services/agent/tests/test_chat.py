@@ -11,6 +11,7 @@ import grpc
 import pytest
 from gradio_client import Client
 
+from sstools.agent.settings import AgentSettings
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
@@ -175,18 +176,7 @@ async def test_a_confirmation_survives_the_agent_being_killed(
     """Pause in one agent process, SIGKILL it, confirm in a new one: the checkpoint carries it."""
     dashboard_id, title = await _fresh_dashboard(dev)
     settings = agent_stack.agent_settings
-    http_port, metrics_port = free_port(), free_port()
-    environment = {
-        "DATABASE_URL": settings.database_url,
-        "JWT_SECRET": settings.jwt_secret.get_secret_value(),
-        "AGENT_OPS_URL": settings.ops_url,
-        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
-        "AGENT_ROUTER_TARGET": settings.router_target,
-        "AGENT_CONVO_TARGET": settings.convo_target,
-        "AGENT_HTTP_PORT": str(http_port),
-        "AGENT_METRICS_PORT": str(metrics_port),
-    }
-    url = f"http://127.0.0.1:{http_port}/"
+    environment, url, metrics_port = _as_process(settings)
     with service_process("agent", environment, metrics_port) as first:
         paused = await _say_at(agent_stack, url, f"задеплой дашборд {dashboard_id} в prod", conversation)
         assert paused.state == "needs_confirmation", dump(paused)
@@ -203,18 +193,7 @@ async def test_three_conversations_survive_an_agent_restart(
 ) -> None:
     """Story 5: history in convo, context in the checkpoint, both outlive the agent process."""
     settings = agent_stack.agent_settings
-    http_port, metrics_port = free_port(), free_port()
-    environment = {
-        "DATABASE_URL": settings.database_url,
-        "JWT_SECRET": settings.jwt_secret.get_secret_value(),
-        "AGENT_OPS_URL": settings.ops_url,
-        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
-        "AGENT_ROUTER_TARGET": settings.router_target,
-        "AGENT_CONVO_TARGET": settings.convo_target,
-        "AGENT_HTTP_PORT": str(http_port),
-        "AGENT_METRICS_PORT": str(metrics_port),
-    }
-    url = f"http://127.0.0.1:{http_port}/"
+    environment, url, metrics_port = _as_process(settings)
     conversations = {new_conversation(): dashboard for dashboard in (1, 2, 3)}
     with service_process("agent", environment, metrics_port):
         for conversation, dashboard in conversations.items():
@@ -236,6 +215,22 @@ async def test_three_conversations_survive_an_agent_restart(
             assert history.messages[0].content == f"покажи здоровье дашборда {dashboard}"
             assert "Health of dev" in history.messages[1].content
             assert not history.messages[1].partial
+
+
+def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
+    """The same agent as a process of its own: its environment, chat URL and probes port."""
+    http_port, metrics_port = free_port(), free_port()
+    environment = {
+        "DATABASE_URL": settings.database_url,
+        "JWT_SECRET": settings.jwt_secret.get_secret_value(),
+        "AGENT_OPS_URL": settings.ops_url,
+        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
+        "AGENT_ROUTER_TARGET": settings.router_target,
+        "AGENT_CONVO_TARGET": settings.convo_target,
+        "AGENT_HTTP_PORT": str(http_port),
+        "AGENT_METRICS_PORT": str(metrics_port),
+    }
+    return environment, f"http://127.0.0.1:{http_port}/", metrics_port
 
 
 async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:
