@@ -9,6 +9,7 @@ SIGINT reverses it: not ready at once, in-flight calls get ``shutdown_grace_seco
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -240,6 +241,10 @@ def run_service(settings: SettingsT, assemble: Callable[[SettingsT, Service], No
     provider = setup_tracing(settings.service_name, settings.otel_exporter_otlp_endpoint)
     service = Service(settings, tracer_provider=provider)
     assemble(settings, service)
+    # What imports and assembly built lives as long as the process: frozen out of the collector's
+    # reach, a full collection scans only what requests allocate (agent pauses of 100–300 ms before).
+    gc.collect()
+    gc.freeze()
     try:
         asyncio.run(service.serve_until_signalled())
     finally:

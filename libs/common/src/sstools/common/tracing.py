@@ -39,7 +39,10 @@ def setup_tracing(service_name: str, otlp_endpoint: str | None) -> TracerProvide
 
 
 def instrument_fastapi(app: FastAPI, provider: TracerProvider) -> None:
-    FastAPIInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls=_UNTRACED_PATHS)
+    # No span per ASGI send/receive: a streamed chat answer would make one per message.
+    FastAPIInstrumentor.instrument_app(
+        app, tracer_provider=provider, excluded_urls=_UNTRACED_PATHS, exclude_spans=["send", "receive"]
+    )
 
 
 def instrument_httpx(client: httpx.AsyncClient, provider: TracerProvider) -> None:

@@ -20,7 +20,7 @@ import openai
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, Interrupt
 from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.checkpoints import CheckpointsNotReady
@@ -30,6 +30,7 @@ from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.planner import NEEDS_CLARIFICATION
 
 RESUME_WAIT_SECONDS = 2.0
+PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
 _log = logging.getLogger(__name__)
 
 
@@ -215,11 +216,18 @@ class ChatService:
         text = ""
         message_id = f"partial-{uuid.uuid4().hex}"
         results: list[ToolMessage] = []
+        pending: list[Interrupt] = []
         asked_back = False
         try:
             async for raw in self._graph.astream_events(graph_input, config, version="v2"):
                 kind = raw["event"]
-                if kind == "on_chat_model_stream":
+                if kind == "on_chain_stream" and not raw["parent_ids"]:
+                    # The graph's own output: a pause shows as its ``__interrupt__`` update, so
+                    # the turn need not read the checkpoint back to learn of it.
+                    chunk = raw["data"].get("chunk")
+                    if isinstance(chunk, dict):
+                        pending.extend(chunk.get(PAUSED_KEY, ()))
+                elif kind == "on_chat_model_stream":
                     piece = raw["data"]["chunk"].content
                     if isinstance(piece, str) and piece:
                         text += piece
@@ -271,10 +279,9 @@ class ChatService:
                         self._graph.aupdate_state(config, {"messages": [partial]}, as_node="model")
                     )
             raise
-        snapshot = await self._graph.aget_state(config)
-        if snapshot.interrupts:
-            for pending in snapshot.interrupts:
-                payload = dict(pending.value)
+        if pending:
+            for paused in pending:
+                payload = dict(paused.value)
                 yield Event(payload.get("prompt", ""), payload)
             yield _state("needs_confirmation")
             return

@@ -5,10 +5,7 @@ from typing import Any
 
 import gradio as gr
 from fastapi import FastAPI
-from langchain_core.language_models import BaseChatModel
-from langchain_openai import ChatOpenAI
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import SecretStr
 
 from sstools.agent.chat import ChatService
 from sstools.agent.checkpoints import Checkpoints, CheckpointSchema
@@ -16,29 +13,12 @@ from sstools.agent.clients.convo import ConvoClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
 from sstools.agent.graph import build_graph
-from sstools.agent.planner import OFFLINE_MODEL_NAME, OfflinePlanner
+from sstools.agent.llm import chat_model
 from sstools.agent.settings import AgentSettings
 from sstools.agent.tools import build_tools
 from sstools.agent.ui.app import chat_blocks
 from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
-
-
-def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str, str]:
-    """The configured OpenAI-compatible model, or the offline planner when none is set; with
-    its name and its provider's (as GenAI spans name them)."""
-    if not (settings.llm_base_url and settings.llm_model):
-        return OfflinePlanner(), OFFLINE_MODEL_NAME, "sstools"
-    model = ChatOpenAI(
-        base_url=settings.llm_base_url,
-        # Local OpenAI-compatible servers often want no key; the client insists on one.
-        api_key=settings.llm_api_key if settings.llm_api_key.get_secret_value() else SecretStr("none"),
-        model=settings.llm_model,
-        timeout=settings.llm_timeout_seconds,
-        max_retries=1,
-        streaming=True,
-    )
-    return model, settings.llm_model, "openai"
 
 
 def assemble(settings: AgentSettings, service: Service) -> None:

@@ -7,7 +7,11 @@ token by token, a confirmation card, and the final state badge — each a ``Chat
 ``metadata.type`` names what it is.
 """
 
+import asyncio
+import contextlib
+import importlib.util
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -36,7 +40,48 @@ def _ui_env(ui_context: str) -> tuple[str | None, str | None]:
     return context.get("envId"), context.get("objectType")
 
 
+def _skip_gradio_matplotlib_probe() -> None:
+    """Gradio imports matplotlib around every streamed update to pin its backend; where it is not
+    installed that is a failed import walking all of ``sys.path`` each time. ``None`` in
+    ``sys.modules`` makes the import fail at once (Python's documented import protocol)."""
+    if "matplotlib" not in sys.modules and importlib.util.find_spec("matplotlib") is None:
+        sys.modules["matplotlib"] = None  # type: ignore[assignment]
+
+
+async def _batches(events: AsyncIterator[Event]) -> AsyncIterator[list[Event]]:
+    """The events grouped by what has arrived: one at a time while the page keeps up, and all
+    that queued meanwhile when it does not — one update for a burst of tokens rather than one
+    each (every update costs Gradio a diff and the socket a write)."""
+    arrived: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                arrived.put_nowait(event)
+        finally:
+            arrived.put_nowait(None)  # the end, or a failure the reader gets from the task
+
+    pumping = asyncio.create_task(pump())
+    try:
+        while True:
+            batch = [await arrived.get()]
+            while not arrived.empty():
+                batch.append(arrived.get_nowait())
+            if ready := [event for event in batch if event is not None]:
+                yield ready
+            if batch[-1] is None:
+                break
+        await pumping  # raises what the turn raised, if it did
+    finally:
+        if not pumping.done():  # the client went away: stop the turn (it keeps its partial text)
+            pumping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pumping
+
+
 def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, model_name: str) -> gr.Blocks:
+    _skip_gradio_matplotlib_probe()
+
     async def respond(
         message: dict[str, Any] | str,
         history: list[Any],
@@ -80,16 +125,17 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
         shown = [Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})]
         answer_at: int | None = None
         yield [_message(item) for item in shown]  # at once: the client learns the conversation id
-        async for event in chat.run(turn):
-            if event.metadata["type"] == "token":
-                if answer_at is None:
-                    answer_at = len(shown)
-                    shown.append(Event("", {"type": "token"}))
-                shown[answer_at] = Event(shown[answer_at].content + event.content, {"type": "token"})
-            else:
-                if event.metadata["type"].startswith("tool_"):
-                    answer_at = None  # text after a tool is a new answer
-                shown.append(event)
+        async for arrived in _batches(chat.run(turn)):
+            for event in arrived:
+                if event.metadata["type"] == "token":
+                    if answer_at is None:
+                        answer_at = len(shown)
+                        shown.append(Event("", {"type": "token"}))
+                    shown[answer_at] = Event(shown[answer_at].content + event.content, {"type": "token"})
+                else:
+                    if event.metadata["type"].startswith("tool_"):
+                        answer_at = None  # text after a tool is a new answer
+                    shown.append(event)
             yield [_message(item) for item in shown]
 
     # No telemetry: the agent calls nothing outside the cluster.
