@@ -4,7 +4,16 @@ import re
 
 import pytest
 
-from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS, Role, Tier, tool, tool_names
+from sstools.common.catalogue import (
+    ALTERNATIVES,
+    ALWAYS_OFFERED,
+    EXAMPLE_PROMPTS,
+    TOOLS,
+    Role,
+    Tier,
+    tool,
+    tool_names,
+)
 
 R, W, D = Tier.READ, Tier.WRITE, Tier.DANGEROUS
 V, A, OP, ADM = Role.VIEWER, Role.ANALYST, Role.OPERATOR, Role.ADMIN
@@ -73,3 +82,15 @@ def test_roles_are_ordered_and_unknown_tools_are_not_found() -> None:
     assert tool(ALWAYS_OFFERED).name == ALWAYS_OFFERED
     with pytest.raises(KeyError):
         tool("drop_database")
+
+
+def test_every_tool_has_an_example_and_alternatives_are_read_tools_that_viewers_can_reach() -> None:
+    assert set(EXAMPLE_PROMPTS) == set(tool_names())
+    assert all(prompt.strip() for prompt in EXAMPLE_PROMPTS.values())
+    for denied, offered in ALTERNATIVES.items():
+        assert tool(denied).name == denied
+        assert offered, denied
+        assert denied not in offered
+        assert all(tool(name).policy.tier is Tier.READ for name in offered), denied
+    # every tool a viewer may not run has somewhere else to point them
+    assert {spec.name for spec in TOOLS if spec.policy.min_role is not Role.VIEWER} <= set(ALTERNATIVES)

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gradio_client import Client
+from gradio_client import Client, handle_file
 from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy import text as sql
 
 from sstools.agent.main import assemble as assemble_agent
 from sstools.agent.settings import AgentSettings
@@ -28,7 +29,9 @@ from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import http_get, serving, started_service, wait_until
+from sstools.devstack.testing import FaultyLink, http_get, serving, started_service, wait_until
+from sstools.docparse.main import assemble as assemble_docparse
+from sstools.docparse.settings import DocparseSettings
 from sstools.ops.main import assemble as assemble_ops
 from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
@@ -76,6 +79,7 @@ class AgentStack:
     database_url: str
     agent_settings: AgentSettings
     tracer_provider: TracerProvider
+    ops_link: FaultyLink | None = None
 
     def token(self, username: str) -> str:
         codec = JwtCodec(JWT_SECRET)
@@ -97,14 +101,34 @@ class AgentStack:
         env_id: str = "dev",
         username: str = "root",
         client: Client | None = None,
+        files: list[Path] | None = None,
+        ui_context: str = "",
     ) -> Reply:
+        message = {"text": text, "files": [handle_file(str(path)) for path in files or []]}
+
         def submit() -> list[dict[str, Any]]:
             job = (client or self.client(username)).submit(
-                {"text": text, "files": []}, conversation_id, action, env_id, "", api_name="/chat"
+                message, conversation_id, action, env_id, ui_context, api_name="/chat"
             )
             return list(job.result(timeout=120))
 
         return Reply(await asyncio.to_thread(submit))
+
+    async def audit(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's audit records in convo, oldest first."""
+        engine = create_engine(self.database_url)
+        try:
+            async with engine.connect() as connection:
+                rows = await connection.execute(
+                    sql(
+                        "SELECT decision, tool_name, tool_args, outcome, task_id, user_id"
+                        " FROM assistant_audit WHERE conversation_id = :id ORDER BY created_at"
+                    ),
+                    {"id": conversation_id},
+                )
+                return [dict(row) for row in rows.mappings()]
+        finally:
+            await engine.dispose()
 
 
 def new_conversation() -> str:
@@ -165,8 +189,12 @@ async def running_stack(
     fresh_database_url: str,
     tracer_provider: TracerProvider,
     tmp_path: Path,
+    *,
+    faulty_ops: bool = False,
     **agent_overrides: Any,
 ) -> AsyncIterator[AgentStack]:
+    """The whole stack; with ``faulty_ops`` the agent reaches ops through a :class:`FaultyLink`;
+    ``agent_overrides`` replace any of the agent's settings (a dead peer's address, say)."""
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
     await asyncio.to_thread(CONVO_MIGRATIONS.upgrade, fresh_database_url)
     await _users(fresh_database_url)
@@ -185,6 +213,11 @@ async def running_stack(
             git_repo=tmp_path / "exports",
         )
         ops = await stack.enter_async_context(started_service(ops_settings, assemble_ops, tracer_provider))
+        docparse = await stack.enter_async_context(
+            started_service(
+                DocparseSettings(grpc_port=0, metrics_port=0, workers=1), assemble_docparse, tracer_provider
+            )
+        )
         convo_settings = ConvoSettings(
             grpc_port=0, http_port=0, metrics_port=0, database_url=fresh_database_url, jwt_secret=JWT_SECRET
         )
@@ -192,17 +225,19 @@ async def running_stack(
             started_service(convo_settings, assemble_convo, tracer_provider)
         )
         ops_url = f"http://127.0.0.1:{ops.ports['api']}"
-        agent_settings = AgentSettings(
-            http_port=0,
-            metrics_port=0,
-            database_url=fresh_database_url,
-            jwt_secret=JWT_SECRET,
-            ops_url=ops_url,
-            ops_client_secret=AGENT_SECRET,
-            router_target=f"127.0.0.1:{router.ports['grpc']}",
-            convo_target=f"127.0.0.1:{convo.ports['grpc']}",
-            **agent_overrides,
-        )
+        link = await stack.enter_async_context(FaultyLink(ops.ports["api"])) if faulty_ops else None
+        agent_values: dict[str, Any] = {
+            "http_port": 0,
+            "metrics_port": 0,
+            "database_url": fresh_database_url,
+            "jwt_secret": JWT_SECRET,
+            "ops_url": f"http://127.0.0.1:{link.port}" if link else ops_url,
+            "ops_client_secret": AGENT_SECRET,
+            "router_target": f"127.0.0.1:{router.ports['grpc']}",
+            "convo_target": f"127.0.0.1:{convo.ports['grpc']}",
+            "docparse_target": f"127.0.0.1:{docparse.ports['grpc']}",
+        }
+        agent_settings = AgentSettings(**(agent_values | agent_overrides))
         agent = await stack.enter_async_context(
             started_service(agent_settings, assemble_agent, tracer_provider)
         )
@@ -217,6 +252,7 @@ async def running_stack(
             fresh_database_url,
             agent_settings,
             tracer_provider,
+            link,
         )
 
 

@@ -45,7 +45,7 @@ async def test_a_deploy_the_model_asks_for_waits_for_confirmation(
             )
         )
     )
-    paused = await llm_stack.say("deploy dashboard 1 to production", conversation)
+    paused = await llm_stack.say("please deploy dashboard 1 to production", conversation)
     card = paused.of("confirm_required")
     assert len(card) == 1, dump(paused)
     assert (card[0]["env_context"], card[0]["risk_level"]) == ("prod", "dangerous")
@@ -134,7 +134,7 @@ async def test_twenty_concurrent_confirms_of_the_models_deploy_run_it_once(
             "deploy_dashboard", {"dashboard_id": created.id, "env_id": "prod", "source_env": "dev"}
         )
         llm.says(Reply(tool_calls=(deploy,)))
-        paused = await llm_stack.say(f"deploy dashboard {created.id} to prod", conversation)
+        paused = await llm_stack.say(f"please deploy dashboard {created.id} to prod", conversation)
         assert paused.state == "needs_confirmation", dump(paused)
         assert (await dashboards.search(prod, text=title)).count == 0
         replies = await asyncio.gather(

@@ -377,10 +377,12 @@ class RecordAuditRequest(_message.Message):
     user_id: _builtins.str
     service_identity: _builtins.str
     decision: _builtins.str
-    """"allowed", "denied", "needs_confirmation", "confirmed", "rejected"."""
+    """"allowed", "denied" (the role may not), "refused" (not taken: busy, bad input, nothing
+    pending), "needs_confirmation", "confirmed", "rejected".
+    """
     tool_name: _builtins.str
     outcome: _builtins.str
-    """One of the state badges: success, failed, started, ..."""
+    """The final state badge (success, failed, started, denied, ...), or "cancelled"."""
     task_id: _builtins.str
     thread_id: _builtins.str
     latency_seconds: _builtins.float

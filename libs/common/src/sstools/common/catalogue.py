@@ -521,6 +521,54 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 
+# What the agent suggests instead when a person's role may not run a tool: read tools on the
+# same subject (the guard keeps those the role may run, else offers show_capabilities).
+ALTERNATIVES: dict[str, tuple[str, ...]] = {
+    "deploy_dashboard": ("get_health_summary", "search_dashboards"),
+    "execute_migration": ("get_health_summary", "list_environments"),
+    "commit_changes": ("search_dashboards", "get_task_status"),
+    "create_branch": ("search_dashboards", "list_environments"),
+    "run_backup": ("list_environments", "get_task_status"),
+    "start_maintenance": ("list_maintenance_events", "list_environments"),
+    "end_maintenance": ("list_maintenance_events", "list_environments"),
+    "superset_execute_sql": ("superset_format_sql", "superset_explore_database"),
+    "superset_explore_database": ("search_dashboards", "superset_format_sql"),
+    "superset_audit_permissions": ("list_environments", "show_capabilities"),
+    "superset_create_dashboard": ("search_dashboards", "get_health_summary"),
+    "superset_copy_dashboard": ("search_dashboards", "get_health_summary"),
+    "superset_create_dataset": ("superset_explore_database", "search_dashboards"),
+    "run_llm_validation": ("get_health_summary", "list_llm_providers"),
+    "run_llm_documentation": ("get_health_summary", "list_llm_providers"),
+}
+
+# One request a person could type to run each tool (shown with alternatives and capabilities).
+EXAMPLE_PROMPTS: dict[str, str] = {
+    "show_capabilities": "Что ты умеешь?",
+    "search_dashboards": "Покажи дашборды",
+    "get_health_summary": "Что сломано в дашбордах?",
+    "list_environments": "Какие есть окружения?",
+    "get_task_status": "Какой статус у моей задачи?",
+    "list_llm_providers": "Какие LLM-провайдеры настроены?",
+    "get_llm_status": "Работает ли LLM?",
+    "create_branch": "Создай ветку для дашборда",
+    "commit_changes": "Закоммить изменения дашборда",
+    "deploy_dashboard": "Задеплой дашборд в prod",
+    "execute_migration": "Перенеси дашборд из dev в prod",
+    "run_backup": "Сделай бэкап dev",
+    "run_llm_validation": "Проверь дашборд с помощью LLM",
+    "run_llm_documentation": "Опиши чарты дашборда",
+    "list_maintenance_events": "Какие сейчас идут регламентные работы?",
+    "start_maintenance": "Начни регламентные работы в prod",
+    "end_maintenance": "Заверши регламентные работы в prod",
+    "superset_execute_sql": "Выполни SELECT count(*) FROM sales",
+    "superset_explore_database": "Какие таблицы есть в базе?",
+    "superset_audit_permissions": "Покажи права пользователей",
+    "superset_create_dashboard": "Создай дашборд «Продажи»",
+    "superset_copy_dashboard": "Скопируй дашборд 12",
+    "superset_create_dataset": "Создай датасет из таблицы sales",
+    "superset_format_sql": "Отформатируй SQL-запрос",
+}
+
 
 def tool(name: str) -> ToolSpec:
     """The spec of one tool; ``KeyError`` for a name that is not in the catalogue."""

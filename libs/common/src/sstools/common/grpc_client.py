@@ -12,3 +12,22 @@ def insecure_channel(target: str, provider: TracerProvider, *, balanced: bool = 
     replicas)."""
     options = [("grpc.lb_policy_name", "round_robin")] if balanced else []
     return grpc.aio.insecure_channel(target, options=options, interceptors=grpc_client_interceptors(provider))
+
+
+class LazyChannel:
+    """A traced, balanced channel made at its first use — inside the event loop, which
+    ``grpc.aio`` channels belong to — rather than when the client object is built."""
+
+    def __init__(self, target: str, provider: TracerProvider) -> None:
+        self._target = target
+        self._provider = provider
+        self._channel: grpc.aio.Channel | None = None
+
+    def get(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            self._channel = insecure_channel(self._target, self._provider, balanced=True)
+        return self._channel
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()

@@ -9,10 +9,13 @@ guard and for ops' RBAC, so the two can never disagree.
 - The lowest role is the catalogue's, or its prod column when the target is prod.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from sstools.common.catalogue import Policy, Role, Tier, tool
+from sstools.common.sql import SqlNotParsed, classify
 
 
 class RiskLevel(StrEnum):
@@ -65,3 +68,16 @@ def decide(tool_name: str, env_id: str | None = None, *, mutating_sql: bool = Fa
         tier = Tier.DANGEROUS
     required = policy.min_role_prod if env == "prod" else policy.min_role
     return Decision(tool_name, env, tier, _RISK_LEVELS[tier], required, needs_confirmation=tier != Tier.READ)
+
+
+def decide_call(tool_name: str, args: Mapping[str, Any]) -> Decision:
+    """:func:`decide` for a call's own arguments: its ``env_id``, and its SQL when it runs any
+    (what cannot be parsed is taken as a change)."""
+    mutating = False
+    if tool(tool_name).mutating_sql_policy is not None and args.get("sql"):
+        try:
+            mutating = not classify(str(args["sql"])).read_only
+        except SqlNotParsed:
+            mutating = True
+    env = args.get("env_id")
+    return decide(tool_name, str(env) if env else None, mutating_sql=mutating)

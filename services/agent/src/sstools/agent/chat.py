@@ -1,35 +1,64 @@
 """One chat turn: route the message, run the graph, and turn what happens into the stream
-events of the design (``token``, ``tool_start`` / ``tool_end`` / ``tool_error``,
-``confirm_required``, ``error``, and a final ``state``).
+events of the design (``token``, ``tool_start`` / ``tool_end`` / ``tool_error`` /
+``tool_retry`` / ``tool_timeout``, ``confirm_required``, ``permission_denied``, ``error``, and
+a final ``state``), leaving one audit record per command in convo.
 
-A turn on a conversation holds that conversation's lock; a confirm or reject waits up to 2 s
-for it (the primary stream may still be closing) and then runs only if the checkpoint still
-has a pause pending — so twenty confirms run the paused tool once.
+A send runs alone in its Gradio session (a second one is ``BUSY``) and holds its
+conversation's lock and convo lease (another tab or pod is ``BUSY``). A confirm or reject waits
+up to 2 s for them (the primary stream may still be closing) and then runs only if the
+checkpoint still has a pause pending — so twenty confirms run the paused tool once.
 """
 
 import asyncio
 import contextlib
 import json
 import logging
+import os
+import socket
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import openai
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Interrupt
 from opentelemetry.trace import SpanKind, Tracer
+from pydantic import BaseModel
 
 from sstools.agent.checkpoints import CheckpointsNotReady
-from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable
-from sstools.agent.clients.router import ToolRouter
+from sstools.agent.clients.convo import AuditRecord, ConvoClient, ConvoUnavailable, UnknownConversation
+from sstools.agent.clients.docparse import DocparseClient
+from sstools.agent.clients.ops import OpsClient, OpsError
+from sstools.agent.clients.router import Routing, ToolRouter
+from sstools.agent.fastpath import fast_confirmation_tool
 from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.planner import NEEDS_CLARIFICATION
+from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
+from sstools.agent.tools import USER_TOKEN
+from sstools.agent.uploads import read_uploads
+from sstools.common.catalogue import Role
 
 RESUME_WAIT_SECONDS = 2.0
+# A role change reaches the agent's guard within this time; ops enforces it at once.
+ROLE_CACHE_SECONDS = 30.0
+ROLE_CACHE_ENTRIES = 10_000
+GUARD_EVENTS = ("permission_denied", "tool_retry", "tool_timeout")  # dispatched from the graph
+# Errors that turn a command away before anything of it runs.
+REFUSALS = {
+    "BUSY",
+    "CONFIRMATION_PENDING",
+    "NOTHING_PENDING",
+    "CHECKPOINT_EXPIRED",
+    "NOT_READY",
+    "CONVO_UNAVAILABLE",
+    "PAYLOAD_TOO_LARGE",
+    "INVALID_UI_CONTEXT",
+}
 PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
 _log = logging.getLogger(__name__)
 
@@ -53,6 +82,16 @@ class Turn:
     ui_env_id: str | None = None
     object_type: str | None = None
     edited_args: dict[str, Any] = field(default_factory=dict)
+    session_id: str = ""  # the Gradio session: one send at a time in each
+    files: tuple[str, ...] = ()  # paths of the files attached to the message
+
+
+@dataclass(frozen=True)
+class Clients:
+    router: ToolRouter
+    convo: ConvoClient
+    ops: OpsClient
+    docparse: DocparseClient
 
 
 def _error(code: str, message: str) -> Event:
@@ -67,17 +106,36 @@ class ChatService:
     def __init__(
         self,
         graph: Callable[[], CompiledStateGraph[Any]],
-        router: ToolRouter,
-        convo: ConvoClient,
+        tools: Mapping[str, BaseTool],
+        clients: Clients,
         model_name: str,
         tracer: Tracer,
+        *,
+        lease_ttl_seconds: int,
+        service_identity: str,
+        upload_max_bytes: int,
+        prefetch_limit: int,
     ) -> None:
         self._graph_of = graph
-        self._router = router
-        self._convo = convo
+        self._schemas = {
+            name: tool.args_schema
+            for name, tool in tools.items()
+            if isinstance(tool.args_schema, type) and issubclass(tool.args_schema, BaseModel)
+        }
+        self._router = clients.router
+        self._convo = clients.convo
+        self._ops = clients.ops
+        self._docparse = clients.docparse
+        self._upload_max_bytes = upload_max_bytes
+        self._prefetch_limit = prefetch_limit
         self._model_name = model_name
         self._tracer = tracer
+        self._lease_ttl = lease_ttl_seconds
+        self._service_identity = service_identity
+        self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self._locks: dict[str, asyncio.Lock] = {}
+        self._sessions: set[tuple[str, str]] = set()  # (user, Gradio session) sending now
+        self._roles: dict[str, tuple[Role, float]] = {}  # username → role, good until
 
     @property
     def _graph(self) -> CompiledStateGraph[Any]:
@@ -86,24 +144,50 @@ class ChatService:
     def _lock(self, conversation_id: str) -> asyncio.Lock:
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
-    def _config(self, turn: Turn, tool_names: list[str] | None = None) -> RunnableConfig:
+    def _config(
+        self, turn: Turn, tool_names: list[str] | None = None, role: Role | None = None
+    ) -> RunnableConfig:
         configurable: dict[str, Any] = {
             "thread_id": turn.conversation_id,
-            "user_token": turn.user_token,
+            USER_TOKEN: turn.user_token,
             "username": turn.username,
             "env_id": turn.env_id,
             "ui_env_id": turn.ui_env_id,
         }
         if tool_names is not None:
             configurable["tool_names"] = tool_names
+        if role is not None:
+            configurable["user_role"] = role.value
         return {"configurable": configurable}
 
     async def run(self, turn: Turn) -> AsyncIterator[Event]:
-        """One turn, one trace: routing, the model, the tools and what they call are its children."""
+        """One turn, one trace: routing, the model, the tools and what they call are its children.
+        Whatever happens, the command leaves one audit record."""
         attributes = {"sstools.conversation_id": turn.conversation_id, "sstools.action": turn.action}
+        started = time.monotonic()
+        seen: list[Event] = []
         with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
-            async for event in self._run(turn):
-                yield event
+            try:
+                async for event in self._run(turn):
+                    seen.append(event)
+                    yield event
+            finally:
+                record = audit_record(turn, seen, time.monotonic() - started, self._service_identity)
+                await asyncio.shield(self._audit(record))
+
+    async def refuse(self, turn: Turn, code: str, message: str) -> AsyncIterator[Event]:
+        """A submit the edge could not take as it was (too big, malformed): said, and audited."""
+        started = time.monotonic()
+        events = [_error(code, message), _state("failed")]
+        for event in events:
+            yield event
+        await self._audit(audit_record(turn, events, time.monotonic() - started, self._service_identity))
+
+    async def _audit(self, record: AuditRecord) -> None:
+        try:
+            await self._convo.record_audit(record)
+        except ConvoUnavailable as error:  # the turn is over either way; the log keeps what it was
+            _log.warning("audit record not kept", extra={"error": str(error), "audit": asdict(record)})
 
     async def _run(self, turn: Turn) -> AsyncIterator[Event]:
         try:
@@ -116,12 +200,30 @@ class ChatService:
             async for event in self._resume(turn):
                 yield event
             return
+        session = (turn.username, turn.session_id)
         lock = self._lock(turn.conversation_id)
+        if session in self._sessions:
+            yield _error("BUSY", "one message at a time: the previous one is still being answered")
+            yield _state("failed")
+            return
         if lock.locked():
             yield _error("BUSY", "this conversation is answering another message")
             yield _state("failed")
             return
-        async with lock:
+        self._sessions.add(session)
+        try:
+            async with lock:
+                async for event in self._send(turn):
+                    yield event
+        finally:
+            self._sessions.discard(session)
+
+    async def _send(self, turn: Turn) -> AsyncIterator[Event]:
+        async with self._leased(turn, first_text=turn.text) as refusal:
+            if refusal is not None:
+                yield refusal
+                yield _state("failed")
+                return
             if (await self._graph.aget_state(self._config(turn))).interrupts:
                 yield _error("CONFIRMATION_PENDING", "confirm or reject the pending action first")
                 yield _state("needs_confirmation")
@@ -135,23 +237,103 @@ class ChatService:
                 yield _error("CONVO_UNAVAILABLE", str(error))
                 yield _state("failed")
                 return
-            routing = await self._router.route(turn.text, turn.env_id or turn.ui_env_id, turn.object_type)
+            fast = fast_confirmation_tool(turn.text, self._schemas)
+            routing, role, uploads = await asyncio.gather(
+                self._routing(turn, fast),
+                self._role(turn),
+                read_uploads(turn.files, self._docparse, self._upload_max_bytes),
+            )
             yield Event(
                 "",
-                {
-                    "type": "routing",
-                    "tools": routing.tools,
-                    "tier": routing.tier,
-                    "model": self._model_name,
-                },
+                {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name},
             )
-            message = HumanMessage(turn.text, id=message_id)
-            config = self._config(turn, routing.tools)
-            async for event in self._recorded(turn, self._stream({"messages": [message]}, config)):
+            messages: list[BaseMessage] = []
+            for upload in uploads:
+                if upload.problem is not None:  # said, and the message goes on without the file
+                    yield Event(
+                        upload.problem["message"], {"type": "error", "file": upload.name, **upload.problem}
+                    )
+                else:
+                    messages.append(HumanMessage(upload.context, additional_kwargs={"document": upload.name}))
+            messages.append(HumanMessage(turn.text, id=message_id))
+            if fast is not None:  # an explicit command: its call is made, the model is not asked
+                messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
+            config = self._config(turn, routing.tools, role)
+            env = turn.env_id or turn.ui_env_id
+            if routing.prefetch_dashboards and self._prefetch_limit and env:
+                prefetched = await prefetch_dashboards(self._ops, turn.user_token, env, self._prefetch_limit)
+                if prefetched is not None:
+                    config["configurable"][PREFETCH_KEY] = prefetched
+                    config["configurable"]["tool_names"] = [
+                        name for name in routing.tools if name != SEARCH_TOOL
+                    ]
+            async for event in self._recorded(turn, self._stream({"messages": messages}, config)):
                 yield event
+
+    async def _routing(self, turn: Turn, fast: ToolCall | None) -> Routing:
+        if fast is not None:
+            return Routing(tools=[fast["name"]], tier="fast-path", degraded=False)
+        return await self._router.route(turn.text, turn.env_id or turn.ui_env_id, turn.object_type)
+
+    async def _role(self, turn: Turn) -> Role | None:
+        """The user's role for the guard, as ops said it at most ``ROLE_CACHE_SECONDS`` ago;
+        unknown when ops cannot say (ops, the authority, still decides every call)."""
+        now = time.monotonic()
+        known = self._roles.get(turn.username)
+        if known is not None and known[1] > now:
+            return known[0]
+        try:
+            role = await self._ops.role(turn.user_token)
+        except OpsError as error:
+            _log.warning("user role unknown; ops alone will judge", extra={"error": str(error)})
+            return None
+        if len(self._roles) >= ROLE_CACHE_ENTRIES:
+            self._roles = {token: entry for token, entry in self._roles.items() if entry[1] > now}
+        self._roles[turn.username] = (role, now + ROLE_CACHE_SECONDS)
+        return role
+
+    @contextlib.asynccontextmanager
+    async def _leased(
+        self, turn: Turn, *, first_text: str | None, wait_seconds: float = 0.0
+    ) -> AsyncIterator[Event | None]:
+        """The conversation's lease in convo, the gate between tabs and pods: held (and renewed)
+        while the turn runs, given back at its end — or left to lapse after its TTL if this
+        process dies. Yields None when held, else the error saying why the turn cannot run."""
+        holder = f"{self._holder}:{uuid.uuid4().hex[:12]}"
+        deadline = time.monotonic() + wait_seconds
+        try:
+            while not await self._convo.acquire_lease(
+                turn.username, turn.conversation_id, holder, self._lease_ttl, first_text=first_text
+            ):
+                if time.monotonic() >= deadline:
+                    yield _error("BUSY", "this conversation is answering in another tab or window")
+                    return
+                await asyncio.sleep(0.1)
+        except UnknownConversation:
+            yield _error("CHECKPOINT_EXPIRED", "nothing to resume: this conversation is not known")
+            return
+        except ConvoUnavailable as error:
+            yield _error("CONVO_UNAVAILABLE", str(error))
+            return
+        renewing = asyncio.create_task(self._keep_lease(turn.conversation_id, holder))
+        try:
+            yield None
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(ConvoUnavailable):
+                await asyncio.shield(self._convo.release_lease(turn.conversation_id, holder))
+
+    async def _keep_lease(self, conversation_id: str, holder: str) -> None:
+        while True:
+            await asyncio.sleep(self._lease_ttl / 3)
+            try:
+                await self._convo.renew_lease(conversation_id, holder, self._lease_ttl)
+            except ConvoUnavailable as error:
+                _log.warning("lease not renewed", extra={"error": str(error)})
 
     async def _resume(self, turn: Turn) -> AsyncIterator[Event]:
         lock = self._lock(turn.conversation_id)
+        waited_from = time.monotonic()
         try:
             await asyncio.wait_for(lock.acquire(), RESUME_WAIT_SECONDS)
         except TimeoutError:
@@ -159,26 +341,37 @@ class ChatService:
             yield _state("failed")
             return
         try:
-            config = self._config(turn)
-            snapshot = await self._graph.aget_state(config)
-            if not snapshot.values:
-                yield _error("CHECKPOINT_EXPIRED", "nothing to resume: this conversation has no saved state")
-                yield _state("failed")
-                return
-            if not snapshot.interrupts:
-                yield _error(
-                    "NOTHING_PENDING", "no action is waiting for confirmation (already confirmed or rejected)"
-                )
-                yield _state("failed")
-                return
-            answer: dict[str, Any] = {"action": turn.action}
-            if turn.action == "confirm" and turn.edited_args:
-                answer["args"] = turn.edited_args
-            resume: Command[Any] = Command(resume={pending.id: answer for pending in snapshot.interrupts})
-            async for event in self._recorded(turn, self._stream(resume, config)):
-                yield event
+            remaining = max(0.0, RESUME_WAIT_SECONDS - (time.monotonic() - waited_from))
+            async with self._leased(turn, first_text=None, wait_seconds=remaining) as refusal:
+                if refusal is not None:
+                    yield refusal
+                    yield _state("failed")
+                    return
+                async for event in self._resume_paused(turn):
+                    yield event
         finally:
             lock.release()
+
+    async def _resume_paused(self, turn: Turn) -> AsyncIterator[Event]:
+        config = self._config(turn)
+        snapshot = await self._graph.aget_state(config)
+        if not snapshot.values:
+            yield _error("CHECKPOINT_EXPIRED", "nothing to resume: this conversation has no saved state")
+            yield _state("failed")
+            return
+        if not snapshot.interrupts:
+            yield _error(
+                "NOTHING_PENDING", "no action is waiting for confirmation (already confirmed or rejected)"
+            )
+            yield _state("failed")
+            return
+        answer: dict[str, Any] = {"action": turn.action}
+        if turn.action == "confirm" and turn.edited_args:
+            answer["args"] = turn.edited_args
+        resume: Command[Any] = Command(resume={pending.id: answer for pending in snapshot.interrupts})
+        role = await self._role(turn)
+        async for event in self._recorded(turn, self._stream(resume, self._config(turn, role=role))):
+            yield event
 
     async def _recorded(self, turn: Turn, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Pass the events on, then keep the answer in convo: its text, what the tools did and
@@ -217,7 +410,7 @@ class ChatService:
         message_id = f"partial-{uuid.uuid4().hex}"
         results: list[ToolMessage] = []
         pending: list[Interrupt] = []
-        asked_back = False
+        asked_back = denied = timed_out = False
         try:
             async for raw in self._graph.astream_events(graph_input, config, version="v2"):
                 kind = raw["event"]
@@ -227,6 +420,11 @@ class ChatService:
                     chunk = raw["data"].get("chunk")
                     if isinstance(chunk, dict):
                         pending.extend(chunk.get(PAUSED_KEY, ()))
+                elif kind == "on_custom_event" and raw["name"] in GUARD_EVENTS:
+                    data = dict(raw["data"])
+                    denied |= data["type"] == "permission_denied"
+                    timed_out |= data["type"] == "tool_timeout"
+                    yield Event(_guard_text(data), data)
                 elif kind == "on_chat_model_stream":
                     piece = raw["data"]["chunk"].content
                     if isinstance(piece, str) and piece:
@@ -255,6 +453,8 @@ class ChatService:
                         results.append(output)
                         yield _tool_result(raw["name"], raw["run_id"], output)
                 elif kind == "on_tool_error":  # the tool raised; the model is told the same
+                    if isinstance(raw["data"].get("error"), asyncio.CancelledError):
+                        continue  # stopped by its time limit: tool_timeout says so
                     detail = tool_error_detail(raw["data"].get("error"))
                     failed = ToolMessage(
                         json.dumps({"error": detail}), tool_call_id=raw["run_id"], status="error"
@@ -285,7 +485,64 @@ class ChatService:
                 yield Event(payload.get("prompt", ""), payload)
             yield _state("needs_confirmation")
             return
-        yield _final_state(results, asked_back)
+        if denied:
+            yield _state("denied")
+        elif timed_out:
+            yield _state("failed")
+        else:
+            yield _final_state(results, asked_back)
+
+
+def _guard_text(data: dict[str, Any]) -> str:
+    """The card's words for a guard event (its fields carry the rest)."""
+    if data["type"] == "permission_denied":
+        return (
+            f"Недостаточно прав: {data['tool_name']} требует роль {data['required_role']} "
+            f"(у вас {data['user_role']}) / Permission denied: {data['tool_name']} needs "
+            f"{data['required_role']}, you are {data['user_role']}"
+        )
+    if data["type"] == "tool_retry":
+        return (
+            f"{data['tool']}: попытка {data['attempt']} из {data['max_attempts']} / attempt {data['attempt']}"
+        )
+    return str(data.get("message") or f"{data['tool']}: no answer in {data['timeout_seconds']:.0f} s")
+
+
+def audit_record(
+    turn: Turn, events: list[Event], latency_seconds: float, service_identity: str
+) -> AuditRecord:
+    """The one audit record of a command, from what its stream said."""
+    kinds = {event.metadata["type"]: event.metadata for event in reversed(events)}  # first of each
+    state = kinds.get("state", {})
+    refused = kinds.get("error", {}).get("code") in REFUSALS
+    subject: tuple[str, dict[str, Any]]
+    if "permission_denied" in kinds:
+        decision = "denied"
+        subject = kinds["permission_denied"]["tool_name"], {}
+    elif refused:
+        decision, subject = "refused", ("", {})
+    elif turn.action in ("confirm", "reject"):
+        decision = "confirmed" if turn.action == "confirm" else "rejected"
+        started = kinds.get("tool_start", {})
+        subject = str(started.get("tool", "")), dict(started.get("input") or turn.edited_args)
+    elif "confirm_required" in kinds:
+        decision = "needs_confirmation"
+        subject = kinds["confirm_required"]["tool_name"], dict(kinds["confirm_required"]["tool_args"])
+    else:
+        decision = "allowed"
+        started = kinds.get("tool_start", {})
+        subject = str(started.get("tool", "")), dict(started.get("input") or {})
+    return AuditRecord(
+        user=turn.username,
+        conversation_id=turn.conversation_id,
+        decision=decision,
+        outcome=str(state.get("state", "cancelled")),
+        service_identity=service_identity,
+        tool_name=subject[0],
+        tool_args=json.loads(json.dumps(subject[1], default=str)),
+        task_id=str(state.get("task_id", "")),
+        latency_seconds=latency_seconds,
+    )
 
 
 def _tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:

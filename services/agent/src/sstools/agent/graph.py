@@ -4,20 +4,32 @@ model answers without calling a tool, checkpointed per conversation (thread_id).
 - The model node binds only the tools the router picked for this turn (``tool_names`` in the
   run's config), in the router's order, and sees the thread trimmed to its last ~4 000 tokens.
 - The tool node runs every call through :func:`gate`: the environment is resolved (the call's
-  own, the submit-time one, the page's), and a write or dangerous call pauses with
+  own, the submit-time one, the page's); a call the user's role may not make is refused
+  (``permission_denied``) and ends the turn; a write or dangerous call pauses with
   ``interrupt(confirm_required)`` before it runs. Resuming with ``{"action": "confirm"}``
   (optionally with edited ``args``) runs it once; ``reject`` runs nothing. A read tool of the
-  same batch is not run again on resume.
+  same batch is not run again on resume. A call past its time says ``tool_timeout``.
+- A turn may start with a tool call already made (the fast path of an explicit command): it
+  then goes straight to the tool node, and so to its confirmation.
 """
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import openai
+from langchain_core.callbacks.manager import adispatch_custom_event
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage, trim_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    trim_messages,
+)
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -29,10 +41,13 @@ from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.clients.ops import OpsError
-from sstools.common.policy import decide, resolve_env
-from sstools.common.sql import SqlNotParsed, classify
+from sstools.agent.guard import permission_denied
+from sstools.agent.prefetch import PREFETCH_KEY
+from sstools.common.catalogue import Role, Tier
+from sstools.common.policy import decide_call, resolve_env
 
 CONTEXT_TOKENS = 4000
+DENIED = "permission_denied"  # the artifact key marking a call the guard refused
 CONFIRM_PROMPTS = {
     "dangerous": "⚠️ Опасное действие: подтвердите / Dangerous action: please confirm",
     "guarded": "Изменение данных: подтвердите / This changes data: please confirm",
@@ -44,17 +59,8 @@ def _approximate_tokens(messages: list[BaseMessage]) -> int:
     return sum(len(str(message.content)) // 4 + 4 for message in messages)
 
 
-def _mutating(tool_name: str, args: dict[str, Any]) -> bool:
-    if tool_name != "superset_execute_sql" or not args.get("sql"):
-        return False
-    try:
-        return not classify(str(args["sql"])).read_only
-    except SqlNotParsed:
-        return True  # what cannot be read is treated as a change
-
-
-def confirm_payload(tool_name: str, args: dict[str, Any], env: str | None, thread_id: str) -> dict[str, Any]:
-    decision = decide(tool_name, env, mutating_sql=_mutating(tool_name, args))
+def confirm_payload(tool_name: str, args: dict[str, Any], thread_id: str) -> dict[str, Any]:
+    decision = decide_call(tool_name, args)
     return {
         "type": "confirm_required",
         "thread_id": thread_id,
@@ -69,13 +75,23 @@ def confirm_payload(tool_name: str, args: dict[str, Any], env: str | None, threa
     }
 
 
-def _error(call: ToolCall, detail: dict[str, Any]) -> ToolMessage:
+def _error(call: ToolCall, detail: dict[str, Any], *, denied: bool = False) -> ToolMessage:
     return ToolMessage(
         content=json.dumps({"error": detail}, ensure_ascii=False),
         tool_call_id=call["id"],
         name=call["name"],
         status="error",
+        artifact={DENIED: True} if denied else None,  # not shown to the model; ends the turn
     )
+
+
+def _denied_in_last_batch(messages: Sequence[BaseMessage]) -> bool:
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            return False
+        if isinstance(message.artifact, dict) and message.artifact.get(DENIED):
+            return True
+    return False
 
 
 def gate(tool_timeout_seconds: float) -> Callable[..., Awaitable[ToolMessage | Command[Any]]]:
@@ -92,11 +108,22 @@ def gate(tool_timeout_seconds: float) -> Callable[..., Awaitable[ToolMessage | C
             env = resolve_env(args.get("env_id"), configurable.get("env_id"), configurable.get("ui_env_id"))
             if env:
                 args["env_id"] = env
-        decision = decide(call["name"], args.get("env_id"), mutating_sql=_mutating(call["name"], args))
-        if decision.needs_confirmation:
-            payload = confirm_payload(
-                call["name"], args, args.get("env_id"), str(configurable.get("thread_id", ""))
+        decision = decide_call(call["name"], args)
+        role = configurable.get("user_role")
+        if role is not None and not decision.allows(Role(role)):  # before any confirmation
+            denial = permission_denied(call["name"], decision, Role(role))
+            await adispatch_custom_event("permission_denied", denial)
+            return _error(
+                call,
+                {
+                    "code": "permission_denied",
+                    "message": f"the {role} role may not run {call['name']}",
+                    **denial,
+                },
+                denied=True,
             )
+        if decision.needs_confirmation:
+            payload = confirm_payload(call["name"], args, str(configurable.get("thread_id", "")))
             answer = interrupt(payload)
             if not isinstance(answer, dict) or answer.get("action") != "confirm":
                 return _error(
@@ -112,11 +139,57 @@ def gate(tool_timeout_seconds: float) -> Callable[..., Awaitable[ToolMessage | C
         try:
             return await asyncio.wait_for(execute(request), tool_timeout_seconds)
         except TimeoutError:
-            return _error(
-                call, {"code": "tool_timeout", "message": f"no answer in {tool_timeout_seconds:.0f} s"}
-            )
+            writes = decision.tier is not Tier.READ
+            timeout = {
+                "type": "tool_timeout",
+                "tool": call["name"],
+                "timeout_seconds": tool_timeout_seconds,
+                "is_write_tool": writes,
+                "retryable": not writes,  # a write may have happened: only Superset can tell
+                "message": (
+                    f"no answer in {tool_timeout_seconds:.0f} s: the operation's status is unknown — "
+                    "check Superset before trying again"
+                    if writes
+                    else f"no answer in {tool_timeout_seconds:.0f} s; asking again is safe"
+                ),
+            }
+            await adispatch_custom_event("tool_timeout", timeout)
+            return _error(call, {"code": "tool_timeout", **timeout})
 
     return wrapped
+
+
+def _current_turn_start(messages: Sequence[BaseMessage]) -> int:
+    """Where this turn began: its message, with the documents attached to it just before."""
+    start = next(
+        (index for index in range(len(messages) - 1, -1, -1) if isinstance(messages[index], HumanMessage)), 0
+    )
+    while (
+        start > 0
+        and isinstance(messages[start - 1], HumanMessage)
+        and messages[start - 1].additional_kwargs.get("document")
+    ):
+        start -= 1
+    return start
+
+
+def context_window(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """What the model sees: this turn whole, and as much of the thread before it as fits in
+    ~4 000 tokens, from the most recent back (older turns are dropped, never cut)."""
+    start = _current_turn_start(messages)
+    current = list(messages[start:])
+    budget = CONTEXT_TOKENS - _approximate_tokens(current)
+    if budget <= 0 or start == 0:
+        return current
+    earlier = trim_messages(
+        list(messages[:start]),
+        max_tokens=budget,
+        token_counter=_approximate_tokens,
+        strategy="last",
+        start_on="human",
+        include_system=True,
+    )
+    return earlier + current
 
 
 def _fields(schema: Any) -> set[str]:
@@ -168,14 +241,9 @@ def build_graph(
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         names = (config.get("configurable") or {}).get("tool_names") or list(tools)
         bound = model().bind_tools([tools[name] for name in names if name in tools])
-        window = trim_messages(
-            list[BaseMessage](state["messages"]),
-            max_tokens=CONTEXT_TOKENS,
-            token_counter=_approximate_tokens,
-            strategy="last",
-            start_on="human",
-            include_system=True,
-        )
+        window = context_window(state["messages"])
+        if prefetched := (config.get("configurable") or {}).get(PREFETCH_KEY):
+            window = [SystemMessage(prefetched), *window]  # for this turn only: not kept in the thread
         # The OpenTelemetry GenAI conventions: one client span per model call.
         attributes = {
             "gen_ai.operation.name": "chat",
@@ -195,9 +263,17 @@ def build_graph(
             )
         return {"messages": [answer]}
 
-    def after_model(state: MessagesState) -> str:
+    def to_tools_if_called(state: MessagesState) -> str:
+        """After the model — or at the start, when the fast path brought a ready tool call."""
         last = state["messages"][-1]
-        return "tools" if getattr(last, "tool_calls", None) else END
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else "model"
+
+    def after_model(state: MessagesState) -> str:
+        return "tools" if to_tools_if_called(state) == "tools" else END
+
+    def after_tools(state: MessagesState) -> str:
+        """A denied call ends the turn: the model does not get to try its way around the guard."""
+        return END if _denied_in_last_batch(state["messages"]) else "model"
 
     tool_node = ToolNode(
         list(tools.values()), awrap_tool_call=gate(tool_timeout_seconds), handle_tool_errors=_tool_error_text
@@ -205,7 +281,7 @@ def build_graph(
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)
     graph.add_node("tools", tool_node)
-    graph.add_edge(START, "model")
+    graph.add_conditional_edges(START, to_tools_if_called, ["model", "tools"])
     graph.add_conditional_edges("model", after_model, ["tools", END])
-    graph.add_edge("tools", "model")
+    graph.add_conditional_edges("tools", after_tools, ["model", END])
     return graph.compile(checkpointer=checkpointer)

@@ -7,13 +7,15 @@ import gradio as gr
 from fastapi import FastAPI
 from langgraph.graph.state import CompiledStateGraph
 
-from sstools.agent.chat import ChatService
+from sstools.agent.chat import ChatService, Clients
 from sstools.agent.checkpoints import Checkpoints, CheckpointSchema
 from sstools.agent.clients.convo import ConvoClient
+from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
 from sstools.agent.graph import build_graph
 from sstools.agent.llm import chat_model
+from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
 from sstools.agent.tools import build_tools
 from sstools.agent.ui.app import chat_blocks
@@ -32,9 +34,16 @@ def assemble(settings: AgentSettings, service: Service) -> None:
     )
     router = ToolRouter(settings.router_target, settings.router_timeout_seconds, service.tracer_provider)
     convo = ConvoClient(settings.convo_target, settings.convo_timeout_seconds, service.tracer_provider)
+    docparse = DocparseClient(
+        settings.docparse_target, settings.docparse_timeout_seconds, service.tracer_provider
+    )
     model, model_name, provider_name = chat_model(settings)
     tracer = service.tracer_provider.get_tracer("sstools.agent")
-    tools = build_tools(ops, task_wait_seconds=settings.tool_timeout_seconds * 0.8)
+    tools = build_tools(
+        ops,
+        task_wait_seconds=settings.tool_timeout_seconds * 0.8,
+        retry_backoff_seconds=settings.tool_retry_backoff_seconds,
+    )
     compiled: list[CompiledStateGraph[Any]] = []
 
     def graph() -> CompiledStateGraph[Any]:
@@ -55,12 +64,24 @@ def assemble(settings: AgentSettings, service: Service) -> None:
             )
         return compiled[0]
 
-    chat = ChatService(graph, router, convo, model_name, tracer)
+    chat = ChatService(
+        graph,
+        tools,
+        Clients(router=router, convo=convo, ops=ops, docparse=docparse),
+        model_name,
+        tracer,
+        lease_ttl_seconds=settings.lease_ttl_seconds,
+        service_identity=settings.ops_client_id,
+        upload_max_bytes=settings.upload_max_bytes,
+        # the offline planner answers from tool results only: it always searches
+        prefetch_limit=settings.prefetch_dashboard_limit if model_name != OFFLINE_MODEL_NAME else 0,
+    )
     codec = JwtCodec(settings.jwt_secret.get_secret_value())
 
     async def close() -> None:
         await router.close()
         await convo.close()
+        await docparse.close()
         await ops.aclose()
         await checkpoints.close()
 

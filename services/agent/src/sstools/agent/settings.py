@@ -28,6 +28,22 @@ class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings
         description="Longest a routing call may take before the in-process keyword tier answers.",
     )
     convo_target: str = Field(default="127.0.0.1:50053", description="Conversation service gRPC target.")
+    docparse_target: str = Field(default="127.0.0.1:50052", description="Document-parse service gRPC target.")
+    docparse_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Longest reading one upload may take."
+    )
+    upload_max_bytes: int = Field(
+        default=10 * 1024 * 1024, ge=1, description="Largest attached file read; larger ones are refused."
+    )
     convo_timeout_seconds: float = Field(default=2.0, gt=0, description="Longest one convo call may take.")
     tool_timeout_seconds: float = Field(default=30.0, gt=0, description="Longest one tool call may take.")
     concurrency_limit: int = Field(default=32, ge=1, description="Chat turns Gradio runs at once.")
+    prefetch_dashboard_limit: int = Field(
+        default=25, ge=0, le=100, description="Dashboards fetched ahead for list requests (0: never)."
+    )
+    lease_ttl_seconds: int = Field(
+        default=60, ge=3, le=3600, description="A conversation's convo lease: renewed while a turn runs."
+    )
+    tool_retry_backoff_seconds: float = Field(
+        default=0.5, ge=0, le=30, description="First pause before a read tool is asked again (doubles)."
+    )

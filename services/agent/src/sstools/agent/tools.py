@@ -1,8 +1,9 @@
 """The 24 tools the model may call: native LangChain tools whose names and descriptions come
 from the catalogue, whose arguments are Pydantic models, and which act through ops.
 
-Each tool's body is one ops call on behalf of the user in the run's config (``user_token``),
-with the tool call id as the Idempotency-Key. What ops answers is the tool's result, as JSON;
+Each tool's body is one ops call on behalf of the user in the run's config (``__user_token``),
+with the tool call id as the Idempotency-Key; a read tool asks again (``tool_retry``) when ops
+or Superset answered with a passing failure. What ops answers is the tool's result, as JSON;
 what ops refuses raises :class:`OpsError`, which the graph turns into a ``tool_error``.
 """
 
@@ -11,14 +12,18 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from langchain_core.callbacks.manager import adispatch_custom_event
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolArg, InjectedToolCallId, StructuredTool
 from pydantic import BaseModel, Field
 
-from sstools.agent.clients.ops import OpsCall, OpsClient
-from sstools.common.catalogue import TOOLS, ToolSpec
+from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
+from sstools.common.catalogue import TOOLS, Tier, ToolSpec
+from sstools.common.policy import decide_call
 
 ENV = Field(description="Target environment id, e.g. dev, staging, prod.")
+USER_TOKEN = "__user_token"  # in the run's config; "__" keeps it out of checkpoint metadata
+RETRY_ATTEMPTS = 3
 
 
 class ToolArgs(BaseModel):
@@ -279,13 +284,33 @@ def _unfinished_task(result: Any) -> str | None:
     return None
 
 
-def _ops_tool(spec: ToolSpec, ops: OpsClient, task_wait_seconds: float) -> BaseTool:
+def _transient(error: OpsError) -> bool:
+    return error.status in (502, 503, 504) and error.code != "superset_auth_failed"
+
+
+def _ops_tool(
+    spec: ToolSpec, ops: OpsClient, task_wait_seconds: float, retry_backoff_seconds: float
+) -> BaseTool:
     schema, route = ROUTES[spec.name]
 
     async def run(config: RunnableConfig, **values: Any) -> str:
         arguments = schema.model_validate(values)
-        user_token = str((config.get("configurable") or {})["user_token"])
-        result = await ops.call(route(arguments), user_token, idempotency_key=arguments.tool_call_id)
+        user_token = str((config.get("configurable") or {})[USER_TOKEN])
+        # A read may be asked again when ops or Superset stumbled; a write is never re-sent here
+        # (ops' idempotency key would answer a replay, but a timeout's fate is not ours to guess).
+        attempts = RETRY_ATTEMPTS if decide_call(spec.name, values).tier is Tier.READ else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                result = await ops.call(route(arguments), user_token, idempotency_key=arguments.tool_call_id)
+                break
+            except OpsError as error:
+                if attempt == attempts or not _transient(error):
+                    raise
+                retry = {"type": "tool_retry", "tool": spec.name, "attempt": attempt + 1}
+                await adispatch_custom_event(
+                    "tool_retry", {**retry, "max_attempts": attempts, "error": error.code}, config=config
+                )
+                await asyncio.sleep(retry_backoff_seconds * 2 ** (attempt - 1))
         # A long operation is an ops task: wait a little for its end, so a quick one reports
         # its result; a slow one is reported as started, with its id.
         deadline = asyncio.get_running_loop().time() + task_wait_seconds
@@ -302,7 +327,9 @@ def _ops_tool(spec: ToolSpec, ops: OpsClient, task_wait_seconds: float) -> BaseT
     )
 
 
-def build_tools(ops: OpsClient, task_wait_seconds: float) -> dict[str, BaseTool]:
+def build_tools(
+    ops: OpsClient, task_wait_seconds: float, retry_backoff_seconds: float = 0.5
+) -> dict[str, BaseTool]:
     tools: dict[str, BaseTool] = {}
     for spec in TOOLS:
         if spec.name == "show_capabilities":
@@ -314,5 +341,5 @@ def build_tools(ops: OpsClient, task_wait_seconds: float) -> dict[str, BaseTool]
                 coroutine=show, name=spec.name, description=spec.description_en, args_schema=NoArgs
             )
         else:
-            tools[spec.name] = _ops_tool(spec, ops, task_wait_seconds)
+            tools[spec.name] = _ops_tool(spec, ops, task_wait_seconds, retry_backoff_seconds)
     return tools

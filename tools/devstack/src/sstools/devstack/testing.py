@@ -180,6 +180,89 @@ async def serving(app: Any) -> AsyncIterator[str]:
         sock.close()
 
 
+_HTTP_METHODS = (b"GET ", b"POST ", b"PUT ", b"PATCH ", b"DELETE ", b"HEAD ", b"OPTIONS ")
+
+
+class FaultyLink:
+    """A TCP relay on loopback in front of a real HTTP server, for fault tests: it can hang up
+    on the next requests before they reach the server, or hold each request a while first. It
+    acts per request (a chunk that starts with an HTTP method), so pooled keep-alive
+    connections meet it as new ones do."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self._upstream_port = upstream_port
+        self._server: asyncio.Server | None = None
+        self._hang_up = 0
+        self._delay = 0.0
+        self._clients: set[asyncio.StreamWriter] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "not started"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def hang_up_on_next(self, requests: int) -> None:
+        self._hang_up = requests
+
+    def delay(self, seconds: float) -> None:
+        self._delay = seconds
+
+    async def __aenter__(self) -> "FaultyLink":
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._clients):
+            writer.close()
+        await self._server.wait_closed()
+
+    async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self._upstream_port)
+        except OSError:
+            client_writer.close()
+            return
+        self._clients.add(client_writer)
+        try:
+            await asyncio.gather(
+                self._requests(client_reader, upstream_writer, client_writer),
+                _pipe(upstream_reader, client_writer),
+                return_exceptions=True,  # either side going away ends the relay
+            )
+        finally:
+            self._clients.discard(client_writer)
+            upstream_writer.close()
+            client_writer.close()
+
+    async def _requests(
+        self,
+        client: asyncio.StreamReader,
+        upstream: asyncio.StreamWriter,
+        client_writer: asyncio.StreamWriter,
+    ) -> None:
+        while chunk := await client.read(65536):
+            if chunk.startswith(_HTTP_METHODS):
+                if self._hang_up > 0:
+                    self._hang_up -= 1
+                    client_writer.close()
+                    upstream.close()
+                    return
+                if self._delay:
+                    await asyncio.sleep(self._delay)
+            upstream.write(chunk)
+            await upstream.drain()
+        upstream.close()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while chunk := await reader.read(65536):
+        writer.write(chunk)
+        await writer.drain()
+    writer.close()
+
+
 @dataclass(frozen=True)
 class CollectedSpan:
     service: str

@@ -1,13 +1,16 @@
 """What the conversation service keeps of a chat: each user message before its turn runs, and
-each answer (with its tool events and state, or cut short by a cancel) after."""
+each answer (with its tool events and state, or cut short by a cancel) after; the lease that
+lets one stream at a time run on a conversation, whatever the tab or pod; one audit record
+per command."""
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.common.grpc_client import insecure_channel
+from sstools.common.grpc_client import LazyChannel
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
 
@@ -15,39 +18,108 @@ class ConvoUnavailable(Exception):
     """The conversation service did not take the message; the turn must not run."""
 
 
+class UnknownConversation(Exception):
+    """Convo has no such conversation of this user (and the call was not to create it)."""
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """What one command came to: the decision taken, the tool it concerned, how it ended."""
+
+    user: str
+    conversation_id: str
+    decision: str  # allowed | denied | needs_confirmation | confirmed | rejected
+    outcome: str  # the final state badge, or "cancelled"
+    service_identity: str = "agent"
+    tool_name: str = ""
+    tool_args: dict[str, Any] = field(default_factory=dict)
+    task_id: str = ""
+    latency_seconds: float = 0.0
+
+
+def _unavailable(error: grpc.aio.AioRpcError) -> ConvoUnavailable:
+    return ConvoUnavailable(f"convo: {error.code().name}: {error.details()}")
+
+
 class ConvoClient:
     def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
-        self._target = target
-        self._tracer_provider = tracer_provider
+        self._channel = LazyChannel(target, tracer_provider)
         self._timeout = timeout_seconds
-        self._channel: grpc.aio.Channel | None = None  # made in the event loop, at first use
 
     def _stub(self) -> "convo_pb2_grpc.ConversationServiceAsyncStub":  # a name of the .pyi alone
-        if self._channel is None:
-            self._channel = insecure_channel(self._target, self._tracer_provider, balanced=True)
-        return convo_pb2_grpc.ConversationServiceStub(self._channel)
+        return convo_pb2_grpc.ConversationServiceStub(self._channel.get())
 
     async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
+        await self._channel.close()
+
+    async def acquire_lease(
+        self, user: str, conversation_id: str, holder: str, ttl_seconds: int, *, first_text: str | None
+    ) -> bool:
+        """Take the conversation's lease; False when another stream holds it. A conversation
+        convo does not know yet is created first when ``first_text`` is given (a send)."""
+        request = convo_pb2.AcquireLeaseRequest(
+            user_id=user, conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
+        )
+        try:
+            try:
+                return bool((await self._stub().AcquireLease(request, timeout=self._timeout)).acquired)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                if first_text is None:
+                    raise UnknownConversation(conversation_id) from None
+            await self._stub().CreateConversation(
+                convo_pb2.CreateConversationRequest(
+                    user_id=user, conversation_id=conversation_id, first_message=first_text
+                ),
+                timeout=self._timeout,
+            )
+            return bool((await self._stub().AcquireLease(request, timeout=self._timeout)).acquired)
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+
+    async def renew_lease(self, conversation_id: str, holder: str, ttl_seconds: int) -> None:
+        request = convo_pb2.RenewLeaseRequest(
+            conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
+        )
+        try:
+            await self._stub().RenewLease(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+
+    async def release_lease(self, conversation_id: str, holder: str) -> None:
+        request = convo_pb2.ReleaseLeaseRequest(conversation_id=conversation_id, holder=holder)
+        try:
+            await self._stub().ReleaseLease(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        arguments = struct_pb2.Struct()
+        arguments.update(record.tool_args)
+        request = convo_pb2.RecordAuditRequest(
+            conversation_id=record.conversation_id,
+            user_id=record.user,
+            service_identity=record.service_identity,
+            decision=record.decision,
+            tool_name=record.tool_name,
+            tool_args=arguments,
+            outcome=record.outcome,
+            task_id=record.task_id,
+            thread_id=record.conversation_id,
+            latency_seconds=record.latency_seconds,
+        )
+        try:
+            await self._stub().RecordAudit(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
 
     async def record_user_message(self, user: str, conversation_id: str, message_id: str, text: str) -> None:
         message = convo_pb2.Message(client_message_id=message_id, role="user", content=text)
         try:
             await self._append(user, conversation_id, message)
         except grpc.aio.AioRpcError as error:
-            if error.code() != grpc.StatusCode.NOT_FOUND:
-                raise ConvoUnavailable(f"convo: {error.code().name}: {error.details()}") from None
-            try:  # the first message of a new conversation: create it, then append
-                await self._stub().CreateConversation(
-                    convo_pb2.CreateConversationRequest(
-                        user_id=user, conversation_id=conversation_id, first_message=text
-                    ),
-                    timeout=self._timeout,
-                )
-                await self._append(user, conversation_id, message)
-            except grpc.aio.AioRpcError as retry_error:
-                raise ConvoUnavailable(f"convo: {retry_error.code().name}: {retry_error.details()}") from None
+            raise _unavailable(error) from None
 
     async def record_answer(
         self,
@@ -67,7 +139,7 @@ class ConvoClient:
         try:
             await self._append(user, conversation_id, message)
         except grpc.aio.AioRpcError as error:
-            raise ConvoUnavailable(f"convo: {error.code().name}: {error.details()}") from None
+            raise _unavailable(error) from None
 
     async def _append(self, user: str, conversation_id: str, message: convo_pb2.Message) -> None:
         request = convo_pb2.AppendMessagesRequest(

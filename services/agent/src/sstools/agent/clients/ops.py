@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.catalogue import Role
 from sstools.common.tracing import instrument_httpx
 
 
@@ -57,16 +58,29 @@ class OpsClient:
     async def _service_token(self) -> str:
         async with self._lock:
             if self._token is None or time.monotonic() > self._token_expires:
-                reply = await self._http.post(
-                    "/api/auth/service-token",
-                    json={"client_id": self._client_id, "client_secret": self._client_secret},
-                )
+                try:
+                    reply = await self._http.post(
+                        "/api/auth/service-token",
+                        json={"client_id": self._client_id, "client_secret": self._client_secret},
+                    )
+                except httpx.HTTPError as error:
+                    raise _unreachable(error) from None
                 if reply.status_code != 200:
                     raise OpsError(reply.status_code, _detail(reply))
                 body = reply.json()
                 self._token = str(body["access_token"])
                 self._token_expires = time.monotonic() + max(int(body["expires_in"]) - 30, 10)
             return self._token
+
+    async def role(self, user_token: str) -> Role:
+        """The user's role as ops has it now (what the agent's guard checks tools against)."""
+        try:
+            reply = await self._http.get("/api/auth/me", headers={"Authorization": f"Bearer {user_token}"})
+        except httpx.HTTPError as error:
+            raise _unreachable(error) from None
+        if reply.status_code != 200:
+            raise OpsError(reply.status_code, _detail(reply))
+        return Role(reply.json()["role"])
 
     async def call(self, call: OpsCall, user_token: str, idempotency_key: str | None = None) -> Any:
         for attempt in (1, 2):
@@ -81,7 +95,7 @@ class OpsClient:
                     call.method, call.path, params=call.params, json=call.body, headers=headers
                 )
             except httpx.HTTPError as error:
-                raise OpsError(503, {"code": "ops_unavailable", "message": repr(error)[:300]}) from None
+                raise _unreachable(error) from None
             detail = _detail(reply) if reply.status_code >= 400 else {}
             if reply.status_code == 401 and attempt == 1:
                 self._token = None  # maybe our service token lapsed: a fresh one, once
@@ -90,6 +104,10 @@ class OpsClient:
                 raise OpsError(reply.status_code, detail)
             return reply.json()
         raise AssertionError("unreachable")
+
+
+def _unreachable(error: httpx.HTTPError) -> OpsError:
+    return OpsError(503, {"code": "ops_unavailable", "message": repr(error)[:300]})
 
 
 def _detail(reply: httpx.Response) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.common.grpc_client import insecure_channel
+from sstools.common.grpc_client import LazyChannel
 from sstools.router.keywords import KeywordIndex
 from sstools.router.routing import RouteContext, Router
 from sstools.router.v1 import router_pb2, router_pb2_grpc
@@ -26,21 +26,15 @@ class Routing:
 
 class ToolRouter:
     def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
-        self._target = target
-        self._tracer_provider = tracer_provider
-        self._channel: grpc.aio.Channel | None = None  # made in the event loop, at first use
+        self._channel = LazyChannel(target, tracer_provider)  # replicas balanced by the client
         self._timeout = timeout_seconds
         self._local = Router(KeywordIndex(), None)
 
     def _stub(self) -> "router_pb2_grpc.RouterServiceAsyncStub":  # a name of the .pyi alone
-        if self._channel is None:
-            # Router replicas behind a headless Service are balanced by the client.
-            self._channel = insecure_channel(self._target, self._tracer_provider, balanced=True)
-        return router_pb2_grpc.RouterServiceStub(self._channel)
+        return router_pb2_grpc.RouterServiceStub(self._channel.get())
 
     async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
+        await self._channel.close()
 
     async def route(self, text: str, env_id: str | None, object_type: str | None) -> Routing:
         request = router_pb2.RouteRequest(

@@ -14,11 +14,13 @@ import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any, cast
 
 import gradio as gr
 
 from sstools.agent.chat import ChatService, Event, Turn
+from sstools.agent.limits import MAX_MESSAGE_CHARS, InputRejected, parse_ui_context, truncate_message
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
 
 ACTIONS = ("send", "confirm", "reject")
@@ -28,16 +30,12 @@ def _message(event: Event) -> gr.ChatMessage:
     return gr.ChatMessage(role="assistant", content=event.content, metadata=cast(Any, event.metadata))
 
 
-def _ui_env(ui_context: str) -> tuple[str | None, str | None]:
-    if not ui_context:
-        return None, None
+def _is_uuid(value: str) -> bool:
     try:
-        context = json.loads(ui_context)
+        uuid.UUID(value)
     except ValueError:
-        return None, None
-    if not isinstance(context, dict):
-        return None, None
-    return context.get("envId"), context.get("objectType")
+        return False
+    return True
 
 
 def _skip_gradio_matplotlib_probe() -> None:
@@ -101,30 +99,49 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             yield [_message(unauthorized), _message(Event("failed", {"type": "state", "state": "failed"}))]
             return
         text = message.get("text", "") if isinstance(message, dict) else str(message)
+        files = message.get("files", []) if isinstance(message, dict) else []
         edited: dict[str, Any] = {}
         if action == "confirm" and text.strip().startswith("{"):
             try:
                 edited = json.loads(text)  # a confirm may carry edited arguments as JSON
             except ValueError:
                 edited = {}
+        text, truncated = truncate_message(text)
         conversation = conversation_id or str(uuid.uuid4())
-        ui_env, object_type = _ui_env(ui_context)
         turn = Turn(
             username=claims.subject,
             user_token=token,
-            conversation_id=conversation,
+            conversation_id=conversation if _is_uuid(conversation) else "",
             text=text,
             action=action if action in ACTIONS else "send",
             env_id=env_id or None,
-            ui_env_id=ui_env,
-            object_type=object_type,
             edited_args=edited,
+            session_id=request.session_hash or "",
+            files=tuple(item["path"] if isinstance(item, dict) else str(item) for item in files or []),
         )
         # Fresh messages at every yield: Gradio sends the difference from what it sent before,
         # and a message changed in place would look unchanged to it.
         shown = [Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})]
         answer_at: int | None = None
         yield [_message(item) for item in shown]  # at once: the client learns the conversation id
+        try:
+            if not turn.conversation_id:
+                raise InputRejected("INVALID_CONVERSATION_ID", "conversation_id must be a UUID")
+            context = parse_ui_context(ui_context)
+        except InputRejected as problem:
+            async for event in chat.refuse(turn, problem.code, str(problem)):
+                shown.append(event)
+            yield [_message(item) for item in shown]
+            return
+        if context is not None:
+            turn = replace(turn, ui_env_id=context.envId, object_type=context.objectType)
+        if truncated:
+            shown.append(
+                Event(
+                    f"Сообщение длиннее {MAX_MESSAGE_CHARS} символов и обрезано / The message was cut",
+                    {"type": "warning", "code": "MESSAGE_TRUNCATED", "kept_chars": len(text)},
+                )
+            )
         async for arrived in _batches(chat.run(turn)):
             for event in arrived:
                 if event.metadata["type"] == "token":

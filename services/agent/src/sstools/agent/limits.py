@@ -1,0 +1,74 @@
+"""What the chat accepts at its edge: a message's length (FR-028) and the page's ``ui_context``
+(data model §1). A message too long is cut, with a warning; a context that is too big or
+malformed is refused with a typed error and nothing runs."""
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MAX_MESSAGE_CHARS = 100_000
+TRUNCATION_MARK = "[...truncated]"
+MAX_UI_CONTEXT_BYTES = 4096
+# A cut at a sentence end is preferred when one lies this close to the limit.
+_SENTENCE_SEARCH_CHARS = 2_000
+_SENTENCE_END = re.compile(r"[.!?…](?:[\"'»”)\]]*)\s|\n")
+
+
+class InputRejected(Exception):
+    """The submit cannot be taken as it is; ``code`` is the stream's error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def truncate_message(text: str) -> tuple[str, bool]:
+    """The message cut to at most ``MAX_MESSAGE_CHARS`` characters (the mark included), at the
+    last sentence end near the limit when there is one; and whether it was cut."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text, False
+    limit = MAX_MESSAGE_CHARS - len(TRUNCATION_MARK) - 1
+    window_start = limit - _SENTENCE_SEARCH_CHARS
+    ends = [match.end() for match in _SENTENCE_END.finditer(text, window_start, limit)]
+    cut = ends[-1] if ends else limit
+    return f"{text[:cut].rstrip()} {TRUNCATION_MARK}", True
+
+
+class UiContext(BaseModel):
+    """Where the person was when they opened the chat; static for the visit but ``envId``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    objectType: Literal["dashboard", "dataset", "migration"] | None = None  # noqa: N815 (wire names)
+    objectId: str | None = Field(default=None, pattern=r"^\d{1,18}$")  # noqa: N815
+    objectName: str | None = Field(default=None, max_length=256)  # noqa: N815
+    envId: str | None = Field(default=None, max_length=64)  # noqa: N815
+    route: str = Field(default="", max_length=512)
+    contextVersion: int = Field(default=1, ge=1, le=1)  # noqa: N815
+
+
+def parse_ui_context(raw: str) -> UiContext | None:
+    """The submit's ``ui_context`` JSON, validated; ``None`` when there is none."""
+    if not raw.strip():
+        return None
+    size = len(raw.encode())
+    if size > MAX_UI_CONTEXT_BYTES:
+        raise InputRejected(
+            "PAYLOAD_TOO_LARGE", f"ui_context is {size} bytes; at most {MAX_UI_CONTEXT_BYTES} are accepted"
+        )
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        raise InputRejected("INVALID_UI_CONTEXT", "ui_context is not JSON") from None
+    if parsed is None:
+        return None
+    try:
+        return UiContext.model_validate(parsed)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc']) or 'ui_context'}: {issue['msg']}"
+            for issue in error.errors()
+        )
+        raise InputRejected("INVALID_UI_CONTEXT", f"ui_context: {problems}") from None

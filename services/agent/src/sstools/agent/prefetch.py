@@ -1,0 +1,38 @@
+"""Dashboard prefetch (FR-031): for a find/list request (the router says which) the first
+dashboards of the environment are fetched before the model is asked and put before it as one
+compact list; ``search_dashboards`` is then left out of its tools. A model answers such a
+request in one round trip instead of two.
+
+The offline planner answers from tool results only, so the agent prefetches for a real model
+alone.
+"""
+
+import logging
+
+from sstools.agent.clients.ops import OpsClient, OpsError
+from sstools.agent.tools import ROUTES, SearchArgs
+
+SEARCH_TOOL = "search_dashboards"
+PREFETCH_KEY = "__prefetched"  # in the run's config; "__" keeps it out of checkpoint metadata
+_log = logging.getLogger(__name__)
+
+
+async def prefetch_dashboards(ops: OpsClient, user_token: str, env_id: str, limit: int) -> str | None:
+    """The environment's first ``limit`` dashboards as short lines; None when ops cannot say."""
+    _, route = ROUTES[SEARCH_TOOL]
+    call = route(SearchArgs(env_id=env_id, page_size=limit, tool_call_id="prefetch"))
+    try:
+        page = await ops.call(call, user_token)
+    except OpsError as error:  # the model still has search_dashboards then
+        _log.info("dashboard prefetch skipped", extra={"error": str(error)})
+        return None
+    lines = [
+        f"- #{item['id']} {item['title']}"
+        + (f" (slug {item['slug']})" if item.get("slug") else "")
+        + f" {item['url']}"
+        for item in page["dashboards"]
+    ]
+    return (
+        f"Dashboards in {env_id} ({len(lines)} of {page['count']}), fetched for this request; "
+        "answer from this list, search only for what it lacks:\n" + "\n".join(lines)
+    )

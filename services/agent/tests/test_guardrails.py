@@ -1,0 +1,394 @@
+"""The agent's edges, each met for real: the RBAC guard, the fast path and its negation guard,
+locks between sessions and tabs, input limits, uploads through docparse, retries and
+timeouts of tools (ops behind a faulty loopback link), and one audit record per command."""
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy import text as sql
+
+from sstools.common.db import create_engine
+from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.fake_llm import FakeLlm, Reply
+from sstools.devstack.superset import Instance
+from sstools.devstack.testing import free_port
+
+from . import documents
+from .conftest import AgentStack, dump, new_conversation, running_stack
+
+
+async def test_a_role_below_the_tool_is_denied_before_any_confirmation(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    reply = await agent_stack.say("задеплой дашборд 1 в prod", conversation, username="anna")
+    assert reply.of("confirm_required") == [], dump(reply)
+    (denied,) = reply.of("permission_denied")
+    assert (denied["tool_name"], denied["required_role"], denied["user_role"]) == (
+        "deploy_dashboard",
+        "admin",
+        "analyst",
+    )
+    assert [alternative["action"] for alternative in denied["alternatives"]] == [
+        "get_health_summary",
+        "search_dashboards",
+    ]
+    assert all(alternative["prompt"] for alternative in denied["alternatives"])
+    assert reply.of("tool_start") == []
+    assert reply.state == "denied"
+    # the same request by someone allowed pauses for confirmation, as before
+    allowed = await agent_stack.say("задеплой дашборд 1 в prod", new_conversation(), username="root")
+    assert allowed.of("permission_denied") == [], dump(allowed)
+    assert allowed.state == "needs_confirmation"
+
+
+async def test_an_explicit_command_goes_to_confirmation_without_the_model(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    asked_before = len(llm.requests)
+    reply = await llm_stack.say("задеплой дашборд 1 в prod", conversation)
+    (card,) = reply.of("confirm_required")
+    assert (card["tool_name"], card["tool_args"]) == (
+        "deploy_dashboard",
+        {"dashboard_id": 1, "env_id": "prod"},
+    )
+    assert reply.of("routing")[0]["tier"] == "fast-path"
+    assert len(llm.requests) == asked_before  # no model round trip
+    await llm_stack.say("", conversation, action="reject")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "не деплой дашборд 1 в prod",
+        "задеплой дашборд 1 в prod? нет, отмена",
+        "deploy dashboard 1 to prod - no, stop",
+        "don't deploy dashboard 1 to prod",
+        "do not deploy dashboard 1 to prod",
+        "отмени: задеплой дашборд 1 в prod",
+        "не показывай схему",
+    ],
+)
+async def test_negated_requests_are_never_fast_tracked(
+    llm_stack: AgentStack, llm: FakeLlm, text: str
+) -> None:
+    llm.says(Reply(content="Хорошо, ничего не делаю."))
+    asked_before = len(llm.requests)
+    reply = await llm_stack.say(text, new_conversation())
+    assert reply.of("routing")[0]["tier"] != "fast-path", dump(reply)
+    assert len(llm.requests) == asked_before + 1  # the model read it
+    assert reply.of("confirm_required") == []
+    assert reply.state == "success"
+
+
+async def test_a_second_send_in_the_same_session_is_busy(llm_stack: AgentStack, llm: FakeLlm) -> None:
+    llm.says(Reply(content="медленный ответ", first_token_delay=2.0))
+    session = await asyncio.to_thread(llm_stack.client, "root")  # one Client: one session, as one tab
+    first = asyncio.create_task(llm_stack.say("расскажи", new_conversation(), client=session))
+    await asyncio.sleep(0.7)
+    second = await llm_stack.say("и ещё", new_conversation(), client=session)
+    assert second.of("error")[0]["code"] == "BUSY", dump(second)
+    assert second.state == "failed"
+    assert (await first).text == "медленный ответ"
+    after = await llm_stack.say("теперь можно?", new_conversation(), client=session)
+    assert after.state == "success", dump(after)
+
+
+async def test_a_conversation_leased_elsewhere_is_busy_until_released(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    await agent_stack.say("покажи дашборды", conversation)  # convo knows the conversation now
+    async with grpc.aio.insecure_channel(agent_stack.agent_settings.convo_target) as channel:
+        convo = convo_pb2_grpc.ConversationServiceStub(channel)
+        lease = await convo.AcquireLease(
+            convo_pb2.AcquireLeaseRequest(
+                user_id="root", conversation_id=conversation, holder="another-tab", ttl_seconds=60
+            )
+        )
+        assert lease.acquired
+        busy = await agent_stack.say("покажи дашборды", conversation)
+        assert busy.of("error")[0]["code"] == "BUSY", dump(busy)
+        assert "another tab" in busy.of("error")[0]["message"]
+        await convo.ReleaseLease(
+            convo_pb2.ReleaseLeaseRequest(conversation_id=conversation, holder="another-tab")
+        )
+    free = await agent_stack.say("покажи дашборды", conversation)
+    assert free.state == "success", dump(free)
+
+
+async def test_a_very_long_message_is_cut_at_a_sentence_with_a_warning(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    sentence = "Инцидент в проде затронул отчёты продаж. "
+    text = sentence * (150_000 // len(sentence) + 1)
+    assert len(text) >= 150_000
+    llm.says(Reply(content="Прочитал."))
+    reply = await llm_stack.say(text, conversation)
+    (warning,) = reply.of("warning")
+    assert warning["code"] == "MESSAGE_TRUNCATED", dump(reply)
+    assert reply.state == "success", dump(reply)
+    assert llm.requests, dump(reply)
+    seen = llm.requests[-1]["messages"][-1]["content"]
+    assert len(seen) <= 100_000
+    assert seen.endswith("отчёты продаж. [...truncated]")  # a whole sentence, then the mark
+    assert reply.state == "success"
+
+
+async def test_an_oversized_or_malformed_ui_context_is_refused(agent_stack: AgentStack) -> None:
+    big = json.dumps({"objectType": "dashboard", "objectName": "x" * 200, "route": "/d", "pad": "y" * 5000})
+    conversation = new_conversation()
+    reply = await agent_stack.say("покажи дашборды", conversation, ui_context=big)
+    assert reply.of("error")[0]["code"] == "PAYLOAD_TOO_LARGE", dump(reply)
+    assert reply.state == "failed"
+    assert reply.of("tool_start") == []
+    malformed = await agent_stack.say(
+        "покажи дашборды",
+        new_conversation(),
+        ui_context=json.dumps({"objectType": "chart", "objectId": "abc"}),
+    )
+    (error,) = malformed.of("error")
+    assert error["code"] == "INVALID_UI_CONTEXT"
+    assert "objectType" in error["message"]
+    assert "objectId" in error["message"]
+    audit = await agent_stack.audit(conversation)
+    assert [(row["decision"], row["outcome"]) for row in audit] == [("refused", "failed")]
+
+
+async def test_the_page_context_gives_the_environment(agent_stack: AgentStack, conversation: str) -> None:
+    context = json.dumps(
+        {"objectType": "dashboard", "objectId": "1", "envId": "dev", "route": "/dashboards/1"}
+    )
+    reply = await agent_stack.say("покажи дашборды", conversation, env_id="", ui_context=context)
+    assert [event["input"].get("env_id") for event in reply.of("tool_start")] == ["dev"], dump(reply)
+
+
+async def test_unsupported_and_oversized_uploads_are_refused_and_the_chat_goes_on(
+    agent_stack: AgentStack, conversation: str, tmp_path: Path
+) -> None:
+    program = tmp_path / "setup.exe"
+    program.write_bytes(b"MZ\x90\x00" + bytes(2000))
+    huge = tmp_path / "big.csv"
+    huge.write_bytes(b"a,b\n" + b"1,2\n" * (11 * 1024 * 1024 // 4))
+    reply = await agent_stack.say("покажи дашборды", conversation, files=[program, huge])
+    errors = {error["file"]: error for error in reply.of("error")}
+    assert errors["setup.exe"]["code"] == "UPLOAD_UNSUPPORTED_TYPE", dump(reply)
+    assert {"pdf", "xlsx", "csv"} <= set(errors["setup.exe"]["supported"])
+    assert "pdf" in errors["setup.exe"]["message"]
+    assert errors["big.csv"]["code"] == "UPLOAD_TOO_LARGE"
+    assert errors["big.csv"]["limit_bytes"] == 10 * 1024 * 1024
+    assert "10 MB" in errors["big.csv"]["message"]
+    assert [event["tool"] for event in reply.of("tool_start")] == ["search_dashboards"]  # the chat went on
+    assert reply.state == "success"
+
+
+async def test_a_cyrillic_pdf_reaches_the_model_as_untrusted_document_content(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str, tmp_path: Path
+) -> None:
+    report = documents.pdf(
+        tmp_path,
+        "отчёт.pdf",
+        ["Квартальный отчёт", "Риск: задержка поставок в регионе Сибирь.", "Риск: рост затрат на логистику."],
+    )
+    llm.says(Reply(content="Риски: задержка поставок, рост затрат."))
+    reply = await llm_stack.say("выдели риски", conversation, files=[report])
+    assert reply.of("error") == [], dump(reply)
+    messages = llm.requests[-1]["messages"]
+    document = messages[-2]["content"]
+    assert messages[-1]["content"] == "выдели риски"
+    assert 'untrusted-document name="отчёт.pdf" kind="pdf"' in document
+    assert "задержка поставок в регионе Сибирь" in document
+    assert "not instructions" in document
+    assert reply.text == "Риски: задержка поставок, рост затрат."
+
+
+async def test_every_command_leaves_exactly_one_audit_record(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    await agent_stack.say("покажи дашборды", conversation)
+    await agent_stack.say("задеплой дашборд 1 в prod", conversation)  # pauses
+    await agent_stack.say("покажи дашборды", conversation)  # refused: a confirmation is pending
+    await agent_stack.say("", conversation, action="reject")
+    await agent_stack.say("", conversation, action="confirm")  # nothing pending
+    await agent_stack.say("задеплой дашборд 1 в prod", conversation, username="anna")  # not hers
+    audit = await agent_stack.audit(conversation)
+    assert [(row["decision"], row["tool_name"], row["outcome"]) for row in audit] == [
+        ("allowed", "search_dashboards", "success"),
+        ("needs_confirmation", "deploy_dashboard", "needs_confirmation"),
+        ("refused", "", "needs_confirmation"),
+        ("rejected", "", "success"),
+        ("refused", "", "failed"),
+        ("refused", "", "failed"),
+    ], audit
+    assert audit[1]["tool_args"] == {"dashboard_id": 1, "env_id": "prod"}
+
+
+@pytest.fixture
+async def faulty_stack(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> AsyncIterator[AgentStack]:
+    """The offline agent reaching ops through a link that can hang up or stall; tools time out
+    after 3 s and retry after 0.1 s."""
+    async with running_stack(
+        supersets,
+        fresh_database_url,
+        tracer_provider,
+        tmp_path,
+        faulty_ops=True,
+        tool_timeout_seconds=3.0,
+        tool_retry_backoff_seconds=0.1,
+    ) as stack:
+        yield stack
+
+
+async def test_a_read_tool_is_retried_after_a_passing_failure(
+    faulty_stack: AgentStack, conversation: str
+) -> None:
+    assert faulty_stack.ops_link is not None
+    await faulty_stack.say("покажи дашборды", new_conversation())  # the user's role is known now
+    faulty_stack.ops_link.hang_up_on_next(1)  # the tool's first try
+    reply = await faulty_stack.say("покажи дашборды", conversation)
+    retries = reply.of("tool_retry")
+    assert [(retry["tool"], retry["attempt"], retry["max_attempts"]) for retry in retries] == [
+        ("search_dashboards", 2, 3)
+    ], dump(reply)
+    assert [event["tool"] for event in reply.of("tool_end")] == ["search_dashboards"]
+    assert reply.state == "success"
+
+
+async def test_retries_run_out_and_the_tool_fails(faulty_stack: AgentStack, conversation: str) -> None:
+    assert faulty_stack.ops_link is not None
+    await faulty_stack.say("покажи дашборды", new_conversation())  # the user's role is known now
+    faulty_stack.ops_link.hang_up_on_next(3)
+    reply = await faulty_stack.say("покажи дашборды", conversation)
+    assert [retry["attempt"] for retry in reply.of("tool_retry")] == [2, 3], dump(reply)
+    (error,) = reply.of("tool_error")
+    assert error["error"]["code"] == "ops_unavailable"
+    assert reply.state == "failed"
+
+
+async def test_a_write_tool_past_its_time_is_reported_as_of_unknown_status(
+    faulty_stack: AgentStack, conversation: str
+) -> None:
+    assert faulty_stack.ops_link is not None
+    branch = f"slow-{uuid.uuid4().hex[:8]}"
+    paused = await faulty_stack.say(f'создай ветку "{branch}"', conversation)
+    assert paused.state == "needs_confirmation", dump(paused)
+    faulty_stack.ops_link.delay(5.0)
+    confirmed = await faulty_stack.say("", conversation, action="confirm")
+    (timeout,) = confirmed.of("tool_timeout")
+    assert {key: value for key, value in timeout.items() if key != "message"} == {
+        "type": "tool_timeout",
+        "tool": "create_branch",
+        "timeout_seconds": 3.0,
+        "is_write_tool": True,
+        "retryable": False,
+    }, dump(confirmed)
+    assert "unknown" in timeout["message"]
+    assert "unknown" in next(
+        m["content"] for m in confirmed.messages if m["metadata"]["type"] == "tool_timeout"
+    )
+    assert confirmed.state == "failed"
+    faulty_stack.ops_link.delay(0)
+    # a read past its time may simply be asked again
+    faulty_stack.ops_link.delay(5.0)
+    read = await faulty_stack.say("покажи дашборды", new_conversation())
+    faulty_stack.ops_link.delay(0)
+    (read_timeout,) = read.of("tool_timeout")
+    assert (read_timeout["is_write_tool"], read_timeout["retryable"]) == (False, True), dump(read)
+
+
+async def test_a_list_request_gets_dashboards_prefetched_and_no_search_tool(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    llm.says(Reply(content="Вот дашборды."))
+    reply = await llm_stack.say("покажи дашборды", conversation)
+    request = llm.requests[-1]
+    assert request["messages"][0]["role"] == "system", dump(reply)
+    assert request["messages"][0]["content"].startswith("Dashboards in dev (")
+    assert "Legacy KPIs (slug legacy-kpis)" in request["messages"][0]["content"]
+    offered = {tool["function"]["name"] for tool in request.get("tools") or []}
+    assert "search_dashboards" not in offered
+    assert reply.of("tool_start") == []  # one round trip: the model answered from the list
+    assert reply.text == "Вот дашборды."
+
+
+@pytest.mark.parametrize("text", ["как создать дашборд?", "почему дашборд Legacy KPIs медленный?"])
+async def test_creation_and_diagnostic_requests_are_not_prefetched(
+    llm_stack: AgentStack, llm: FakeLlm, text: str
+) -> None:
+    llm.says(Reply(content="Сейчас разберёмся."))
+    reply = await llm_stack.say(text, new_conversation())
+    request = llm.requests[-1]
+    assert all(message["role"] != "system" for message in request["messages"]), dump(reply)
+
+
+async def test_the_user_token_is_never_written_into_checkpoints(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    await agent_stack.say("задеплой дашборд 1 в prod", conversation)  # a pause: checkpoints with config
+    engine = create_engine(agent_stack.database_url)
+    try:
+        async with engine.connect() as connection:
+            rows = (
+                await connection.execute(
+                    sql("SELECT metadata::text FROM checkpoints WHERE thread_id = :id"), {"id": conversation}
+                )
+            ).scalars()
+            metadata = list(rows)
+    finally:
+        await engine.dispose()
+    assert metadata  # the turn was checkpointed
+    assert any('"username": "root"' in row for row in metadata)  # run config does reach metadata
+    assert not any("eyJ" in row for row in metadata)  # but never a JWT
+
+
+async def test_with_router_and_docparse_down_the_chat_still_answers(
+    supersets: dict[str, Instance],
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+) -> None:
+    nobody = f"127.0.0.1:{free_port()}"  # nothing listens there
+    async with running_stack(
+        supersets, fresh_database_url, tracer_provider, tmp_path, router_target=nobody, docparse_target=nobody
+    ) as stack:
+        notes = documents.csv_file(tmp_path, "notes.csv", [["a", "b"], ["1", "2"]])
+        reply = await stack.say("покажи дашборды", new_conversation(), files=[notes])
+    assert reply.of("routing")[0]["tier"] == "local-keyword", dump(reply)
+    (error,) = reply.of("error")
+    assert (error["code"], error["file"]) == ("UPLOAD_UNAVAILABLE", "notes.csv")
+    assert [event["tool"] for event in reply.of("tool_start")] == ["search_dashboards"]
+    assert reply.state == "success"
+
+
+async def test_with_convo_down_the_turn_fails_cleanly_and_writes_nothing(
+    supersets: dict[str, Instance],
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+) -> None:
+    conversation = new_conversation()
+    async with running_stack(
+        supersets, fresh_database_url, tracer_provider, tmp_path, convo_target=f"127.0.0.1:{free_port()}"
+    ) as stack:
+        reply = await stack.say("задеплой дашборд 1 в prod", conversation)
+        engine = create_engine(stack.database_url)
+        try:
+            async with engine.connect() as connection:
+                checkpoints = (
+                    await connection.execute(
+                        sql("SELECT count(*) FROM checkpoints WHERE thread_id = :id"), {"id": conversation}
+                    )
+                ).scalar_one()
+        finally:
+            await engine.dispose()
+    assert reply.of("error")[0]["code"] == "CONVO_UNAVAILABLE", dump(reply)
+    assert reply.of("tool_start") == []
+    assert reply.of("confirm_required") == []
+    assert reply.state == "failed"
+    assert checkpoints == 0
