@@ -116,4 +116,12 @@ def test_packaged_catalogue_vectors_belong_to_this_catalogue_and_model() -> None
     texts = catalogue_passages()
     assert [path.name for path in PACKAGED_VECTORS.glob("*.npy")] == [vector_file_name(embedder, texts)]
     packaged = np.load(PACKAGED_VECTORS / vector_file_name(embedder, texts))
-    assert np.allclose(packaged, embedder.embed(texts), atol=1e-4)
+    fresh = embedder.embed(texts)
+    # The 4-bit kernels take different SIMD paths on different CPUs (up to 2e-3 apart per
+    # component between an AVX-512 EPYC and the machine that packaged them), so compare
+    # directions: each packaged vector is its own passage's, far closer to it than to any other.
+    similarity = (packaged @ fresh.T) / np.outer(
+        np.linalg.norm(packaged, axis=1), np.linalg.norm(fresh, axis=1)
+    )
+    assert similarity.diagonal().min() > 0.999
+    assert (similarity.argmax(axis=1) == np.arange(len(texts))).all()

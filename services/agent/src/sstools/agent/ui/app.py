@@ -5,6 +5,9 @@ own ``history`` argument is ignored (the conversation lives in the checkpoint). 
 event carries the whole list of messages of the turn so far: tool cards, the answer growing
 token by token, a confirmation card, and the final state badge — each a ``ChatMessage`` whose
 ``metadata.type`` names what it is.
+
+What the edge checks itself: the token, the conversation id (a UUID), the message's length (cut,
+with a warning) and ``ui_context`` (validated; refused when too big or malformed).
 """
 
 import asyncio
