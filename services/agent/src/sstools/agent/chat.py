@@ -288,7 +288,7 @@ class ChatService:
             _log.warning("user role unknown; ops alone will judge", extra={"error": str(error)})
             return None
         if len(self._roles) >= ROLE_CACHE_ENTRIES:
-            self._roles = {token: entry for token, entry in self._roles.items() if entry[1] > now}
+            self._roles = {user: entry for user, entry in self._roles.items() if entry[1] > now}
         self._roles[turn.username] = (role, now + ROLE_CACHE_SECONDS)
         return role
 
