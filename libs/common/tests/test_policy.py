@@ -3,7 +3,7 @@
 import pytest
 
 from sstools.common.catalogue import Role, Tier, tool_names
-from sstools.common.policy import RiskLevel, decide, normalise_env, resolve_env
+from sstools.common.policy import RiskLevel, decide, decide_call, normalise_env, resolve_env
 
 from .test_catalogue import POLICY_TABLE
 
@@ -83,3 +83,26 @@ def test_mutating_flag_changes_nothing_for_other_tools() -> None:
 def test_unknown_tool_is_refused() -> None:
     with pytest.raises(KeyError):
         decide("drop_everything")
+
+
+@pytest.mark.parametrize(
+    ("args", "tier", "required"),
+    [
+        ({"env_id": "dev", "sql": "select * from sales"}, Tier.READ, Role.ANALYST),
+        ({"env_id": "dev", "sql": "delete from sales"}, Tier.DANGEROUS, Role.ADMIN),
+        ({"env_id": "dev", "sql": "select 1; drop table sales"}, Tier.DANGEROUS, Role.ADMIN),
+        ({"env_id": "dev", "sql": "selec * frm (("}, Tier.DANGEROUS, Role.ADMIN),  # unreadable: a change
+        ({"env_id": "dev", "sql": ""}, Tier.DANGEROUS, Role.ADMIN),
+        ({"env_id": "dev"}, Tier.READ, Role.ANALYST),
+    ],
+)
+def test_a_calls_own_sql_decides_its_policy(args: dict[str, str], tier: Tier, required: Role) -> None:
+    decision = decide_call("superset_execute_sql", args)
+    assert (decision.tier, decision.required_role) == (tier, required)
+
+
+def test_a_calls_environment_decides_and_other_tools_ignore_sql() -> None:
+    assert decide_call("deploy_dashboard", {"env_id": "production-eu", "dashboard_id": 1}) == decide(
+        "deploy_dashboard", "prod"
+    )
+    assert decide_call("superset_format_sql", {"sql": "drop table sales"}) == decide("superset_format_sql")

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from sstools.common.catalogue import Policy, Role, Tier, tool
-from sstools.common.sql import SqlNotParsed, classify
+from sstools.common.sql import classify
 
 
 class RiskLevel(StrEnum):
@@ -71,13 +71,13 @@ def decide(tool_name: str, env_id: str | None = None, *, mutating_sql: bool = Fa
 
 
 def decide_call(tool_name: str, args: Mapping[str, Any]) -> Decision:
-    """:func:`decide` for a call's own arguments: its ``env_id``, and its SQL when it runs any
-    (what cannot be parsed is taken as a change)."""
-    mutating = False
-    if tool(tool_name).mutating_sql_policy is not None and args.get("sql"):
-        try:
-            mutating = not classify(str(args["sql"])).read_only
-        except SqlNotParsed:
-            mutating = True
+    """:func:`decide` for a call's own arguments: its ``env_id``, and its SQL when the tool runs
+    any (SQL that cannot be read counts as a change: ``classify`` says it is not read-only)."""
+    sql = args.get("sql")
+    mutating = (
+        tool(tool_name).mutating_sql_policy is not None
+        and sql is not None
+        and not classify(str(sql)).read_only
+    )
     env = args.get("env_id")
     return decide(tool_name, str(env) if env else None, mutating_sql=mutating)

@@ -6,8 +6,7 @@ from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel, Field
 
 from sstools.common.catalogue import tool_names
-from sstools.common.policy import decide
-from sstools.common.sql import classify
+from sstools.common.policy import decide_call
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.context import OpsContext
 from sstools.ops.store.users import service_client_matches
@@ -82,8 +81,7 @@ def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRou
         """Ops' answer, the authoritative one, to "may this user run this tool here?"."""
         if tool not in known_tools:
             raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "unknown_tool", "tool": tool})
-        mutating = body.sql is not None and not classify(body.sql).read_only
-        decision = decide(tool, body.env_id, mutating_sql=mutating)
+        decision = decide_call(tool, {"env_id": body.env_id, "sql": body.sql})
         allowed = decision.allows(caller.role)
         await ctx.audit.record(
             service=caller.service,
