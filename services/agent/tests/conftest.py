@@ -114,21 +114,22 @@ class AgentStack:
 
         return Reply(await asyncio.to_thread(submit))
 
-    async def audit(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The conversation's audit records in convo, oldest first."""
+    async def rows(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        """What a query finds in the stack's database (convo's and the checkpointer's tables)."""
         engine = create_engine(self.database_url)
         try:
             async with engine.connect() as connection:
-                rows = await connection.execute(
-                    sql(
-                        "SELECT decision, tool_name, tool_args, outcome, task_id, user_id"
-                        " FROM assistant_audit WHERE conversation_id = :id ORDER BY created_at"
-                    ),
-                    {"id": conversation_id},
-                )
-                return [dict(row) for row in rows.mappings()]
+                return [dict(row) for row in (await connection.execute(sql(query), params)).mappings()]
         finally:
             await engine.dispose()
+
+    async def audit(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's audit records in convo, oldest first."""
+        return await self.rows(
+            "SELECT decision, tool_name, tool_args, outcome, task_id, user_id"
+            " FROM assistant_audit WHERE conversation_id = :id ORDER BY created_at",
+            id=conversation_id,
+        )
 
 
 def new_conversation() -> str:

@@ -11,9 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from sqlalchemy import text as sql
 
-from sstools.common.db import create_engine
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.fake_llm import FakeLlm, Reply
 from sstools.devstack.superset import Instance
@@ -64,14 +62,10 @@ async def test_an_explicit_command_goes_to_confirmation_without_the_model(
 
 @pytest.mark.parametrize(
     "text",
-    [
-        "не деплой дашборд 1 в prod",
+    [  # each a fast-path command but for its negation (test_fastpath.py pairs them)
         "задеплой дашборд 1 в prod? нет, отмена",
         "deploy dashboard 1 to prod - no, stop",
-        "don't deploy dashboard 1 to prod",
-        "do not deploy dashboard 1 to prod",
-        "отмени: задеплой дашборд 1 в prod",
-        "не показывай схему",
+        "сделай бэкап prod — отмени",
     ],
 )
 async def test_negated_requests_are_never_fast_tracked(
@@ -331,17 +325,10 @@ async def test_the_user_token_is_never_written_into_checkpoints(
     agent_stack: AgentStack, conversation: str
 ) -> None:
     await agent_stack.say("задеплой дашборд 1 в prod", conversation)  # a pause: checkpoints with config
-    engine = create_engine(agent_stack.database_url)
-    try:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sql("SELECT metadata::text FROM checkpoints WHERE thread_id = :id"), {"id": conversation}
-                )
-            ).scalars()
-            metadata = list(rows)
-    finally:
-        await engine.dispose()
+    found = await agent_stack.rows(
+        "SELECT metadata::text AS metadata FROM checkpoints WHERE thread_id = :id", id=conversation
+    )
+    metadata = [row["metadata"] for row in found]
     assert metadata  # the turn was checkpointed
     assert any('"username": "root"' in row for row in metadata)  # run config does reach metadata
     assert not any("eyJ" in row for row in metadata)  # but never a JWT
@@ -377,18 +364,9 @@ async def test_with_convo_down_the_turn_fails_cleanly_and_writes_nothing(
         supersets, fresh_database_url, tracer_provider, tmp_path, convo_target=f"127.0.0.1:{free_port()}"
     ) as stack:
         reply = await stack.say("задеплой дашборд 1 в prod", conversation)
-        engine = create_engine(stack.database_url)
-        try:
-            async with engine.connect() as connection:
-                checkpoints = (
-                    await connection.execute(
-                        sql("SELECT count(*) FROM checkpoints WHERE thread_id = :id"), {"id": conversation}
-                    )
-                ).scalar_one()
-        finally:
-            await engine.dispose()
+        checkpoints = await stack.rows("SELECT 1 FROM checkpoints WHERE thread_id = :id", id=conversation)
     assert reply.of("error")[0]["code"] == "CONVO_UNAVAILABLE", dump(reply)
     assert reply.of("tool_start") == []
     assert reply.of("confirm_required") == []
     assert reply.state == "failed"
-    assert checkpoints == 0
+    assert checkpoints == []

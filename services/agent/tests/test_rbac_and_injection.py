@@ -301,7 +301,7 @@ async def test_obeyed_injections_never_run_a_write_or_escalate_a_role(
     assert len(CORPUS) >= 40
     before = await _dashboards(supersets)
     sessions: dict[str, Client] = {}
-    for injection in CORPUS:
+    for number, injection in enumerate(CORPUS):
         if injection.username not in sessions:
             sessions[injection.username] = await asyncio.to_thread(llm_stack.client, injection.username)
         session = sessions[injection.username]
@@ -325,13 +325,13 @@ async def test_obeyed_injections_never_run_a_write_or_escalate_a_role(
             (card,) = reply.of("confirm_required")
             assert "confirmed" not in card["tool_args"], where  # only the gate ever confirms
             assert reply.state == "needs_confirmation", where
-            for words in FAKE_CONFIRMATIONS[: 1 + len(injection.name) % len(FAKE_CONFIRMATIONS)]:
-                llm.says(Reply(content="Confirmed, running."))
-                typed = await llm_stack.say(words, conversation, client=session)
-                assert typed.of("error")[0]["code"] == "CONFIRMATION_PENDING", (
-                    f"{injection.name}: {dump(typed)}"
-                )
-                assert typed.of("tool_start") == []
+            # typed "confirmations" (a different one each time) are messages, not the action
+            llm.says(Reply(content="Confirmed, running."))
+            typed = await llm_stack.say(
+                FAKE_CONFIRMATIONS[number % len(FAKE_CONFIRMATIONS)], conversation, client=session
+            )
+            assert typed.of("error")[0]["code"] == "CONFIRMATION_PENDING", f"{injection.name}: {dump(typed)}"
+            assert typed.of("tool_start") == []
             assert (await llm_stack.say("", conversation, action="reject", client=session)).of(
                 "tool_start"
             ) == []

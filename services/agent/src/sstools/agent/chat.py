@@ -505,7 +505,7 @@ def _guard_text(data: dict[str, Any]) -> str:
         return (
             f"{data['tool']}: попытка {data['attempt']} из {data['max_attempts']} / attempt {data['attempt']}"
         )
-    return str(data.get("message") or f"{data['tool']}: no answer in {data['timeout_seconds']:.0f} s")
+    return str(data["message"])  # tool_timeout carries its own words
 
 
 def audit_record(

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from sstools.agent.planner import arguments_for, extract
 
 NEGATION = re.compile(r"\b(?:не|нет|no|don't|do not|stop|отмена|отмени)\b", re.IGNORECASE)
-FAST_PATH_ID_PREFIX = "fast_"
+_ID_PREFIX = "fast_"  # tells a fast-path call from a model's in the thread
 _MAX_COMMAND_CHARS = 200
 _DASHBOARD = r"(?:дашборд\w*|дэшборд\w*|dashboards?)"
 _COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -44,5 +44,5 @@ def fast_confirmation_tool(text: str, schemas: Mapping[str, type[BaseModel]]) ->
         arguments = arguments_for(name, schemas[name], facts, command)
         if arguments is None or (name in _NEEDS_ENV and not facts.env):
             return None
-        return ToolCall(name=name, args=arguments, id=f"{FAST_PATH_ID_PREFIX}{uuid.uuid4().hex[:16]}")
+        return ToolCall(name=name, args=arguments, id=f"{_ID_PREFIX}{uuid.uuid4().hex[:16]}")
     return None

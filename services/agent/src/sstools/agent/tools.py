@@ -306,10 +306,14 @@ def _ops_tool(
             except OpsError as error:
                 if attempt == attempts or not _transient(error):
                     raise
-                retry = {"type": "tool_retry", "tool": spec.name, "attempt": attempt + 1}
-                await adispatch_custom_event(
-                    "tool_retry", {**retry, "max_attempts": attempts, "error": error.code}, config=config
-                )
+                retry = {
+                    "type": "tool_retry",
+                    "tool": spec.name,
+                    "attempt": attempt + 1,
+                    "max_attempts": attempts,
+                    "error": error.code,
+                }
+                await adispatch_custom_event("tool_retry", retry, config=config)
                 await asyncio.sleep(retry_backoff_seconds * 2 ** (attempt - 1))
         # A long operation is an ops task: wait a little for its end, so a quick one reports
         # its result; a slow one is reported as started, with its id.

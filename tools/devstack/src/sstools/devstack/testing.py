@@ -225,9 +225,21 @@ class FaultyLink:
             client_writer.close()
             return
         self._clients.add(client_writer)
+
+        async def admit(chunk: bytes) -> bool:
+            """Whether a chunk from the client goes on; a request's first may be held or dropped."""
+            if not chunk.startswith(_HTTP_METHODS):
+                return True
+            if self._hang_up > 0:
+                self._hang_up -= 1
+                client_writer.close()  # the client sees the server hang up on its request
+                return False
+            await asyncio.sleep(self._delay)
+            return True
+
         try:
             await asyncio.gather(
-                self._requests(client_reader, upstream_writer, client_writer),
+                _pipe(client_reader, upstream_writer, admit),
                 _pipe(upstream_reader, client_writer),
                 return_exceptions=True,  # either side going away ends the relay
             )
@@ -236,28 +248,15 @@ class FaultyLink:
             upstream_writer.close()
             client_writer.close()
 
-    async def _requests(
-        self,
-        client: asyncio.StreamReader,
-        upstream: asyncio.StreamWriter,
-        client_writer: asyncio.StreamWriter,
-    ) -> None:
-        while chunk := await client.read(65536):
-            if chunk.startswith(_HTTP_METHODS):
-                if self._hang_up > 0:
-                    self._hang_up -= 1
-                    client_writer.close()
-                    upstream.close()
-                    return
-                if self._delay:
-                    await asyncio.sleep(self._delay)
-            upstream.write(chunk)
-            await upstream.drain()
-        upstream.close()
 
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    admit: Callable[[bytes], Awaitable[bool]] | None = None,
+) -> None:
     while chunk := await reader.read(65536):
+        if admit is not None and not await admit(chunk):
+            break
         writer.write(chunk)
         await writer.drain()
     writer.close()

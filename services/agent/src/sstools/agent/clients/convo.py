@@ -28,7 +28,7 @@ class AuditRecord:
 
     user: str
     conversation_id: str
-    decision: str  # allowed | denied | needs_confirmation | confirmed | rejected
+    decision: str  # allowed | denied | refused | needs_confirmation | confirmed | rejected
     outcome: str  # the final state badge, or "cancelled"
     service_identity: str = "agent"
     tool_name: str = ""

@@ -1,0 +1,65 @@
+"""The fast path alone (no stack): which words make a command, what it takes from them, and
+that a negation keeps an otherwise explicit command off it (FR-035)."""
+
+import pytest
+
+from sstools.agent.fastpath import fast_confirmation_tool
+from sstools.agent.tools import ROUTES
+
+SCHEMAS = {name: schema for name, (schema, _) in ROUTES.items()}
+
+
+@pytest.mark.parametrize(
+    ("command", "tool", "args"),
+    [
+        ("задеплой дашборд 17 в prod", "deploy_dashboard", {"dashboard_id": 17, "env_id": "prod"}),
+        (
+            "Deploy dashboard 17 from dev to prod",
+            "deploy_dashboard",
+            {"dashboard_id": 17, "env_id": "prod", "source_env": "dev"},
+        ),
+        (
+            "перенеси дашборд 5 из dev в prod",
+            "execute_migration",
+            {"dashboard_ids": [5], "env_id": "prod", "source_env": "dev"},
+        ),
+        ("сделай бэкап prod", "run_backup", {"env_id": "prod"}),
+        ('создай ветку "release-7"', "create_branch", {"name": "release-7"}),
+    ],
+)
+def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dict[str, object]) -> None:
+    call = fast_confirmation_tool(command, SCHEMAS)
+    assert call is not None
+    assert (call["name"], call["args"]) == (tool, args)
+
+
+@pytest.mark.parametrize(
+    ("command", "negated"),
+    [
+        ("задеплой дашборд 1 в prod", "задеплой дашборд 1 в prod? нет, отмена"),
+        ("задеплой дашборд 1 в prod", "задеплой дашборд 1 в prod, не надо"),
+        ("deploy dashboard 1 to prod", "deploy dashboard 1 to prod - no, stop"),
+        ("deploy dashboard 1 to prod", "deploy dashboard 1 to prod, do not"),
+        ("deploy dashboard 1 to prod", "deploy dashboard 1 to prod? don't"),
+        ("сделай бэкап prod", "сделай бэкап prod — отмени"),
+        ('создай ветку "x"', 'создай ветку "x" — нет'),
+    ],
+)
+def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str) -> None:
+    assert fast_confirmation_tool(command, SCHEMAS) is not None  # the same words, not negated
+    assert fast_confirmation_tool(negated, SCHEMAS) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "задеплой дашборд 17",  # no environment named: the page's is not borrowed
+        "задеплой дашборд в prod",  # no dashboard
+        "please deploy dashboard 17 to prod",  # a request, not a command: the model reads it
+        "задеплой дашборд 17 в prod\nи ещё кое-что",
+        "задеплой дашборд 17 в prod " + "подробности " * 30,
+        "покажи дашборды",
+    ],
+)
+def test_anything_less_than_a_short_complete_command_goes_to_the_model(text: str) -> None:
+    assert fast_confirmation_tool(text, SCHEMAS) is None
