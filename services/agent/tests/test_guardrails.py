@@ -151,6 +151,12 @@ async def test_an_oversized_or_malformed_ui_context_is_refused(agent_stack: Agen
     assert "objectId" in error["message"]
     audit = await agent_stack.audit(conversation)
     assert [(row["decision"], row["outcome"]) for row in audit] == [("refused", "failed")]
+    unnamed = await agent_stack.say("покажи дашборды", "not-a-uuid")
+    assert unnamed.of("error")[0]["code"] == "INVALID_CONVERSATION_ID", dump(unnamed)
+    anonymous = await agent_stack.rows(
+        "SELECT decision, outcome FROM assistant_audit WHERE conversation_id IS NULL"
+    )
+    assert anonymous == [{"decision": "refused", "outcome": "failed"}]
 
 
 async def test_the_page_context_gives_the_environment(agent_stack: AgentStack, conversation: str) -> None:

@@ -58,6 +58,7 @@ REFUSALS = {
     "CONVO_UNAVAILABLE",
     "PAYLOAD_TOO_LARGE",
     "INVALID_UI_CONTEXT",
+    "INVALID_CONVERSATION_ID",
 }
 PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
 _log = logging.getLogger(__name__)
