@@ -158,6 +158,61 @@ async def test_grpc_calls_are_counted_by_method_and_status_code(service: Service
     assert "process_resident_memory_bytes" in exposition
 
 
+async def test_http_requests_are_counted_by_listener_route_template_and_status(
+    tracer_provider: TracerProvider,
+) -> None:
+    api = FastAPI()
+
+    @api.get("/items/{item_id}")
+    async def item(item_id: int) -> dict[str, int]:
+        return {"id": item_id}
+
+    service = Service(ExampleSettings(), tracer_provider=tracer_provider)
+    service.add_http("api", api, 0)
+    await service.start()
+    try:
+        for path in ("/items/7", "/items/8", "/items/not-a-number", "/nowhere/42"):
+            await http_get(_url(service, "api", path))
+        exposition = (await http_get(_url(service, "metrics", "/metrics"))).text
+    finally:
+        await service.stop()
+    handled = {
+        (sample.labels["listener"], sample.labels["route"], sample.labels["code"]): sample.value
+        for family in text_string_to_metric_families(exposition)
+        if family.name == "sstools_http_server_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert handled == {
+        ("api", "/items/{item_id}", "200"): 2,  # the template, not the ids
+        ("api", "/items/{item_id}", "422"): 1,
+        ("api", "unmatched", "404"): 1,
+    }
+    assert (
+        'sstools_http_server_request_seconds_count{listener="api",method="GET",route="/items/{item_id}"} 3.0'
+        in (exposition)
+    )
+
+
+async def test_grpc_connections_are_retired_at_their_age_so_clients_re_resolve(
+    tracer_provider: TracerProvider,
+) -> None:
+    service = Service(ExampleSettings(), tracer_provider=tracer_provider, grpc_max_connection_age_seconds=0.5)
+    service.add_grpc(0, lambda server: [])
+    await service.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            await stub.Check(health_pb2.HealthCheckRequest())
+            assert channel.get_state() == grpc.ChannelConnectivity.READY
+            await asyncio.sleep(2.5)  # the age, its grace (1 s here) and some slack
+            # The server said goodbye: the channel is idle and will resolve again before its next call.
+            assert channel.get_state() == grpc.ChannelConnectivity.IDLE
+            assert (await stub.Check(health_pb2.HealthCheckRequest())).status == SERVING
+    finally:
+        await service.stop()
+
+
 def test_listening_socket_is_tcp_so_connections_skip_nagle() -> None:
     import socket
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics: one registry per process, gRPC server metrics, the /metrics response.
+"""Prometheus metrics: one registry per process, gRPC and HTTP server metrics, the /metrics
+response.
 
 Names follow the project convention: ``sstools_`` prefix, base units, ``_seconds`` histograms,
 ``_total`` counters, and never a user id in a label.
@@ -25,6 +26,7 @@ from prometheus_client import (
     process_collector,
 )
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def new_registry() -> CollectorRegistry:
@@ -151,3 +153,62 @@ def _code_name(code: grpc.StatusCode | int) -> str:
     if isinstance(code, grpc.StatusCode):
         return code.name
     return next((status.name for status in grpc.StatusCode if status.value[0] == code), str(code))
+
+
+UNMATCHED_ROUTE = "unmatched"  # a path no route took: kept out of the labels (unbounded)
+
+
+class HttpServerMetrics:
+    """Counts and times every HTTP request of one listener by method, route template and status
+    code (a streamed response is timed to its last byte). Shared by every listener of a process:
+    the ``listener`` label tells them apart."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._handled = Counter(
+            "sstools_http_server_requests",
+            "HTTP requests answered, by listener, method, route template and status code.",
+            ["listener", "method", "route", "code"],
+            registry=registry,
+        )
+        self._duration = Histogram(
+            "sstools_http_server_request_seconds",
+            "Time from receiving an HTTP request to sending the last byte of its response.",
+            ["listener", "method", "route"],
+            registry=registry,
+        )
+
+    def middleware(self, listener: str) -> Callable[[ASGIApp], ASGIApp]:
+        """An ASGI middleware factory for ``app.add_middleware``'s first argument."""
+        return lambda app: _ObservedHttp(app, self, listener)
+
+    def observe(self, listener: str, method: str, route: str, code: int, seconds: float) -> None:
+        self._duration.labels(listener, method, route).observe(seconds)
+        self._handled.labels(listener, method, route, str(code)).inc()
+
+
+class _ObservedHttp:
+    def __init__(self, app: ASGIApp, metrics: HttpServerMetrics, listener: str) -> None:
+        self._app = app
+        self._metrics = metrics
+        self._listener = listener
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        code = 500  # what the server answers when the app fails before it starts a response
+
+        async def send_observed(message: Message) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, send_observed)
+        finally:
+            # The router puts the route it matched into the scope (FastAPI's own routes and
+            # those of a mounted app alike); its template keeps ids out of the labels.
+            route = getattr(scope.get("route"), "path", None) or UNMATCHED_ROUTE
+            self._metrics.observe(self._listener, scope["method"], route, code, time.perf_counter() - started)

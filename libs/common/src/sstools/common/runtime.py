@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from sstools.common.health import Readiness, admin_app, health_router
 from sstools.common.logs import configure_logging
-from sstools.common.metrics import GrpcServerMetrics, new_registry
+from sstools.common.metrics import GrpcServerMetrics, HttpServerMetrics, new_registry
 from sstools.common.settings import DatabaseSettings, ServiceSettings
 from sstools.common.tracing import grpc_server_interceptors, instrument_fastapi, setup_tracing
 
@@ -60,6 +60,9 @@ class _HttpListener:
     task: asyncio.Task[None] | None = None
 
 
+GRPC_MAX_CONNECTION_AGE_SECONDS = 300.0
+
+
 class Service:
     """One process's listeners, readiness and shutdown; services add their parts, then serve."""
 
@@ -69,11 +72,14 @@ class Service:
         *,
         tracer_provider: TracerProvider,
         registry: CollectorRegistry | None = None,
+        grpc_max_connection_age_seconds: float = GRPC_MAX_CONNECTION_AGE_SECONDS,
     ) -> None:
         self.settings = settings
+        self.grpc_max_connection_age_seconds = grpc_max_connection_age_seconds
         self.tracer_provider = tracer_provider
         self.registry = registry if registry is not None else new_registry()
         self.readiness = Readiness()
+        self._http_metrics = HttpServerMetrics(self.registry)
         self.ports: dict[str, int] = {}
         self._grpc_parts: list[tuple[int, GrpcRegistration]] = []
         self._grpc_options: list[tuple[str, int]] = []
@@ -99,6 +105,7 @@ class Service:
     def add_http(self, name: str, app: FastAPI, port: int) -> None:
         """Serve a FastAPI app on ``port``, with /healthz and /readyz of its own for ingress probes."""
         app.include_router(health_router(self.readiness))
+        app.add_middleware(self._http_metrics.middleware(name))
         instrument_fastapi(app, self.tracer_provider)
         self._http.append(_HttpListener(name, app, port))
 
@@ -175,7 +182,14 @@ class Service:
     async def _start_grpc(self) -> None:
         server = grpc.aio.server(
             interceptors=[*grpc_server_interceptors(self.tracer_provider), GrpcServerMetrics(self.registry)],
-            options=[("grpc.so_reuseport", 0), *self._grpc_options],
+            options=[
+                ("grpc.so_reuseport", 0),
+                # Clients reconnect after this age and re-resolve the target on the way: a client
+                # balancing over a headless Service's addresses finds replicas added since.
+                ("grpc.max_connection_age_ms", int(self.grpc_max_connection_age_seconds * 1000)),
+                ("grpc.max_connection_age_grace_ms", int(self.settings.shutdown_grace_seconds * 1000)),
+                *self._grpc_options,
+            ],
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._grpc_health, server)
         for port, register in self._grpc_parts:
