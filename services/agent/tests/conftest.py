@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from gradio_client import Client, handle_file
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text as sql
 
 from sstools.agent.main import assemble as assemble_agent
@@ -75,6 +76,7 @@ class Reply:
 @dataclass
 class AgentStack:
     chat_url: str
+    metrics_url: str
     ops_url: str
     database_url: str
     agent_settings: AgentSettings
@@ -122,6 +124,15 @@ class AgentStack:
                 return [dict(row) for row in (await connection.execute(sql(query), params)).mappings()]
         finally:
             await engine.dispose()
+
+    async def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """Every sample the agent's /metrics shows now, by name and labels."""
+        exposition = (await http_get(self.metrics_url)).text
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(exposition)
+            for sample in family.samples
+        }
 
     async def audit(self, conversation_id: str) -> list[dict[str, Any]]:
         """The conversation's audit records in convo, oldest first."""
@@ -249,6 +260,7 @@ async def running_stack(
         await wait_until(ready, 30, "the agent to be ready")
         yield AgentStack(
             f"http://127.0.0.1:{agent.ports['chat']}/",
+            f"http://127.0.0.1:{agent.ports['metrics']}/metrics",
             ops_url,
             fresh_database_url,
             agent_settings,

@@ -45,6 +45,38 @@ async def test_a_role_below_the_tool_is_denied_before_any_confirmation(
     assert allowed.state == "needs_confirmation"
 
 
+async def test_metrics_count_decisions_denials_tool_outcomes_and_first_tokens(
+    agent_stack: AgentStack,
+) -> None:
+    before = await agent_stack.metrics()
+    denied = await agent_stack.say("задеплой дашборд 1 в prod", new_conversation(), username="anna")
+    paused_in = new_conversation()
+    paused = await agent_stack.say("задеплой дашборд 1 в prod", paused_in, username="root")
+    rejected = await agent_stack.say("", paused_in, action="reject", username="root")
+    answered = await agent_stack.say("покажи дашборды", new_conversation(), username="root")
+    after = await agent_stack.metrics()
+
+    def grew(name: str, **labels: str) -> float:
+        key = (name, frozenset(labels.items()))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert (denied.state, paused.state) == ("denied", "needs_confirmation")
+    assert rejected.of("tool_start") == [], dump(rejected)
+    for decision, reply in (("denied", denied), ("needs_confirmation", paused), ("rejected", rejected)):
+        assert grew("sstools_agent_commands_total", decision=decision, outcome=reply.state) == 1, decision
+    assert grew("sstools_agent_commands_total", decision="allowed", outcome=answered.state) == 1
+    assert grew("sstools_agent_permission_denials_total", tool="deploy_dashboard") == 1
+    assert (
+        grew("sstools_agent_tool_calls_total", tool="search_dashboards", outcome="ok")
+        == len(answered.of("tool_end"))
+        >= 1
+    )
+    assert grew("sstools_agent_routes_total", tier="fast-path") == 2
+    streamed = [reply for reply in (denied, paused, rejected, answered) if reply.text]
+    assert answered in streamed
+    assert grew("sstools_agent_first_token_seconds_count") == len(streamed)
+
+
 async def test_an_explicit_command_goes_to_confirmation_without_the_model(
     llm_stack: AgentStack, llm: FakeLlm, conversation: str
 ) -> None:

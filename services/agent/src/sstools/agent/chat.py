@@ -39,6 +39,7 @@ from sstools.agent.fastpath import fast_confirmation_tool
 from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.planner import NEEDS_CLARIFICATION
 from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
+from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
 from sstools.agent.uploads import read_uploads
 from sstools.common.catalogue import Role
@@ -111,6 +112,7 @@ class ChatService:
         clients: Clients,
         model_name: str,
         tracer: Tracer,
+        metrics: TurnMetrics,
         *,
         lease_ttl_seconds: int,
         service_identity: str,
@@ -131,6 +133,7 @@ class ChatService:
         self._prefetch_limit = prefetch_limit
         self._model_name = model_name
         self._tracer = tracer
+        self._metrics = metrics
         self._lease_ttl = lease_ttl_seconds
         self._service_identity = service_identity
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
@@ -167,13 +170,17 @@ class ChatService:
         attributes = {"sstools.conversation_id": turn.conversation_id, "sstools.action": turn.action}
         started = time.monotonic()
         seen: list[Event] = []
+        first_token: float | None = None
         with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
             try:
                 async for event in self._run(turn):
+                    if first_token is None and event.metadata["type"] == "token":
+                        first_token = time.monotonic() - started
                     seen.append(event)
                     yield event
             finally:
                 record = audit_record(turn, seen, time.monotonic() - started, self._service_identity)
+                self._metrics.observe(record, (event.metadata for event in seen), first_token)
                 await asyncio.shield(self._audit(record))
 
     async def refuse(self, turn: Turn, code: str, message: str) -> AsyncIterator[Event]:
@@ -182,7 +189,9 @@ class ChatService:
         events = [_error(code, message), _state("failed")]
         for event in events:
             yield event
-        await self._audit(audit_record(turn, events, time.monotonic() - started, self._service_identity))
+        record = audit_record(turn, events, time.monotonic() - started, self._service_identity)
+        self._metrics.observe(record, (event.metadata for event in events), None)
+        await self._audit(record)
 
     async def _audit(self, record: AuditRecord) -> None:
         try:
@@ -225,25 +234,29 @@ class ChatService:
                 yield refusal
                 yield _state("failed")
                 return
-            if (await self._graph.aget_state(self._config(turn))).interrupts:
+            # What needs only reading runs side by side: the checkpoint (a pause pending?), the
+            # router's choice and the user's role.
+            fast = fast_confirmation_tool(turn.text, self._schemas)
+            snapshot, routing, role = await asyncio.gather(
+                self._graph.aget_state(self._config(turn)), self._routing(turn, fast), self._role(turn)
+            )
+            if snapshot.interrupts:
                 yield _error("CONFIRMATION_PENDING", "confirm or reject the pending action first")
                 yield _state("needs_confirmation")
                 return
             message_id = str(uuid.uuid4())
             try:  # kept before anything runs: a turn convo cannot record does not happen
-                await self._convo.record_user_message(
-                    turn.username, turn.conversation_id, message_id, turn.text
+                _, uploads, prefetched = await asyncio.gather(
+                    self._convo.record_user_message(
+                        turn.username, turn.conversation_id, message_id, turn.text
+                    ),
+                    read_uploads(turn.files, self._docparse, self._upload_max_bytes),
+                    self._prefetch(turn, routing),
                 )
             except ConvoUnavailable as error:
                 yield _error("CONVO_UNAVAILABLE", str(error))
                 yield _state("failed")
                 return
-            fast = fast_confirmation_tool(turn.text, self._schemas)
-            routing, role, uploads = await asyncio.gather(
-                self._routing(turn, fast),
-                self._role(turn),
-                read_uploads(turn.files, self._docparse, self._upload_max_bytes),
-            )
             yield Event(
                 "",
                 {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name},
@@ -260,16 +273,17 @@ class ChatService:
             if fast is not None:  # an explicit command: its call is made, the model is not asked
                 messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
             config = self._config(turn, routing.tools, role)
-            env = turn.env_id or turn.ui_env_id
-            if routing.prefetch_dashboards and self._prefetch_limit and env:
-                prefetched = await prefetch_dashboards(self._ops, turn.user_token, env, self._prefetch_limit)
-                if prefetched is not None:
-                    config["configurable"][PREFETCH_KEY] = prefetched
-                    config["configurable"]["tool_names"] = [
-                        name for name in routing.tools if name != SEARCH_TOOL
-                    ]
+            if prefetched is not None:
+                config["configurable"][PREFETCH_KEY] = prefetched
+                config["configurable"]["tool_names"] = [name for name in routing.tools if name != SEARCH_TOOL]
             async for event in self._recorded(turn, self._stream({"messages": messages}, config)):
                 yield event
+
+    async def _prefetch(self, turn: Turn, routing: Routing) -> str | None:
+        env = turn.env_id or turn.ui_env_id
+        if not (routing.prefetch_dashboards and self._prefetch_limit and env):
+            return None
+        return await prefetch_dashboards(self._ops, turn.user_token, env, self._prefetch_limit)
 
     async def _routing(self, turn: Turn, fast: ToolCall | None) -> Routing:
         if fast is not None:

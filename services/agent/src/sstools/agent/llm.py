@@ -3,6 +3,7 @@ planner when none is configured."""
 
 from typing import Any
 
+import openai
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
@@ -32,9 +33,13 @@ class PlainPayloadChatOpenAI(ChatOpenAI):
         return payload
 
 
-def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str, str]:
+def chat_model(
+    settings: AgentSettings, http: openai.DefaultAsyncHttpxClient
+) -> tuple[BaseChatModel, str, str]:
     """The configured OpenAI-compatible model, or the offline planner when none is set; with
-    its name and its provider's (as GenAI spans name them)."""
+    its name and its provider's (as GenAI spans name them). ``http`` is the caller's to close:
+    without it langchain-openai shares one cached client per URL across the process, whose
+    pooled connections outlive the event loop that opened them."""
     if not (settings.llm_base_url and settings.llm_model):
         return OfflinePlanner(), OFFLINE_MODEL_NAME, "sstools"
     model = PlainPayloadChatOpenAI(
@@ -45,5 +50,6 @@ def chat_model(settings: AgentSettings) -> tuple[BaseChatModel, str, str]:
         timeout=settings.llm_timeout_seconds,
         max_retries=1,
         streaming=True,
+        http_async_client=http,
     )
     return model, settings.llm_model, "openai"

@@ -4,6 +4,7 @@ probes and metrics on ``AGENT_METRICS_PORT``. Ready once the checkpoint tables e
 from typing import Any
 
 import gradio as gr
+import openai
 from fastapi import FastAPI
 from langgraph.graph.state import CompiledStateGraph
 
@@ -17,6 +18,7 @@ from sstools.agent.graph import build_graph
 from sstools.agent.llm import chat_model
 from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
+from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import build_tools
 from sstools.agent.ui.app import chat_blocks
 from sstools.common.runtime import Service, service_main
@@ -37,7 +39,8 @@ def assemble(settings: AgentSettings, service: Service) -> None:
     docparse = DocparseClient(
         settings.docparse_target, settings.docparse_timeout_seconds, service.tracer_provider
     )
-    model, model_name, provider_name = chat_model(settings)
+    llm_http = openai.DefaultAsyncHttpxClient(timeout=settings.llm_timeout_seconds)
+    model, model_name, provider_name = chat_model(settings, llm_http)
     tracer = service.tracer_provider.get_tracer("sstools.agent")
     tools = build_tools(
         ops,
@@ -70,6 +73,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         Clients(router=router, convo=convo, ops=ops, docparse=docparse),
         model_name,
         tracer,
+        TurnMetrics(service.registry, tools),
         lease_ttl_seconds=settings.lease_ttl_seconds,
         service_identity=settings.ops_client_id,
         upload_max_bytes=settings.upload_max_bytes,
@@ -83,6 +87,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         await convo.close()
         await docparse.close()
         await ops.aclose()
+        await llm_http.aclose()
         await checkpoints.close()
 
     app = FastAPI(title="SS-Tools agent", version="0.1.0")

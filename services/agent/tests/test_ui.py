@@ -1,0 +1,28 @@
+"""The chat edge's own settings of Gradio, checked on the queue Gradio builds."""
+
+from typing import cast
+
+import pytest
+
+from sstools.agent.chat import ChatService
+from sstools.agent.ui.app import GRADIO_ANALYTICS_EVENTS, chat_blocks
+from sstools.common.tokens import JwtCodec
+
+
+def test_the_queue_summarises_its_analytics_rarely_and_over_a_bounded_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("GRADIO_ANALYTICS_MAX_EVENTS", "GRADIO_ANALYTICS_CACHE_FREQUENCY"):
+        monkeypatch.setenv(name, "")  # so that what the edge sets is undone after the test
+        monkeypatch.delenv(name)
+    # The service is never called: only the Blocks and their queue are built.
+    blocks = chat_blocks(cast(ChatService, object()), JwtCodec("s" * 40), 4, "offline").queue()
+    queue = blocks._queue
+    assert queue.ANALYTICS_MAX_EVENTS == GRADIO_ANALYTICS_EVENTS
+    assert queue.ANAYLTICS_CACHE_FREQUENCY == GRADIO_ANALYTICS_EVENTS  # Gradio's own spelling
+
+
+def test_an_operator_setting_still_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", "7")
+    blocks = chat_blocks(cast(ChatService, object()), JwtCodec("s" * 40), 4, "offline").queue()
+    assert blocks._queue.ANAYLTICS_CACHE_FREQUENCY == 7
