@@ -15,7 +15,8 @@ import psycopg
 import pytest
 from gradio_client import Client
 
-from sstools.devstack.stack import SETTINGS, addresses, is_ready
+from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
+from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready
 from sstools.devstack.testing import free_port
 
 READY_BANNER = "SS-Tools stack is ready:"
@@ -150,6 +151,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
             ).fetchone()
         assert versions == (2,)  # convo and ops were migrated before they started
         assert "broken" in _health_through_ops(stack_environment, data_dir.parent)
+        _board_and_alerts_query_only_exported_metrics(services)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -166,6 +168,17 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
     finally:
         assert second.interrupt(hang_up_first=True) == 0
     assert [process.pid for process in started if _alive(process)] == []
+
+
+def _board_and_alerts_query_only_exported_metrics(services: list[ServiceAddress]) -> None:
+    """Every series the Helm chart's Grafana board and alert rules query is one a running
+    service exports (read from their /metrics, not from the code)."""
+    exported = set().union(
+        *(exported_series(httpx.get(service.metrics, timeout=10).text) for service in services)
+    )
+    queried = queried_metrics(documents=render(values_files=[CHART / "values-prod.yaml"]))
+    assert {name: sorted(where) for name, where in queried.items() if name not in exported} == {}
+    assert len(queried) >= 10
 
 
 def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:

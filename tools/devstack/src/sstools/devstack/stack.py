@@ -59,6 +59,10 @@ class ServiceAddress:
         return f"http://{self.host}:{self.ports['metrics_port']}/readyz"
 
     @property
+    def metrics(self) -> str:
+        return f"http://{self.host}:{self.ports['metrics_port']}/metrics"
+
+    @property
     def grpc_target(self) -> str | None:
         port = self.ports.get("grpc_port")
         return f"{self.host}:{port}" if port is not None else None

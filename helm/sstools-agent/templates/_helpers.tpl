@@ -1,0 +1,216 @@
+{{/*
+Names, labels and the per-service facts every template shares.
+*/}}
+
+{{- define "sstools-agent.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* <release>-sstools-agent, or the release name alone when it already contains the chart name. */}}
+{{- define "sstools-agent.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "sstools-agent.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Name of one component's objects: <fullname>-<component>. Call with (dict "root" $ "name" "router"). */}}
+{{- define "sstools-agent.componentName" -}}
+{{- printf "%s-%s" (include "sstools-agent.fullname" .root) .name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Every pod of this release, whatever its component: default-deny and egress policies select these. */}}
+{{- define "sstools-agent.releaseSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "sstools-agent.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Pods of one component (Deployment selectors, Services, PDBs, network policies). Call with
+(dict "root" $ "name" "router"); called with the root context alone, the release's labels
+without a component (for objects that belong to no one service).
+*/}}
+{{- define "sstools-agent.selectorLabels" -}}
+{{- $root := ternary .root . (hasKey . "root") }}
+{{- include "sstools-agent.releaseSelectorLabels" $root }}
+{{- if hasKey . "root" }}
+app.kubernetes.io/component: {{ .name }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object: selector labels plus version and provenance. Same arguments as selectorLabels. */}}
+{{- define "sstools-agent.labels" -}}
+{{- $root := ternary .root . (hasKey . "root") }}
+{{- include "sstools-agent.selectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: {{ include "sstools-agent.name" $root }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+helm.sh/chart: {{ include "sstools-agent.chart" $root }}
+{{- end }}
+
+{{/* repository:tag of a service's image; the tag defaults to the chart's appVersion. */}}
+{{- define "sstools-agent.image" -}}
+{{- $image := (index .root.Values .name).image }}
+{{- $repository := $image.repository }}
+{{- with .root.Values.global.imageRegistry }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
+{{- end }}
+{{- printf "%s:%s" $repository (toString ($image.tag | default .root.Chart.AppVersion)) }}
+{{- end }}
+
+{{/*
+What each service's code fixes (its settings class and its callers), so the templates can range
+over the five services instead of repeating them:
+  prefix:   the env_prefix of its settings class (<PREFIX>_HOST, <PREFIX>_<PORT NAME>_PORT)
+  shared:   which global.env variables it reads
+  secrets:  which secrets.keys variables it reads
+  migrate:  `sstools-<name> migrate` exists and the migration Job runs it
+  headless: it also gets a headless Service (client-side gRPC balancing)
+  callers:  port name -> who may connect to it (a component, or "ingress" for the ingress controller)
+*/}}
+{{- define "sstools-agent.catalog" -}}
+agent:
+  prefix: AGENT
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
+  secrets: [JWT_SECRET, DATABASE_URL, LLM_API_KEY, AGENT_OPS_CLIENT_SECRET]
+  migrate: true
+  callers: {http: [ingress]}
+router:
+  prefix: ROUTER
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
+  secrets: []
+  headless: true
+  callers: {grpc: [agent]}
+docparse:
+  prefix: DOCPARSE
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
+  secrets: []
+  callers: {grpc: [agent]}
+convo:
+  prefix: CONVO
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
+  secrets: [JWT_SECRET, DATABASE_URL]
+  migrate: true
+  callers: {grpc: [agent], http: [ingress]}
+ops:
+  prefix: OPS
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
+  secrets: [JWT_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD]
+  migrate: true
+  callers: {http: [ingress, agent]}
+{{- end }}
+
+{{/* The Secret every secret variable comes from; rendering stops with this message when it is not named. */}}
+{{- define "sstools-agent.secretName" -}}
+{{- required "secrets.existingSecret is required: create a Secret holding the keys listed in secrets.keys (JWT_SECRET, DATABASE_URL, ...) and pass its name, e.g. --set secrets.existingSecret=sstools-agent-secrets" .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/*
+The env list of a service's container (Deployment and migration Job alike). Call with
+(dict "root" $ "name" "agent"). In order:
+  1. secrets: secretKeyRef into secrets.existingSecret for each variable the service reads (a key
+     left empty in secrets.keys: the variable is not set), then the service's extraSecretEnv;
+  2. plain values, later sources winning: global.env (the shared variables it reads), its env,
+     the chart's wiring (listen on 0.0.0.0, ports from `ports`, in-cluster targets), its
+     extraEnv. An empty string leaves the variable unset (the service's default).
+DATABASE_URL always comes from the Secret, the bundled PostgreSQL's too: no secret in plain text.
+*/}}
+{{- define "sstools-agent.env" -}}
+{{- $root := .root }}
+{{- $name := .name }}
+{{- $svc := index $root.Values $name }}
+{{- $facts := index (include "sstools-agent.catalog" $root | fromYaml) $name }}
+{{- $secretName := include "sstools-agent.secretName" $root }}
+{{- $secretEnv := dict }}
+{{- range $facts.secrets }}
+{{- $_ := set $secretEnv . (index $root.Values.secrets.keys . | default "") }}
+{{- end }}
+{{- range $variable, $key := $svc.extraSecretEnv }}
+{{- $_ := set $secretEnv $variable $key }}
+{{- end }}
+{{- range $variable, $key := $secretEnv }}
+{{- if $key }}
+- name: {{ $variable }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ $key }}
+      {{- if has $variable $root.Values.secrets.optional }}
+      optional: true
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- $env := dict }}
+{{- range $facts.shared }}
+{{- if hasKey $root.Values.global.env . }}
+{{- $_ := set $env . (index $root.Values.global.env .) }}
+{{- end }}
+{{- end }}
+{{- range $variable, $value := $svc.env }}
+{{- $_ := set $env $variable $value }}
+{{- end }}
+{{- /* wiring: what a pod in this release must use, whatever the README's laptop defaults say */}}
+{{- $_ := set $env (printf "%s_HOST" $facts.prefix) "0.0.0.0" }}
+{{- range $port, $number := $svc.ports }}
+{{- $_ := set $env (printf "%s_%s_PORT" $facts.prefix (upper $port)) $number }}
+{{- end }}
+{{- if eq $name "agent" }}
+{{- /* Service names of this release (same namespace). The router's is the headless one: it resolves
+     to every ready router pod, and the agent's channel balances round_robin over them. */}}
+{{- $_ := set $env "AGENT_ROUTER_TARGET" (printf "dns:///%s-headless:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "router")) $root.Values.router.ports.grpc) }}
+{{- $_ := set $env "AGENT_CONVO_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "convo")) $root.Values.convo.ports.grpc) }}
+{{- $_ := set $env "AGENT_DOCPARSE_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "docparse")) $root.Values.docparse.ports.grpc) }}
+{{- $_ := set $env "AGENT_OPS_URL" (printf "http://%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "ops")) $root.Values.ops.ports.http) }}
+{{- if $root.Values.ingress.enabled }}
+{{- /* Gradio builds the URLs it hands to the browser from its root path; it does not read X-Forwarded-Prefix */}}
+{{- $_ := set $env "GRADIO_ROOT_PATH" (trimSuffix "/" $root.Values.ingress.agentPath) }}
+{{- end }}
+{{- end }}
+{{- range $variable, $value := $svc.extraEnv }}
+{{- $_ := set $env $variable $value }}
+{{- end }}
+{{- range $variable, $value := $env }}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+- name: {{ $variable }}
+  value: {{ toString $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* /tmp and the image user's cache: the only writable places, as the root filesystem is read-only. */}}
+{{- define "sstools-agent.scratchVolumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.scratch.tmpSizeLimit }}
+- name: cache
+  emptyDir:
+    sizeLimit: {{ .Values.scratch.cacheSizeLimit }}
+{{- end }}
+
+{{- define "sstools-agent.scratchMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: cache
+  mountPath: {{ .Values.scratch.cacheMountPath }}
+{{- end }}
+
+{{/* Pod-level settings shared by the Deployments and the migration Job. */}}
+{{- define "sstools-agent.podSettings" -}}
+automountServiceAccountToken: false
+{{- with .Values.global.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end }}

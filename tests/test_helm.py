@@ -1,0 +1,260 @@
+"""The Helm chart as CI can check it without a cluster: a real helm lints it strictly and
+renders it with the default, production and development values; every rendered manifest passes
+strict schema validation; broken templates make those checks fail; and the chart keeps the
+promises the deployment rests on (secrets only by reference, the router scaled on its own,
+network isolation, every setting documented)."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sstools.common.settings import environment_variables
+from sstools.devstack.manifests import CHART, DASHBOARD, HelmFailed, lint, problems, queried_metrics, render
+from sstools.devstack.paths import REPO_ROOT
+from sstools.devstack.stack import SETTINGS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "broken-chart"
+SECRET = {"secrets.existingSecret": "sstools-secrets"}
+VALUE_SETS = {
+    "default": ([], SECRET),
+    "production": ([CHART / "values-prod.yaml"], {}),
+    "development": ([CHART / "values-dev.yaml"], {}),
+}
+SECRET_VARIABLES = {
+    "DATABASE_URL",
+    "JWT_SECRET",
+    "LLM_API_KEY",
+    "AGENT_OPS_CLIENT_SECRET",
+    "OPS_SERVICE_CLIENTS",
+    "OPS_ADMIN_PASSWORD",
+}
+
+
+@pytest.fixture(scope="module", params=list(VALUE_SETS))
+def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    files, values = VALUE_SETS[request.param]
+    return request.param, render(values_files=files, set_values=values)
+
+
+def _of(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [document for document in documents if document["kind"] == kind]
+
+
+def _component(document: dict[str, Any]) -> str:
+    return str(document["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def _containers(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each Deployment's containers by component."""
+    return {
+        _component(deployment): deployment["spec"]["template"]["spec"]["containers"]
+        for deployment in _of(documents, "Deployment")
+    }
+
+
+@pytest.mark.parametrize("value_set", list(VALUE_SETS))
+def test_the_chart_lints_strictly(value_set: str) -> None:
+    files, values = VALUE_SETS[value_set]
+    lint(values_files=files, set_values=values)
+
+
+def test_every_rendered_manifest_passes_strict_schema_validation(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, documents = rendered
+    assert {"Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget", "Ingress"} <= {
+        document["kind"] for document in documents
+    }
+    assert [problem for document in documents for problem in problems(document)] == []
+
+
+def test_production_values_render_the_operator_resources_and_they_validate() -> None:
+    documents = render(values_files=[CHART / "values-prod.yaml"])
+    monitors = _of(documents, "ServiceMonitor")
+    assert {_component(monitor) for monitor in monitors} == set(SETTINGS)
+    (rule,) = _of(documents, "PrometheusRule")
+    assert {"SSToolsFirstTokenSlow", "SSToolsRouterSlow"} == {
+        alert["alert"] for group in rule["spec"]["groups"] for alert in group["rules"]
+    }
+    assert [problem for document in [*monitors, rule] for problem in problems(document)] == []
+
+
+@pytest.fixture
+def broken_chart(tmp_path: Path) -> Path:
+    chart = tmp_path / "sstools-agent"
+    shutil.copytree(CHART, chart)
+    return chart
+
+
+def test_a_template_that_does_not_parse_fails_lint_and_render(broken_chart: Path) -> None:
+    shutil.copy(FIXTURES / "unclosed-action.yaml", broken_chart / "templates")
+    with pytest.raises(HelmFailed, match=r"unclosed-action\.yaml"):
+        lint(broken_chart, set_values=SECRET)
+    with pytest.raises(HelmFailed, match=r"unclosed-action\.yaml"):
+        render(broken_chart, set_values=SECRET)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "said"),
+    [
+        ("unknown-field.yaml", "Additional properties are not allowed ('replicaCount' was unexpected)"),
+        ("wrong-type.yaml", "spec.ports.0.port: 'http' is not of type 'integer'"),
+        ("unknown-kind.yaml", "no schema for example.com/v1 Widget"),
+        ("servicemonitor-unknown-field.yaml", "spec.endpoints[0].scrapeEvery is not in the CRD's schema"),
+    ],
+)
+def test_a_template_with_invalid_content_fails_validation(
+    broken_chart: Path, fixture: str, said: str
+) -> None:
+    shutil.copy(FIXTURES / fixture, broken_chart / "templates")
+    documents = render(broken_chart, set_values=SECRET)
+    found = [problem for document in documents for problem in problems(document)]
+    assert len(found) == 1, found
+    assert said in found[0]
+
+
+def test_without_an_existing_secret_the_chart_refuses_to_render() -> None:
+    with pytest.raises(HelmFailed, match=r"secrets\.existingSecret"):
+        render()
+
+
+def test_secrets_come_only_by_reference(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, documents = rendered
+    assert _of(documents, "Secret") == []  # the chart makes none: no default secret anywhere
+    for component, containers in _containers(documents).items():
+        for container in containers:
+            for variable in container.get("env", []):
+                if variable["name"] in SECRET_VARIABLES:
+                    assert "value" not in variable, (component, variable)
+                    assert variable["valueFrom"]["secretKeyRef"]["name"], (component, variable)
+
+
+def test_the_router_scales_on_its_own_and_the_agent_balances_over_its_replicas(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    value_set, documents = rendered
+    deployments = {_component(deployment): deployment for deployment in _of(documents, "Deployment")}
+    router = deployments["router"]
+    autoscalers = _of(documents, "HorizontalPodAutoscaler")
+    if value_set == "development":  # one of each, autoscaling off
+        assert autoscalers == []
+        assert router["spec"]["replicas"] == 1
+    else:
+        (autoscaler,) = autoscalers
+        assert autoscaler["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": router["metadata"]["name"],
+        }
+        assert "replicas" not in router["spec"]  # the autoscaler owns the count; upgrades leave it be
+    (headless,) = [
+        service
+        for service in _of(documents, "Service")
+        if _component(service) == "router" and service["spec"].get("clusterIP") == "None"
+    ]
+    (agent,) = deployments["agent"]["spec"]["template"]["spec"]["containers"]
+    target = {variable["name"]: variable.get("value") for variable in agent["env"]}["AGENT_ROUTER_TARGET"]
+    # dns:/// makes gRPC resolve every replica's address; the agent's channel balances round-robin.
+    assert target == f"dns:///{headless['metadata']['name']}:50051"
+
+
+def test_network_policies_isolate_the_internal_services_and_block_the_metadata_address(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, documents = rendered
+    policies = _of(documents, "NetworkPolicy")
+    by_component = {
+        policy["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component"): policy
+        for policy in policies
+    }
+    for internal in ("router", "docparse", "convo"):
+        grpc_rules = [
+            rule
+            for rule in by_component[internal]["spec"].get("ingress", [])
+            if any(port["port"] == "grpc" for port in rule.get("ports", []))
+        ]
+        sources = [peer["podSelector"]["matchLabels"] for rule in grpc_rules for peer in rule["from"]]
+        assert sources, internal
+        assert all(labels["app.kubernetes.io/component"] == "agent" for labels in sources), internal
+    egress_blocks = [
+        block["ipBlock"]
+        for policy in policies
+        for rule in policy["spec"].get("egress", [])
+        for block in rule.get("to", [])
+        if "ipBlock" in block
+    ]
+    assert egress_blocks
+    assert all("169.254.169.254/32" in block.get("except", []) for block in egress_blocks)
+
+
+def test_values_document_every_variable_the_services_read() -> None:
+    values_text = (CHART / "values.yaml").read_text()
+    missing = sorted(
+        variable
+        for settings_class in SETTINGS.values()
+        for variable in environment_variables(settings_class)
+        if not re.search(rf"^\s*{variable}:", values_text, re.M)
+    )
+    assert missing == []
+
+
+def test_every_service_has_probes_resources_and_runs_as_non_root(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, documents = rendered
+    for component, containers in _containers(documents).items():
+        (container,) = containers
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert probe in container, (component, probe)
+        assert container["resources"]["requests"], component
+        assert container["resources"]["limits"], component
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False, component
+
+
+def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools_metrics() -> None:
+    documents = render(values_files=[CHART / "values-prod.yaml"])
+    (board_map,) = [
+        document
+        for document in _of(documents, "ConfigMap")
+        if document["metadata"]["labels"].get("grafana_dashboard") == "1"
+    ]
+    board = json.loads(board_map["data"]["sstools-agent.json"])
+    assert board == json.loads((CHART / DASHBOARD).read_text())
+    for panel in board["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert re.search(r"\bsstools_[a-z_]+", target["expr"]), (panel["title"], target["expr"])
+    queried = queried_metrics(documents=documents)
+    for needed in ("sstools_agent_first_token_seconds_bucket", "sstools_router_route_seconds_bucket"):
+        assert {"alert SSToolsFirstTokenSlow", "alert SSToolsRouterSlow"} & queried[needed], needed
+    # that each of these is exported by a running service is checked in test_stack.py
+
+
+def test_skaffold_builds_every_image_and_deploys_the_chart_with_dev_and_prod_values() -> None:
+    config = yaml.safe_load((REPO_ROOT / "skaffold.yaml").read_text())
+    artifacts = {artifact["image"]: artifact for artifact in config["build"]["artifacts"]}
+    assert set(artifacts) == {f"sstools-{name}" for name in SETTINGS}
+    for image, artifact in artifacts.items():
+        assert (REPO_ROOT / artifact.get("context", ".") / artifact["docker"]["dockerfile"]).is_file(), image
+    (release,) = config["deploy"]["helm"]["releases"]
+    assert (REPO_ROOT / release["chartPath"]).resolve() == CHART.resolve()
+    assert [REPO_ROOT / path for path in release["valuesFiles"]] == [CHART / "values.yaml"]
+    for artifact in artifacts:  # each chart image is the one skaffold built
+        service = artifact.removeprefix("sstools-")
+        key = artifact.replace("-", "_")
+        assert release["setValueTemplates"][f"{service}.image.repository"] == f"{{{{.IMAGE_REPO_{key}}}}}"
+        assert release["setValueTemplates"][f"{service}.image.tag"] == f"{{{{.IMAGE_TAG_{key}}}}}"
+    added = {
+        profile["name"]: [
+            REPO_ROOT / patch["value"]
+            for patch in profile.get("patches", [])
+            if patch["path"] == "/deploy/helm/releases/0/valuesFiles/-"
+        ]
+        for profile in config["profiles"]
+    }
+    assert added == {"dev": [CHART / "values-dev.yaml"], "prod": [CHART / "values-prod.yaml"]}

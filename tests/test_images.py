@@ -1,0 +1,69 @@
+"""The service images as their Dockerfiles describe them (no Docker daemon runs in CI): each
+copies only what its service needs, runs as a non-root user, exposes the ports its settings
+default to, checks its own health, and the router's leaves torch out."""
+
+import re
+from importlib.metadata import requires
+
+import pytest
+
+from sstools.devstack.paths import REPO_ROOT
+from sstools.devstack.stack import SETTINGS
+
+SHARED_SOURCES = {"requirements.lock", "protos", "libs/common"}
+
+
+def _final_stage(name: str) -> list[str]:
+    text = (REPO_ROOT / "services" / name / "Dockerfile").read_text()
+    joined = re.sub(r"\\\n\s*", " ", text)  # continuation lines joined
+    stages = re.split(r"^FROM ", joined, flags=re.M)
+    return [line.strip() for line in stages[-1].splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _all_lines(name: str) -> list[str]:
+    return [line.strip() for line in (REPO_ROOT / "services" / name / "Dockerfile").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_the_image_copies_only_its_service_and_what_it_shares(name: str) -> None:
+    copied = {
+        line.split()[1] for line in _all_lines(name) if line.startswith("COPY ") and "--from" not in line
+    }
+    assert copied == SHARED_SOURCES | {f"services/{name}"}
+    ignored = {
+        line.strip()
+        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert not copied & ignored  # what the image needs reaches the build context
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_the_image_runs_as_non_root_on_its_settings_ports_with_a_health_check(name: str) -> None:
+    final = _final_stage(name)
+    assert final[0].startswith("python:3.11-slim")
+    users = [line.split()[1] for line in final if line.startswith("USER ")]
+    assert users
+    assert users[-1].isdigit()
+    assert int(users[-1]) != 0
+    settings = SETTINGS[name]
+    prefix = name.upper()
+    defaults = {
+        field: info.default for field, info in settings.model_fields.items() if field.endswith("_port")
+    }
+    exposed = {int(port) for line in final if line.startswith("EXPOSE ") for port in line.split()[1:]}
+    assert exposed == set(defaults.values())
+    assert f"ENV {prefix}_HOST=0.0.0.0" in final  # a pod's listeners face the pod network
+    (check,) = [line for line in final if line.startswith("HEALTHCHECK ")]
+    assert f"'{prefix}_METRICS_PORT', '{defaults['metrics_port']}'" in check
+    assert "/healthz" in check
+
+
+def test_the_router_image_needs_no_torch() -> None:
+    heavy = [
+        requirement
+        for requirement in requires("sstools-router") or []
+        if re.match(r"(torch|sentence-transformers)\b", requirement)
+    ]
+    assert heavy  # they exist, as an extra
+    assert all(requirement.endswith("extra == 'st'") for requirement in heavy), heavy
