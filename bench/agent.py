@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 from stats import percentiles
 
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
@@ -238,7 +239,7 @@ async def run(turns: int) -> dict[str, Any]:
                 token = JwtCodec(SECRET).issue(
                     "admin", token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(hours=1)
                 )
-                chat = f"http://127.0.0.1:{ports['agent']}/"
+                chat = f"http://127.0.0.1:{ports['agent']}{CHAT_PATH}/"
                 return {
                     "conversations_1": await concurrent_turns(chat, token, 1, turns),
                     "conversations_20": await concurrent_turns(chat, token, 20, max(2, turns // 2), 1.0),

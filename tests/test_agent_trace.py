@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gradio_client import Client
 
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, environments
@@ -105,7 +106,7 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
 
             def turn() -> list[dict[str, object]]:
                 chat = Client(
-                    f"http://127.0.0.1:{ports['agent']}/",
+                    f"http://127.0.0.1:{ports['agent']}{CHAT_PATH}/",
                     headers={"Authorization": f"Bearer {token}"},
                     verbose=False,
                 )

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.settings import environment_variables
 from sstools.devstack.manifests import CHART, DASHBOARD, HelmFailed, lint, problems, queried_metrics, render
 from sstools.devstack.paths import REPO_ROOT
@@ -163,6 +164,23 @@ def test_the_router_scales_on_its_own_and_the_agent_balances_over_its_replicas(
     assert target == f"dns:///{headless['metadata']['name']}:50051"
 
 
+def test_the_ingress_routes_the_chat_path_the_agent_serves_and_the_apis(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, documents = rendered
+    routes = {
+        path["path"]: path["backend"]["service"]["name"]
+        for ingress in _of(documents, "Ingress")
+        for rule in ingress["spec"]["rules"]
+        for path in rule["http"]["paths"]
+    }
+    services = {_component(service): service["metadata"]["name"] for service in _of(documents, "Service")}
+    assert routes[CHAT_PATH] == services["agent"]  # no rewrite: Gradio's URLs hold behind the ingress
+    assert routes["/api/agent/conversations"] == services["convo"]
+    assert routes["/api/"] == services["ops"]
+    assert routes["/"] == services["web"]  # the page, on the same origin as its APIs
+
+
 def test_network_policies_isolate_the_internal_services_and_block_the_metadata_address(
     rendered: tuple[str, list[dict[str, Any]]],
 ) -> None:
@@ -238,7 +256,7 @@ def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools
 def test_skaffold_builds_every_image_and_deploys_the_chart_with_dev_and_prod_values() -> None:
     config = yaml.safe_load((REPO_ROOT / "skaffold.yaml").read_text())
     artifacts = {artifact["image"]: artifact for artifact in config["build"]["artifacts"]}
-    assert set(artifacts) == {f"sstools-{name}" for name in SETTINGS}
+    assert set(artifacts) == {f"sstools-{name}" for name in [*SETTINGS, "web"]}
     for image, artifact in artifacts.items():
         assert (REPO_ROOT / artifact.get("context", ".") / artifact["docker"]["dockerfile"]).is_file(), image
     (release,) = config["deploy"]["helm"]["releases"]

@@ -67,3 +67,13 @@ def test_the_router_image_needs_no_torch() -> None:
     ]
     assert heavy  # they exist, as an extra
     assert all(requirement.endswith("extra == 'st'") for requirement in heavy), heavy
+
+
+def test_the_page_image_serves_the_built_page_as_non_root_with_a_health_check() -> None:
+    lines = [line.strip() for line in (REPO_ROOT / "web" / "Dockerfile").read_text().splitlines()]
+    assert "RUN npm ci --no-audit --no-fund" in lines  # exactly the lock's packages
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users == ["10001"]
+    assert "EXPOSE 8080" in lines
+    assert any(line.startswith("HEALTHCHECK ") for line in lines)
+    assert "healthz" in (REPO_ROOT / "web" / "Caddyfile").read_text()

@@ -15,8 +15,9 @@ import psycopg
 import pytest
 from gradio_client import Client
 
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
-from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready
+from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
 from sstools.devstack.testing import free_port
 
 READY_BANNER = "SS-Tools stack is ready:"
@@ -104,6 +105,7 @@ def stack_environment() -> dict[str, str]:
         for field in settings_class.model_fields:
             if field.endswith("_port"):
                 environment[f"{name.upper()}_{field.upper()}"] = str(free_port())
+    environment["WEB_PORT"] = str(free_port())
     return environment
 
 
@@ -187,8 +189,10 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
     ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
     password = (data_root / "ops-admin-password").read_text().strip()
     for _ in range(100):  # ops creates its admin in the background once its schema is there
-        user = httpx.post(
-            f"{ops}/api/auth/login", json={"username": "admin", "password": password}, timeout=10
+        user = httpx.post(  # as the page signs in: through the proxy, on its origin
+            f"{page_address(environment).url}/api/auth/login",
+            json={"username": "admin", "password": password},
+            timeout=10,
         )
         if user.status_code != 401:
             break
@@ -207,9 +211,14 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
     broken = [problem["chart_name"] for problem in health.json()["broken_charts"]]
     if broken != ["Legacy uptime"]:
         return f"unexpected: {health.text}"
-    # And the same question through the chat, as a person would ask it.
+    # And the same question through the chat, as the page asks it: through the reverse proxy,
+    # on the page's own origin.
+    page = page_address(environment)
+    shell = httpx.get(f"{page.url}/agent", timeout=10)
+    assert shell.status_code == 200
+    assert "<title>SS-Tools Agent</title>" in shell.text
     chat = Client(
-        f"http://127.0.0.1:{environment['AGENT_HTTP_PORT']}/",
+        f"{page.url}{CHAT_PATH}/",
         headers={"Authorization": f"Bearer {user.json()['access_token']}"},
         verbose=False,
     )

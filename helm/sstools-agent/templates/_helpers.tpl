@@ -171,10 +171,6 @@ DATABASE_URL always comes from the Secret, the bundled PostgreSQL's too: no secr
 {{- $_ := set $env "AGENT_CONVO_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "convo")) $root.Values.convo.ports.grpc) }}
 {{- $_ := set $env "AGENT_DOCPARSE_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "docparse")) $root.Values.docparse.ports.grpc) }}
 {{- $_ := set $env "AGENT_OPS_URL" (printf "http://%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "ops")) $root.Values.ops.ports.http) }}
-{{- if $root.Values.ingress.enabled }}
-{{- /* Gradio builds the URLs it hands to the browser from its root path; it does not read X-Forwarded-Prefix */}}
-{{- $_ := set $env "GRADIO_ROOT_PATH" (trimSuffix "/" $root.Values.ingress.agentPath) }}
-{{- end }}
 {{- end }}
 {{- range $variable, $value := $svc.extraEnv }}
 {{- $_ := set $env $variable $value }}
@@ -213,4 +209,10 @@ imagePullSecrets:
 {{- end }}
 securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end }}
+
+{{- /* Where the agent serves its Gradio chat (sstools.agent.ui.app.CHAT_PATH): the same path on
+     the pod's port and behind the ingress. */}}
+{{- define "sstools-agent.chatPath" -}}
+/api/agent/gradio
 {{- end }}

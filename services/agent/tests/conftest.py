@@ -21,6 +21,7 @@ from sqlalchemy import text as sql
 
 from sstools.agent.main import assemble as assemble_agent
 from sstools.agent.settings import AgentSettings
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
@@ -259,7 +260,7 @@ async def running_stack(
 
         await wait_until(ready, 30, "the agent to be ready")
         yield AgentStack(
-            f"http://127.0.0.1:{agent.ports['chat']}/",
+            f"http://127.0.0.1:{agent.ports['chat']}{CHAT_PATH}/",
             f"http://127.0.0.1:{agent.ports['metrics']}/metrics",
             ops_url,
             fresh_database_url,

@@ -3,6 +3,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.agent.main import assemble
 from sstools.agent.settings import AgentSettings
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.devstack.testing import free_port, http_get, probe, started_service, wait_until
 
 from .conftest import JWT_SECRET
@@ -32,7 +33,7 @@ async def test_chat_port_answers_probes_for_the_ingress(
         assert (await http_get(f"{chat}/healthz")).json() == {"status": "ok"}
         assert (await http_get(f"{chat}/readyz")).status_code == 200
         assert (await http_get(f"{chat}/metrics")).status_code == 404  # metrics stay on their own port
-        assert (await http_get(f"{chat}/config")).status_code == 200  # Gradio's own, for its clients
+        assert (await http_get(f"{chat}{CHAT_PATH}/config")).status_code == 200  # Gradio's, for its clients
 
 
 async def test_no_database_means_not_ready(tracer_provider: TracerProvider) -> None:

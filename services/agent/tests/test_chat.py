@@ -12,6 +12,7 @@ import pytest
 from gradio_client import Client
 
 from sstools.agent.settings import AgentSettings
+from sstools.agent.ui.app import CHAT_PATH
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
@@ -230,7 +231,7 @@ def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
         "AGENT_HTTP_PORT": str(http_port),
         "AGENT_METRICS_PORT": str(metrics_port),
     }
-    return environment, f"http://127.0.0.1:{http_port}/", metrics_port
+    return environment, f"http://127.0.0.1:{http_port}{CHAT_PATH}/", metrics_port
 
 
 async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:

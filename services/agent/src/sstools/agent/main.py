@@ -20,7 +20,7 @@ from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import build_tools
-from sstools.agent.ui.app import chat_blocks
+from sstools.agent.ui.app import CHAT_PATH, chat_blocks
 from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
 
@@ -91,8 +91,8 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         await checkpoints.close()
 
     app = FastAPI(title="SS-Tools agent", version="0.1.0")
-    service.add_http("chat", app, settings.http_port)  # its probes first: the chat is mounted at /
-    gr.mount_gradio_app(app, chat_blocks(chat, codec, settings.concurrency_limit, model_name), path="")
+    service.add_http("chat", app, settings.http_port)  # its probes at /healthz and /readyz
+    gr.mount_gradio_app(app, chat_blocks(chat, codec, settings.concurrency_limit, model_name), path=CHAT_PATH)
     service.readiness.checks["checkpoints"] = checkpoints.check
     service.add_background(checkpoints.prepare)
     service.add_cleanup(close)

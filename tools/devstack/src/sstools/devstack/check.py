@@ -1,4 +1,5 @@
-"""`make test`: lint, types, stub freshness, then every test suite against a real PostgreSQL.
+"""`make test`: lint, types, stub freshness, the page's checks and unit tests, then every test
+suite against a real PostgreSQL.
 
 Every step runs even when an earlier one fails, so one run shows every problem; the exit code
 is non-zero if any step failed — including a pytest run that collected no tests.
@@ -19,6 +20,9 @@ STATIC_STEPS = [
     ("ruff format", ["ruff", "format", "--check", "."]),
     ("mypy", ["mypy"]),
     ("stubs", ["sstools-protos", "--check"]),
+    # the /agent page: Svelte and TypeScript checks, then its chat model's unit tests (Vitest)
+    ("web check", ["npm", "--prefix", "web", "--loglevel=error", "run", "check"]),
+    ("web unit tests", ["npm", "--prefix", "web", "--loglevel=error", "test"]),
 ]
 PYTEST_NO_TESTS = 5
 

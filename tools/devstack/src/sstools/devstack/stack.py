@@ -2,8 +2,10 @@
 
 Order: database (``DATABASE_URL`` or the embedded server) → each owner's migrations (the same
 ``sstools-<service> migrate`` an init container runs) → every Procfile process → wait until each
-``/readyz`` answers 200 and each gRPC health check is SERVING → print the addresses. Ctrl-C (or
-SIGTERM) stops every process, then the embedded database.
+``/readyz`` answers 200 and each gRPC health check is SERVING → print the addresses. Beside them,
+Caddy serves the built /agent page and routes the API paths to the services as the cluster's
+ingress does, so the page and its APIs share one origin. Ctrl-C (or SIGTERM) stops every
+process, then the embedded database.
 """
 
 import argparse
@@ -19,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 import grpc
 import httpx
@@ -32,7 +34,7 @@ from sstools.agent.settings import AgentSettings
 from sstools.common.settings import DatabaseSettings, ServiceSettings, environment_variables
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
-from sstools.devstack.paths import DATA_DIR, PROCFILE
+from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT
 from sstools.devstack.postgres import database_url
 from sstools.devstack.superset import default_home
 from sstools.docparse.settings import DocparseSettings
@@ -66,6 +68,51 @@ class ServiceAddress:
     def grpc_target(self) -> str | None:
         port = self.ports.get("grpc_port")
         return f"{self.host}:{port}" if port is not None else None
+
+    def ready(self) -> bool:
+        return is_ready(self)
+
+
+@dataclass(frozen=True)
+class PageAddress:
+    """The reverse proxy in front of the page and the APIs."""
+
+    name: str
+    host: str
+    ports: Mapping[str, int]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.ports['http_port']}"
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/agent", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+def page_address(environment: Mapping[str, str]) -> PageAddress:
+    """Where ``make run`` serves the page: ``WEB_HOST``:``WEB_PORT`` (127.0.0.1:8080)."""
+    return PageAddress(
+        "web",
+        environment.get("WEB_HOST", "127.0.0.1"),
+        {"http_port": int(environment.get("WEB_PORT", "8080"))},
+    )
+
+
+def proxy_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What tools/devstack/Caddyfile reads: its listener, the built page, each upstream."""
+    page = page_address(environment)
+    ports = {service.name: service.ports for service in addresses(environment)}
+    return {
+        "WEB_HOST": page.host,
+        "WEB_PORT": str(page.ports["http_port"]),
+        "WEB_ROOT": str(WEB_ROOT),
+        "AGENT_UPSTREAM": f"127.0.0.1:{ports['agent']['http_port']}",
+        "CONVO_UPSTREAM": f"127.0.0.1:{ports['convo']['http_port']}",
+        "OPS_UPSTREAM": f"127.0.0.1:{ports['ops']['http_port']}",
+    }
 
 
 def addresses(environment: Mapping[str, str]) -> list[ServiceAddress]:
@@ -132,13 +179,25 @@ class ResilientOutput:
         return self._stream is not None and self._stream.isatty()
 
 
+class Listening(Protocol):
+    """What the stack waits for and then lists: a service, or the page's proxy."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def ports(self) -> Mapping[str, int]: ...
+    def ready(self) -> bool: ...
+
+
 class ReadinessWatch(threading.Thread):
     """Waits for every service to be ready, prints where they are, or stops the stack on timeout."""
 
     def __init__(
         self,
         manager: Manager,
-        services: list[ServiceAddress],
+        services: list[Listening],
         timeout: float,
         output: ResilientOutput,
         notes: list[str],
@@ -156,7 +215,7 @@ class ReadinessWatch(threading.Thread):
         deadline = time.monotonic() + self._timeout
         waiting = list(self._services)
         while waiting and time.monotonic() < deadline:
-            waiting = [service for service in waiting if not is_ready(service)]
+            waiting = [service for service in waiting if not service.ready()]
             if waiting:
                 time.sleep(0.5)
         if waiting:
@@ -169,7 +228,7 @@ class ReadinessWatch(threading.Thread):
         self.all_ready.set()
 
 
-def banner(services: list[ServiceAddress], notes: list[str]) -> str:
+def banner(services: list[Listening], notes: list[str]) -> str:
     lines = ["", "SS-Tools stack is ready:", f"  {'service':<10}{'listener':<14}address"]
     for service in services:
         for listener, port in service.ports.items():
@@ -279,8 +338,15 @@ def main() -> None:
         manager = Manager(Printer(output))
         for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
             manager.add_process(name, command, env=environment)
-        notes = sign_in_notes(environment, data_root)
-        watch = ReadinessWatch(manager, addresses(environment), args.ready_timeout, output, notes)
+        manager.add_process(
+            "web",
+            f"exec caddy run --adapter caddyfile --config {CADDYFILE}",
+            env={**environment, **proxy_environment(environment)},
+        )
+        page = page_address(environment)
+        notes = [f"  the /agent page: {page.url}/agent", *sign_in_notes(environment, data_root)]
+        listening: list[Listening] = [*addresses(environment), page]
+        watch = ReadinessWatch(manager, listening, args.ready_timeout, output, notes)
         watch.start()
         manager.loop()  # returns when every process has stopped (Ctrl-C, SIGTERM, or a crash)
     if watch.timed_out or not watch.all_ready.is_set():

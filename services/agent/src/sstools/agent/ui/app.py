@@ -28,6 +28,9 @@ from sstools.agent.limits import MAX_MESSAGE_CHARS, InputRejected, parse_ui_cont
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
 
 ACTIONS = ("send", "confirm", "reject")
+# Where the chat is served, on the agent's port as behind the ingress and the local proxy: one
+# path everywhere, so Gradio's URLs hold whichever way a client came.
+CHAT_PATH = "/api/agent/gradio"
 GRADIO_ANALYTICS_EVENTS = 1_000
 
 

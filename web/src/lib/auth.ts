@@ -1,0 +1,32 @@
+/** Sign-in at ops (`POST /api/auth/login`, same origin); the token is kept for the browser session. */
+
+const KEY = "sstools.session";
+
+export interface Session {
+  token: string;
+  username: string;
+}
+
+export class LoginFailed extends Error {}
+
+export async function login(username: string, password: string): Promise<Session> {
+  const response = await fetch("/api/auth/login", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ username, password }),
+  });
+  if (!response.ok) throw new LoginFailed(String(response.status));
+  const body = (await response.json()) as { access_token: string };
+  const session = { token: body.access_token, username };
+  sessionStorage.setItem(KEY, JSON.stringify(session));
+  return session;
+}
+
+export function currentSession(): Session | null {
+  const kept = sessionStorage.getItem(KEY);
+  return kept ? (JSON.parse(kept) as Session) : null;
+}
+
+export function logout(): void {
+  sessionStorage.removeItem(KEY);
+}

@@ -1,0 +1,322 @@
+/** The /agent page's chat state, in one class the components only render (data model §5). It
+ * talks to the agent through a `ChatTransport`, folds each turn's stream into a `TurnView`, and
+ * owns what the person can do next: send, stop, confirm or reject, retry, switch environment. */
+
+import { emptyTurn, foldTurn } from "./turn";
+import type { Action, ChatJob, ChatTransport } from "./transport";
+import type { Alternative, ConfirmRequest, Problem, TurnView, UIContext } from "./types";
+
+export const SUPPORTED_EXTENSIONS = ["pdf", "xlsx", "csv", "json", "png", "jpeg", "jpg"] as const;
+export const MAX_FILE_BYTES = 10 * 1024 * 1024;
+export const RECONNECT_ATTEMPTS = 5;
+export const RECONNECT_DELAY_MS = 5_000;
+export const DANGEROUS_COUNTDOWN_SECONDS = 5;
+
+export type Connection = "disconnected" | "connecting" | "connected" | "reconnecting" | "lost";
+
+export interface ChatEntry {
+  id: string;
+  role: "user" | "assistant";
+  text: string;
+  files: string[];
+  /** The assistant's turn as streamed; null for the person's own messages. */
+  view: TurnView | null;
+  /** Stopped by the person before the answer was complete. */
+  partial: boolean;
+}
+
+export interface ModelDeps {
+  transport: ChatTransport;
+  newId?: () => string;
+  sleep?: (ms: number) => Promise<void>;
+  /** One tick per second of the dangerous-confirm countdown. */
+  tick?: (callback: () => void) => () => void;
+}
+
+export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
+
+const defaultTick = (callback: () => void): (() => void) => {
+  const timer = setInterval(callback, 1000);
+  return () => clearInterval(timer);
+};
+
+export class AgentChatModel {
+  connection: Connection = $state("disconnected");
+  streaming: boolean = $state(false);
+  conversationId: string = $state("");
+  messages: ChatEntry[] = $state([]);
+  pendingConfirm: ConfirmRequest | null = $state(null);
+  editedArgs: Record<string, unknown> = $state({});
+  permissionAlternatives: Alternative[] | null = $state(null);
+  error: Problem | null = $state(null);
+  uiContext: UIContext | null = $state(null);
+  dangerousCountdown: number = $state(0);
+  dangerousCountdownActive: boolean = $state(false);
+  _activeEnvId: string | null = $state(null);
+  username: string | null = $state(null);
+
+  readonly isProdContext: boolean = $derived(
+    (this.pendingConfirm?.envContext ?? this._activeEnvId ?? this.uiContext?.envId ?? null) === "prod",
+  );
+  readonly showProdWarning: boolean = $derived(this.isProdContext);
+  readonly contextPillLabel: string = $derived(contextLabel(this.uiContext));
+  readonly activeToolCalls: number = $derived(
+    this.messages.reduce(
+      (count, entry) =>
+        count + (entry.view?.tools.filter((tool) => tool.status === "running" || tool.status === "retrying").length ?? 0),
+      0,
+    ),
+  );
+  readonly canConfirm: boolean = $derived(
+    this.pendingConfirm !== null && !this.streaming && !this.dangerousCountdownActive,
+  );
+
+  #transport: ChatTransport;
+  #newId: () => string;
+  #sleep: (ms: number) => Promise<void>;
+  #tick: (callback: () => void) => () => void;
+  #token: string | null = null;
+  #job: ChatJob | null = null;
+  #cancelling = false;
+  #stopCountdown: (() => void) | null = null;
+  #lastRequest: { text: string; files: File[]; action: Action } | null = null;
+
+  constructor(deps: ModelDeps) {
+    this.#transport = deps.transport;
+    this.#newId = deps.newId ?? (() => crypto.randomUUID());
+    this.#sleep = deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.#tick = deps.tick ?? defaultTick;
+    this.conversationId = this.#newId();
+  }
+
+  /** Connect with the person's token: up to 5 attempts 5 s apart, then `lost` (retry offered). */
+  async connect(token: string, username: string | null = null): Promise<boolean> {
+    this.#token = token;
+    this.username = username;
+    for (let attempt = 1; attempt <= RECONNECT_ATTEMPTS; attempt++) {
+      this.connection = attempt === 1 ? "connecting" : "reconnecting";
+      try {
+        await this.#transport.connect(token);
+        this.connection = "connected";
+        this.error = null;
+        return true;
+      } catch {
+        if (attempt < RECONNECT_ATTEMPTS) await this.#sleep(RECONNECT_DELAY_MS);
+      }
+    }
+    this.connection = "lost";
+    this.error = { code: "NETWORK", message: "connectionLost" };
+    return false;
+  }
+
+  /** Files the page refuses before anything is sent (type or size), with the reason. */
+  static rejectFiles(files: readonly File[]): FileRejection[] {
+    return files.flatMap((file): FileRejection[] => {
+      const extension = file.name.split(".").pop()?.toLowerCase() ?? "";
+      if (!(SUPPORTED_EXTENSIONS as readonly string[]).includes(extension)) {
+        return [{ file: file.name, reason: "unsupportedFile" }];
+      }
+      return file.size > MAX_FILE_BYTES ? [{ file: file.name, reason: "fileTooLarge" }] : [];
+    });
+  }
+
+  async send(text: string, files: File[] = []): Promise<void> {
+    if (this.streaming || (!text.trim() && files.length === 0)) return;
+    if (AgentChatModel.rejectFiles(files).length > 0) return;
+    this.permissionAlternatives = null;
+    this.messages.push({
+      id: this.#newId(),
+      role: "user",
+      text,
+      files: files.map((file) => file.name),
+      view: null,
+      partial: false,
+    });
+    await this.#run({ text, files, action: "send" });
+  }
+
+  async confirm(): Promise<void> {
+    if (!this.canConfirm) return;
+    const edited = Object.keys(this.editedArgs).length > 0 ? JSON.stringify(this.editedArgs) : "";
+    await this.#resume("confirm", edited);
+  }
+
+  async reject(): Promise<void> {
+    if (this.pendingConfirm === null || this.streaming) return;
+    await this.#resume("reject", "");
+  }
+
+  /** Stop the answer: the text so far stays, marked as stopped. */
+  async cancel(): Promise<void> {
+    if (!this.#job) return;
+    this.#cancelling = true;
+    await this.#job.cancel();
+  }
+
+  /** After a lost connection: connect again and repeat what failed. */
+  async retry(): Promise<void> {
+    if (!this.#token || !(await this.connect(this.#token, this.username))) return;
+    const last = this.#lastRequest;
+    if (last && this.messages.at(-1)?.role === "assistant" && this.messages.at(-1)?.view?.state === null) {
+      this.messages.pop(); // the answer that never came
+      await this.#run(last);
+    }
+  }
+
+  newConversation(): void {
+    if (this.streaming) return;
+    this.conversationId = this.#newId();
+    this.messages = [];
+    this.#clearPending();
+    this.error = null;
+  }
+
+  /** Open an existing conversation with its history (from convo). */
+  openConversation(conversationId: string, history: ChatEntry[]): void {
+    if (this.streaming) return;
+    this.conversationId = conversationId;
+    this.messages = history;
+    this.#clearPending();
+    this.error = null;
+  }
+
+  updateActiveEnv(envId: string | null): void {
+    this._activeEnvId = envId;
+    if (this.uiContext) this.uiContext.envId = envId;
+  }
+
+  dismissDenied(): void {
+    this.permissionAlternatives = null;
+  }
+
+  editArgument(name: string, value: unknown): void {
+    this.editedArgs = { ...this.editedArgs, [name]: value };
+  }
+
+  /** What the debug block shows (and copies as JSON). */
+  debugSnapshot(): Record<string, unknown> {
+    const last = this.messages.at(-1);
+    return {
+      conv_id: this.conversationId,
+      pending_thread_id: this.pendingConfirm?.threadId ?? null,
+      connection: this.connection,
+      streaming: this.streaming,
+      env: this._activeEnvId ?? this.uiContext?.envId ?? null,
+      user: this.username,
+      message_count: this.messages.length,
+      last_message_id: last?.id ?? null,
+      active_tool_calls: this.activeToolCalls,
+      error: this.error,
+    };
+  }
+
+  async #resume(action: Action, text: string): Promise<void> {
+    this.#stopCountdownTimer();
+    this.pendingConfirm = null;
+    this.editedArgs = {};
+    await this.#run({ text, files: [], action });
+  }
+
+  async #run(request: { text: string; files: File[]; action: Action }): Promise<void> {
+    this.#lastRequest = request;
+    const entry: ChatEntry = { id: this.#newId(), role: "assistant", text: "", files: [], view: emptyTurn(), partial: false };
+    this.messages.push(entry);
+    const answer = this.messages[this.messages.length - 1]; // the reactive proxy of `entry`
+    this.streaming = true;
+    this.error = null;
+    this.#cancelling = false;
+    try {
+      this.#job = this.#transport.submit({
+        ...request,
+        conversationId: this.conversationId,
+        envId: this._activeEnvId ?? this.uiContext?.envId ?? "",
+        uiContext: this.uiContext ? JSON.stringify(this.uiContext) : "",
+      });
+      for await (const event of this.#job) {
+        if (event.kind === "data") {
+          answer.view = foldTurn(event.messages);
+          answer.text = answer.view.text;
+        } else if (event.stage === "error" && !this.#cancelling) {
+          // Gradio reports a lost or failed stream as a status error
+          this.error = { code: "NETWORK", message: event.message || "connectionLost" };
+          this.connection = "lost";
+        }
+      }
+    } catch (failure) {
+      if (!this.#cancelling) {
+        this.error = { code: "NETWORK", message: failure instanceof Error ? failure.message : "connectionLost" };
+        this.connection = "lost";
+      }
+    } finally {
+      this.#job = null;
+      this.streaming = false;
+    }
+    if (this.#cancelling) {
+      // @gradio/client reports a cancel as a generic error: it is the cancel the person asked for
+      answer.partial = true;
+      if (answer.view && answer.view.state === null) answer.view.state = "cancelled";
+      return;
+    }
+    this.#settle(answer.view);
+  }
+
+  #settle(view: TurnView | null): void {
+    if (!view) return;
+    if (view.conversationId) this.conversationId = view.conversationId;
+    if (view.state === "needs_confirmation" && view.confirm) {
+      this.pendingConfirm = view.confirm;
+      this.editedArgs = {};
+      if (view.confirm.dangerous) this.#startCountdown();
+    }
+    if (view.denied) this.permissionAlternatives = view.denied.alternatives;
+    if (view.errors.length > 0 && !this.error) this.error = view.errors[0];
+  }
+
+  #startCountdown(): void {
+    this.#stopCountdownTimer();
+    this.dangerousCountdown = DANGEROUS_COUNTDOWN_SECONDS;
+    this.dangerousCountdownActive = true;
+    this.#stopCountdown = this.#tick(() => {
+      this.dangerousCountdown -= 1;
+      if (this.dangerousCountdown <= 0) this.#stopCountdownTimer();
+    });
+  }
+
+  #stopCountdownTimer(): void {
+    this.#stopCountdown?.();
+    this.#stopCountdown = null;
+    this.dangerousCountdown = 0;
+    this.dangerousCountdownActive = false;
+  }
+
+  #clearPending(): void {
+    this.#stopCountdownTimer();
+    this.pendingConfirm = null;
+    this.editedArgs = {};
+    this.permissionAlternatives = null;
+  }
+}
+
+function contextLabel(context: UIContext | null): string {
+  if (!context?.objectType) return "";
+  const name = context.objectName ?? (context.objectId ? `#${context.objectId}` : "");
+  return [context.objectType, name, context.envId ? `@${context.envId}` : ""].filter(Boolean).join(" ");
+}
+
+/** UIContext from the page's URL parameters (data model §1); null when none names an object. */
+export function uiContextFromUrl(url: URL): UIContext | null {
+  const params = url.searchParams;
+  const objectType = params.get("objectType");
+  const allowed = ["dashboard", "dataset", "migration"];
+  const envId = params.get("envId");
+  if (!objectType && !envId) return null;
+  const objectId = params.get("objectId");
+  return {
+    objectType: allowed.includes(objectType ?? "") ? (objectType as UIContext["objectType"]) : null,
+    objectId: objectId && /^\d+$/.test(objectId) ? objectId : null,
+    objectName: params.get("objectName")?.slice(0, 256) ?? null,
+    envId,
+    route: (params.get("route") ?? url.pathname).slice(0, 512),
+    contextVersion: 1,
+  };
+}

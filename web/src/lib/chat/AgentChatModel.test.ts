@@ -1,0 +1,291 @@
+import { describe, expect, it } from "vitest";
+import { AgentChatModel, MAX_FILE_BYTES, RECONNECT_DELAY_MS, uiContextFromUrl } from "./AgentChatModel.svelte";
+import type { ChatEvent, ChatJob, ChatRequest, ChatTransport } from "./transport";
+import type { WireMessage } from "./types";
+
+const message = (type: string, content = "", extra: Record<string, unknown> = {}): WireMessage => ({
+  role: "assistant",
+  content,
+  metadata: { type, ...extra },
+});
+const data = (...messages: WireMessage[]): ChatEvent => ({ kind: "data", messages });
+const complete: ChatEvent = { kind: "status", stage: "complete", message: "" };
+
+/** A transport answering each submit with the next scripted stream; a stream may hold at a
+ * gate until the test opens it (to cancel mid-stream). */
+class ScriptedTransport implements ChatTransport {
+  requests: ChatRequest[] = [];
+  connectFailures = 0;
+  connects = 0;
+  cancelled = 0;
+  constructor(private readonly streams: Array<ChatEvent[] | { before: ChatEvent[]; gate: Promise<void> }>) {}
+
+  async connect(): Promise<void> {
+    this.connects += 1;
+    if (this.connects <= this.connectFailures) throw new Error("ECONNREFUSED");
+  }
+
+  submit(request: ChatRequest): ChatJob {
+    this.requests.push(request);
+    const script = this.streams.shift() ?? [complete];
+    const transport = this;
+    let cancel: () => void = () => {};
+    const cancelled = new Promise<void>((resolve) => (cancel = resolve));
+    return {
+      async cancel() {
+        transport.cancelled += 1;
+        cancel();
+      },
+      async *[Symbol.asyncIterator]() {
+        if (Array.isArray(script)) {
+          yield* script;
+          return;
+        }
+        yield* script.before;
+        await Promise.race([script.gate, cancelled]);
+        // what @gradio/client does after a cancel: a generic error status
+        yield { kind: "status", stage: "error", message: "Connection errored out." } satisfies ChatEvent;
+      },
+    };
+  }
+}
+
+function model(transport: ChatTransport, ticks: Array<() => void> = []) {
+  let id = 0;
+  return new AgentChatModel({
+    transport,
+    newId: () => `id-${++id}`,
+    sleep: async () => {},
+    tick: (callback) => {
+      ticks.push(callback);
+      return () => ticks.splice(ticks.indexOf(callback), 1);
+    },
+  });
+}
+
+const confirmCard = (dangerous: boolean) =>
+  message("confirm_required", "⚠️", {
+    thread_id: "conv-1",
+    tool_name: "deploy_dashboard",
+    tool_args: { dashboard_id: 42, env_id: "prod" },
+    risk: "write",
+    risk_level: dangerous ? "dangerous" : "guarded",
+    dangerous,
+    env_context: "prod",
+    prompt: "⚠️ Изменение данных в production",
+  });
+
+describe("AgentChatModel", () => {
+  it("streams an answer token by token and resolves its tool cards", async () => {
+    const transport = new ScriptedTransport([
+      [
+        data(message("conversation", "", { conversation_id: "conv-1", model: "offline" })),
+        data(
+          message("conversation", "", { conversation_id: "conv-1", model: "offline" }),
+          message("tool_start", "", { tool: "search_dashboards", run_id: "r1", input: { env_id: "dev" } }),
+        ),
+        data(
+          message("conversation", "", { conversation_id: "conv-1", model: "offline" }),
+          message("tool_start", "", { tool: "search_dashboards", run_id: "r1", input: { env_id: "dev" } }),
+          message("tool_end", "", { tool: "search_dashboards", run_id: "r1", output: { count: 2 } }),
+          message("token", "Нашёл "),
+        ),
+        data(
+          message("conversation", "", { conversation_id: "conv-1", model: "offline" }),
+          message("tool_start", "", { tool: "search_dashboards", run_id: "r1", input: { env_id: "dev" } }),
+          message("tool_end", "", { tool: "search_dashboards", run_id: "r1", output: { count: 2 } }),
+          message("token", "Нашёл 2 дашборда"),
+          message("state", "success", { state: "success" }),
+        ),
+        complete,
+      ],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token", "root");
+    await chat.send("покажи дашборды");
+
+    const [mine, answer] = chat.messages;
+    expect(mine).toMatchObject({ role: "user", text: "покажи дашборды" });
+    expect(answer.text).toBe("Нашёл 2 дашборда");
+    expect(answer.view?.state).toBe("success");
+    expect(answer.view?.tools).toEqual([
+      expect.objectContaining({ tool: "search_dashboards", status: "ok", output: { count: 2 } }),
+    ]);
+    expect(chat.streaming).toBe(false);
+    expect(chat.conversationId).toBe("conv-1");
+    expect(transport.requests[0]).toMatchObject({ text: "покажи дашборды", action: "send", conversationId: "id-1" });
+  });
+
+  it("pauses on confirm_required and resumes with confirm, carrying edited arguments", async () => {
+    const transport = new ScriptedTransport([
+      [data(confirmCard(false), message("state", "needs_confirmation", { state: "needs_confirmation" })), complete],
+      [data(message("tool_start", "", { tool: "deploy_dashboard" }), message("state", "", { state: "started", task_id: "t-9" })), complete],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("deploy dashboard 42 to prod");
+    expect(chat.pendingConfirm).toMatchObject({ toolName: "deploy_dashboard", envContext: "prod" });
+    expect(chat.showProdWarning).toBe(true);
+    expect(chat.canConfirm).toBe(true);
+
+    chat.editArgument("dashboard_id", 43);
+    await chat.confirm();
+    expect(transport.requests[1]).toMatchObject({ action: "confirm", text: JSON.stringify({ dashboard_id: 43 }) });
+    expect(chat.pendingConfirm).toBeNull();
+    expect(chat.messages.at(-1)?.view).toMatchObject({ state: "started", taskId: "t-9" });
+  });
+
+  it("holds a dangerous confirm behind a countdown", async () => {
+    const ticks: Array<() => void> = [];
+    const transport = new ScriptedTransport([
+      [data(confirmCard(true), message("state", "", { state: "needs_confirmation" })), complete],
+    ]);
+    const chat = model(transport, ticks);
+    await chat.connect("token");
+    await chat.send("удали всё");
+    expect(chat.dangerousCountdownActive).toBe(true);
+    expect(chat.canConfirm).toBe(false);
+    await chat.confirm(); // ignored while counting down
+    expect(transport.requests).toHaveLength(1);
+    for (let second = 0; second < 5; second++) ticks[0]();
+    expect(chat.dangerousCountdownActive).toBe(false);
+    expect(chat.canConfirm).toBe(true);
+  });
+
+  it("rejects a pending action with a reject submit", async () => {
+    const transport = new ScriptedTransport([
+      [data(confirmCard(false), message("state", "", { state: "needs_confirmation" })), complete],
+      [data(message("token", "Отменено."), message("state", "", { state: "success" })), complete],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("deploy dashboard 42 to prod");
+    await chat.reject();
+    expect(transport.requests.map((request) => request.action)).toEqual(["send", "reject"]);
+    expect(chat.pendingConfirm).toBeNull();
+  });
+
+  it("keeps the partial text when the person stops the answer, and treats Gradio's error as the cancel", async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const transport = new ScriptedTransport([{ before: [data(message("token", "Начинаю отвечать"))], gate }]);
+    const chat = model(transport);
+    await chat.connect("token");
+    const sending = chat.send("расскажи подробно");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(chat.streaming).toBe(true);
+    await chat.cancel();
+    await sending;
+    open();
+    const answer = chat.messages.at(-1);
+    expect(answer).toMatchObject({ text: "Начинаю отвечать", partial: true });
+    expect(answer?.view?.state).toBe("cancelled");
+    expect(chat.error).toBeNull();
+    expect(chat.connection).toBe("connected");
+    expect(transport.cancelled).toBe(1);
+  });
+
+  it("shows a permission-denied card with its alternatives until closed", async () => {
+    const transport = new ScriptedTransport([
+      [
+        data(
+          message("permission_denied", "", {
+            tool_name: "deploy_dashboard",
+            required_role: "admin",
+            user_role: "analyst",
+            alternatives: [{ action: "get_health_summary", prompt: "Запросить отчёт о состоянии" }],
+          }),
+          message("state", "", { state: "denied" }),
+        ),
+        complete,
+      ],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("задеплой дашборд 1 в prod");
+    expect(chat.permissionAlternatives).toEqual([{ action: "get_health_summary", prompt: "Запросить отчёт о состоянии" }]);
+    expect(chat.pendingConfirm).toBeNull();
+    chat.dismissDenied();
+    expect(chat.permissionAlternatives).toBeNull();
+  });
+
+  it("tries to connect five times five seconds apart, then says the connection is lost; retry resends", async () => {
+    const slept: number[] = [];
+    const transport = new ScriptedTransport([[data(message("state", "", { state: "success" })), complete]]);
+    transport.connectFailures = 5;
+    const chat = new AgentChatModel({ transport, sleep: async (ms) => void slept.push(ms) });
+    expect(await chat.connect("token")).toBe(false);
+    expect(transport.connects).toBe(5);
+    expect(slept).toEqual([RECONNECT_DELAY_MS, RECONNECT_DELAY_MS, RECONNECT_DELAY_MS, RECONNECT_DELAY_MS]);
+    expect(chat.connection).toBe("lost");
+    expect(chat.error?.code).toBe("NETWORK");
+    expect(await chat.connect("token")).toBe(true);
+    expect(chat.connection).toBe("connected");
+  });
+
+  it("detects a stream lost mid-answer and offers a retry that sends the message again", async () => {
+    const transport = new ScriptedTransport([
+      [data(message("token", "Отв")), { kind: "status", stage: "error", message: "Connection errored out." }],
+      [data(message("token", "Ответ"), message("state", "", { state: "success" })), complete],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("вопрос");
+    expect(chat.connection).toBe("lost");
+    expect(chat.error?.code).toBe("NETWORK");
+    await chat.retry();
+    expect(transport.requests.map((request) => request.text)).toEqual(["вопрос", "вопрос"]);
+    expect(chat.messages.map((entry) => entry.text)).toEqual(["вопрос", "Ответ"]);
+    expect(chat.error).toBeNull();
+  });
+
+  it("refuses unsupported and oversized files in the page", () => {
+    const file = (name: string, size = 10) => new File([new Uint8Array(size)], name);
+    expect(AgentChatModel.rejectFiles([file("tool.exe"), file("report.pdf"), file("big.xlsx", MAX_FILE_BYTES + 1)])).toEqual([
+      { file: "tool.exe", reason: "unsupportedFile" },
+      { file: "big.xlsx", reason: "fileTooLarge" },
+    ]);
+  });
+
+  it("reads UIContext from the URL and keeps the environment selector in step with it", () => {
+    const transport = new ScriptedTransport([]);
+    const chat = model(transport);
+    chat.uiContext = uiContextFromUrl(
+      new URL("https://example.test/agent?objectType=dashboard&objectId=42&objectName=Sales&envId=dev"),
+    );
+    expect(chat.contextPillLabel).toBe("dashboard Sales @dev");
+    expect(chat.isProdContext).toBe(false);
+    chat.updateActiveEnv("prod");
+    expect(chat.uiContext?.envId).toBe("prod");
+    expect(chat.isProdContext).toBe(true);
+    expect(uiContextFromUrl(new URL("https://example.test/agent"))).toBeNull();
+    expect(uiContextFromUrl(new URL("https://example.test/agent?objectType=robot&objectId=x&envId=dev"))).toMatchObject({
+      objectType: null,
+      objectId: null,
+    });
+  });
+
+  it("gives a debug snapshot that survives JSON and a new conversation that starts clean", async () => {
+    const transport = new ScriptedTransport([
+      [data(confirmCard(false), message("state", "", { state: "needs_confirmation" })), complete],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token", "root");
+    await chat.send("deploy dashboard 42 to prod");
+    const snapshot = JSON.parse(JSON.stringify(chat.debugSnapshot()));
+    expect(snapshot).toMatchObject({
+      conv_id: "id-1",
+      pending_thread_id: "conv-1",
+      connection: "connected",
+      streaming: false,
+      user: "root",
+      message_count: 2,
+      active_tool_calls: 0,
+      error: null,
+    });
+    chat.newConversation();
+    expect(chat.messages).toEqual([]);
+    expect(chat.pendingConfirm).toBeNull();
+    expect(chat.conversationId).not.toBe("id-1");
+  });
+});

@@ -1,0 +1,145 @@
+/** A turn's messages, as the agent streams them (each data event carries the whole list so far),
+ * folded into what the page shows. Pure: the model calls it on every event. */
+
+import type { Alternative, ConfirmRequest, PermissionDenied, Problem, ToolCard, TurnState, TurnView, WireMessage } from "./types";
+
+const STATES: ReadonlySet<string> = new Set([
+  "needs_clarification",
+  "denied",
+  "needs_confirmation",
+  "started",
+  "success",
+  "failed",
+  "cancelled",
+]);
+
+export function emptyTurn(): TurnView {
+  return {
+    conversationId: null,
+    model: null,
+    routing: null,
+    text: "",
+    tools: [],
+    confirm: null,
+    denied: null,
+    state: null,
+    taskId: null,
+    errors: [],
+    warnings: [],
+  };
+}
+
+const text = (value: unknown): string => (typeof value === "string" ? value : "");
+const orNull = (value: unknown): string | null => (typeof value === "string" && value ? value : null);
+
+function card(meta: Record<string, unknown>, fallbackId: string): ToolCard {
+  return {
+    id: text(meta.run_id) || fallbackId,
+    tool: text(meta.tool),
+    status: "running",
+    input: meta.input ?? null,
+    output: null,
+    error: null,
+    attempt: null,
+    maxAttempts: null,
+    retryable: null,
+  };
+}
+
+/** The running card of `tool` an event without a run id belongs to: the last one. */
+function lastOf(tools: ToolCard[], tool: string): ToolCard | undefined {
+  return [...tools].reverse().find((item) => item.tool === tool);
+}
+
+export function foldTurn(messages: readonly WireMessage[]): TurnView {
+  const view = emptyTurn();
+  messages.forEach((message, index) => {
+    const meta = message.metadata ?? {};
+    switch (meta.type) {
+      case "conversation":
+        view.conversationId = orNull(meta.conversation_id);
+        view.model = orNull(meta.model);
+        break;
+      case "routing":
+        view.routing = { tools: (meta.tools as string[]) ?? [], tier: text(meta.tier) };
+        break;
+      case "token":
+        view.text += message.content;
+        break;
+      case "tool_start":
+        view.tools.push(card(meta, `tool-${index}`));
+        break;
+      case "tool_end":
+      case "tool_error": {
+        const id = text(meta.run_id);
+        const target = view.tools.find((item) => item.id === id) ?? lastOf(view.tools, text(meta.tool));
+        const done = target ?? card(meta, `tool-${index}`);
+        if (!target) view.tools.push(done);
+        done.status = meta.type === "tool_end" ? "ok" : "error";
+        done.output = meta.output ?? null;
+        done.error = meta.type === "tool_error" ? text(meta.error) || message.content : null;
+        break;
+      }
+      case "tool_retry": {
+        const target = lastOf(view.tools, text(meta.tool)) ?? card(meta, `tool-${index}`);
+        if (!view.tools.includes(target)) view.tools.push(target);
+        target.status = "retrying";
+        target.attempt = typeof meta.attempt === "number" ? meta.attempt : null;
+        target.maxAttempts = typeof meta.max_attempts === "number" ? meta.max_attempts : null;
+        break;
+      }
+      case "tool_timeout": {
+        const target = lastOf(view.tools, text(meta.tool)) ?? card(meta, `tool-${index}`);
+        if (!view.tools.includes(target)) view.tools.push(target);
+        target.status = "timeout";
+        target.error = text(meta.message) || message.content;
+        target.retryable = meta.retryable === true;
+        break;
+      }
+      case "confirm_required":
+        view.confirm = confirmOf(meta);
+        break;
+      case "permission_denied":
+        view.denied = deniedOf(meta);
+        break;
+      case "warning":
+        view.warnings.push(problemOf(meta, message));
+        break;
+      case "error":
+        view.errors.push(problemOf(meta, message));
+        break;
+      case "state":
+        if (STATES.has(text(meta.state))) view.state = meta.state as TurnState;
+        view.taskId = orNull(meta.task_id) ?? view.taskId;
+        break;
+    }
+  });
+  return view;
+}
+
+function confirmOf(meta: Record<string, unknown>): ConfirmRequest {
+  return {
+    threadId: text(meta.thread_id),
+    toolName: text(meta.tool_name),
+    toolArgs: (meta.tool_args as Record<string, unknown>) ?? {},
+    risk: text(meta.risk),
+    riskLevel: text(meta.risk_level),
+    dangerous: meta.dangerous === true,
+    envContext: orNull(meta.env_context),
+    prompt: text(meta.prompt),
+  };
+}
+
+function deniedOf(meta: Record<string, unknown>): PermissionDenied {
+  return {
+    toolName: text(meta.tool_name),
+    requiredRole: text(meta.required_role),
+    userRole: text(meta.user_role),
+    envContext: orNull(meta.env_context),
+    alternatives: ((meta.alternatives as Alternative[]) ?? []).filter((item) => item.action && item.prompt),
+  };
+}
+
+function problemOf(meta: Record<string, unknown>, message: WireMessage): Problem {
+  return { code: text(meta.code) || "ERROR", message: text(meta.message) || message.content };
+}

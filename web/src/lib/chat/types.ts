@@ -1,0 +1,88 @@
+/** What the agent's /chat stream carries (README "The agent and ops"; data model §1–§4). */
+
+/** One Gradio ChatMessage of a turn; `metadata.type` says what it is. */
+export interface WireMessage {
+  role: string;
+  content: string;
+  metadata: Record<string, unknown> & { type?: string };
+}
+
+export type TurnState =
+  | "needs_clarification"
+  | "denied"
+  | "needs_confirmation"
+  | "started"
+  | "success"
+  | "failed"
+  | "cancelled";
+
+export type ToolStatus = "running" | "retrying" | "ok" | "error" | "timeout";
+
+export interface ToolCard {
+  id: string;
+  tool: string;
+  status: ToolStatus;
+  input: unknown;
+  output: unknown;
+  error: string | null;
+  attempt: number | null;
+  maxAttempts: number | null;
+  /** tool_timeout: false for a write tool, whose outcome only Superset can tell. */
+  retryable: boolean | null;
+}
+
+/** confirm_required v2 (data model §2). */
+export interface ConfirmRequest {
+  threadId: string;
+  toolName: string;
+  toolArgs: Record<string, unknown>;
+  risk: string;
+  riskLevel: string;
+  dangerous: boolean;
+  envContext: string | null;
+  prompt: string;
+}
+
+export interface Alternative {
+  action: string;
+  prompt: string;
+}
+
+/** permission_denied (data model §3). */
+export interface PermissionDenied {
+  toolName: string;
+  requiredRole: string;
+  userRole: string;
+  envContext: string | null;
+  alternatives: Alternative[];
+}
+
+export interface Problem {
+  code: string;
+  message: string;
+}
+
+/** Everything one turn's stream has said so far, folded. */
+export interface TurnView {
+  conversationId: string | null;
+  model: string | null;
+  routing: { tools: string[]; tier: string } | null;
+  text: string;
+  tools: ToolCard[];
+  confirm: ConfirmRequest | null;
+  denied: PermissionDenied | null;
+  state: TurnState | null;
+  taskId: string | null;
+  errors: Problem[];
+  warnings: Problem[];
+}
+
+/** data model §1: where the person came from, read from the page's URL. */
+export interface UIContext {
+  objectType: "dashboard" | "dataset" | "migration" | null;
+  objectId: string | null;
+  objectName: string | null;
+  envId: string | null;
+  route: string;
+  contextVersion: number;
+}

@@ -1,0 +1,60 @@
+/** Every string of the page, in Russian and English. */
+
+export type Lang = "ru" | "en";
+
+const STRINGS = {
+  title: { ru: "SS-Tools Агент", en: "SS-Tools Agent" },
+  login: { ru: "Войти", en: "Sign in" },
+  logout: { ru: "Выйти", en: "Sign out" },
+  username: { ru: "Имя пользователя", en: "Username" },
+  password: { ru: "Пароль", en: "Password" },
+  loginFailed: { ru: "Неверное имя или пароль", en: "Wrong username or password" },
+  placeholder: { ru: "Спросите агента…", en: "Ask the agent…" },
+  send: { ru: "Отправить", en: "Send" },
+  stop: { ru: "Стоп", en: "Stop" },
+  attach: { ru: "Прикрепить файл", en: "Attach a file" },
+  newChat: { ru: "Новый диалог", en: "New conversation" },
+  confirm: { ru: "Подтвердить", en: "Confirm" },
+  reject: { ru: "Отклонить", en: "Reject" },
+  close: { ru: "Закрыть", en: "Close" },
+  retry: { ru: "Повторить", en: "Retry" },
+  confirmTitle: { ru: "Требуется подтверждение", en: "Confirmation required" },
+  prodWarning: { ru: "Внимание: production", en: "Caution: production" },
+  countdown: { ru: "Подтверждение доступно через", en: "Confirm is enabled in" },
+  environment: { ru: "Окружение", en: "Environment" },
+  risk: { ru: "Риск", en: "Risk" },
+  arguments: { ru: "Аргументы", en: "Arguments" },
+  deniedTitle: { ru: "Недостаточно прав", en: "Permission denied" },
+  deniedBody: { ru: "требует роль", en: "needs the role" },
+  youAre: { ru: "у вас", en: "you are" },
+  input: { ru: "Вход", en: "Input" },
+  result: { ru: "Результат", en: "Result" },
+  task: { ru: "Задача", en: "Task" },
+  partial: { ru: "прервано", en: "stopped" },
+  cancelled: { ru: "Отменено", en: "Cancelled" },
+  connectionLost: { ru: "Связь с агентом потеряна", en: "Lost the connection to the agent" },
+  reconnecting: { ru: "Переподключение…", en: "Reconnecting…" },
+  unsupportedFile: {
+    ru: "Неподдерживаемый тип файла. Поддерживаются: PDF, XLSX, CSV, JSON, PNG, JPEG",
+    en: "Unsupported file type. Supported: PDF, XLSX, CSV, JSON, PNG, JPEG",
+  },
+  fileTooLarge: { ru: "Файл больше 10 МБ", en: "The file is larger than 10 MB" },
+  debug: { ru: "Отладка", en: "Debug" },
+  copyJson: { ru: "Копировать JSON", en: "Copy as JSON" },
+  context: { ru: "Контекст", en: "Context" },
+  state_needs_clarification: { ru: "нужно уточнение", en: "needs clarification" },
+  state_denied: { ru: "отказано", en: "denied" },
+  state_needs_confirmation: { ru: "ждёт подтверждения", en: "needs confirmation" },
+  state_started: { ru: "запущено", en: "started" },
+  state_success: { ru: "готово", en: "success" },
+  state_failed: { ru: "ошибка", en: "failed" },
+  state_cancelled: { ru: "отменено", en: "cancelled" },
+} as const;
+
+export type StringKey = keyof typeof STRINGS;
+
+export function translate(lang: Lang, key: StringKey): string {
+  return STRINGS[key][lang];
+}
+
+export const LANGS: readonly Lang[] = ["ru", "en"];
