@@ -17,10 +17,12 @@ from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
+from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
 from sstools.devstack.testing import free_port
 
 READY_BANNER = "SS-Tools stack is ready:"
+SCREENSHOTS = REPO_ROOT / "web" / "test-results" / "screenshots"  # CI keeps them as artifacts
 
 
 class RunningStack:
@@ -154,6 +156,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         assert versions == (2,)  # convo and ops were migrated before they started
         assert "broken" in _health_through_ops(stack_environment, data_dir.parent)
         _board_and_alerts_query_only_exported_metrics(services)
+        _the_page_works_in_a_browser(stack_environment, data_dir.parent)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -183,10 +186,8 @@ def _board_and_alerts_query_only_exported_metrics(services: list[ServiceAddress]
     assert len(queried) >= 10
 
 
-def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
-    """Sign in to ops as the admin made for this checkout, as the agent would call it, and ask
-    for the health of the local dev Superset: the seeded broken chart must show."""
-    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
+def _user_token(environment: dict[str, str], data_root: Path) -> str:
+    """The admin made for this checkout signs in, as the page does: through the proxy."""
     password = (data_root / "ops-admin-password").read_text().strip()
     for _ in range(100):  # ops creates its admin in the background once its schema is there
         user = httpx.post(  # as the page signs in: through the proxy, on its origin
@@ -198,14 +199,27 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
             break
         time.sleep(0.2)
     assert user.status_code == 200, user.text
+    return str(user.json()["access_token"])
+
+
+def _ops_headers(environment: dict[str, str], data_root: Path) -> dict[str, str]:
+    """Ops as the agent calls it: its service token, and the admin's as the user."""
+    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
     secret = (data_root / "agent-ops-secret").read_text().strip()
     agent = httpx.post(
         f"{ops}/api/auth/service-token", json={"client_id": "agent", "client_secret": secret}, timeout=10
     )
-    headers = {
+    return {
         "Authorization": f"Bearer {agent.json()['access_token']}",
-        "X-User-Authorization": f"Bearer {user.json()['access_token']}",
+        "X-User-Authorization": f"Bearer {_user_token(environment, data_root)}",
     }
+
+
+def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
+    """Ask ops, as the agent would, for the health of the local dev Superset: the seeded broken
+    chart must show; then the same question through the chat."""
+    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
+    headers = _ops_headers(environment, data_root)
     health = httpx.get(f"{ops}/api/envs/dev/health", headers=headers, timeout=60)
     assert health.status_code == 200, health.text
     broken = [problem["chart_name"] for problem in health.json()["broken_charts"]]
@@ -219,7 +233,7 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
     assert "<title>SS-Tools Agent</title>" in shell.text
     chat = Client(
         f"{page.url}{CHAT_PATH}/",
-        headers={"Authorization": f"Bearer {user.json()['access_token']}"},
+        headers={"Authorization": f"Bearer {_user_token(environment, data_root)}"},
         verbose=False,
     )
     job = chat.submit(
@@ -227,6 +241,47 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
     )
     answer = "".join(str(message["content"]) for message in job.result(timeout=120))
     return "broken" if "Legacy uptime" in answer else f"unexpected chat answer: {answer}"
+
+
+def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -> None:
+    """web/e2e in Debian's Chromium against this stack's proxy (screenshots of each state kept in
+    web/test-results/screenshots); then the dashboard the page deployed is in prod Superset."""
+    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
+    headers = _ops_headers(environment, data_root)
+
+    def titles(env: str) -> dict[int, str]:
+        found = httpx.get(
+            f"{ops}/api/envs/{env}/dashboards", headers=headers, params={"page_size": 100}, timeout=30
+        )
+        return {item["id"]: item["title"] for item in found.json()["dashboards"]}
+
+    title = titles("dev")[1]
+    assert title not in titles("prod").values()  # the page's deploy is what brings it
+    password = (data_root / "ops-admin-password").read_text().strip()
+    e2e = subprocess.run(
+        ["npm", "--prefix", str(REPO_ROOT / "web"), "--loglevel=error", "run", "e2e"],
+        env={
+            **environment,
+            "E2E_BASE_URL": page_address(environment).url,
+            "E2E_USERNAME": "admin",
+            "E2E_PASSWORD": password,
+            "E2E_SCREENSHOTS": str(SCREENSHOTS),
+        },
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert e2e.returncode == 0, e2e.stdout[-6000:] + e2e.stderr[-3000:]
+    for _ in range(60):  # the deploy runs as a task
+        if title in titles("prod").values():
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError(f"{title!r} never reached prod: {titles('prod')}")
+    assert {path.name for path in SCREENSHOTS.glob("*.png")} >= {
+        "03-confirm-card-desktop.png",
+        "03-confirm-card-narrow.png",
+    }
 
 
 def _alive(process: psutil.Process) -> bool:

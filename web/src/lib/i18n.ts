@@ -13,6 +13,7 @@ const STRINGS = {
   send: { ru: "Отправить", en: "Send" },
   stop: { ru: "Стоп", en: "Stop" },
   attach: { ru: "Прикрепить файл", en: "Attach a file" },
+  file: { ru: "Файл", en: "File" },
   newChat: { ru: "Новый диалог", en: "New conversation" },
   confirm: { ru: "Подтвердить", en: "Confirm" },
   reject: { ru: "Отклонить", en: "Reject" },

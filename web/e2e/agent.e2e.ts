@@ -1,0 +1,133 @@
+/** The /agent page as a person uses it, in Debian's Chromium driven by playwright-core, against
+ * the running stack: E2E_BASE_URL (the proxy's origin), E2E_USERNAME and E2E_PASSWORD (an admin),
+ * E2E_SCREENSHOTS (where each state is saved, at desktop and narrow widths). */
+
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const BASE_URL = required("E2E_BASE_URL");
+const SCREENSHOTS = required("E2E_SCREENSHOTS");
+const WIDTHS = { desktop: { width: 1280, height: 860 }, narrow: { width: 390, height: 844 } };
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+}
+
+let browser: Browser;
+let page: Page;
+
+async function shoot(name: string): Promise<void> {
+  for (const [width, size] of Object.entries(WIDTHS)) {
+    await page.setViewportSize(size);
+    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+  await page.setViewportSize(WIDTHS.desktop);
+}
+
+async function ask(text: string): Promise<void> {
+  const answers = await page.getByTestId("assistant-message").count();
+  await page.getByTestId("composer").fill(text);
+  await page.getByTestId("composer").press("Enter");
+  await expect.poll(() => page.getByTestId("assistant-message").count()).toBe(answers + 1);
+}
+
+/** The newest answer's final state, once its stream has ended, with its text for messages. */
+async function lastState(): Promise<{ state: string | null; text: string }> {
+  const last = page.getByTestId("assistant-message").last();
+  await last.getByTestId("state-badge").waitFor({ timeout: 120_000 });
+  return { state: await last.getByTestId("state-badge").getAttribute("data-state"), text: (await last.textContent()) ?? "" };
+}
+
+async function expectState(...states: string[]): Promise<void> {
+  const { state, text } = await lastState();
+  expect(states, text).toContain(state);
+}
+
+beforeAll(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.E2E_CHROMIUM ?? "/usr/bin/chromium",
+    // Offline machine: no background calls home, no sandbox as root in CI.
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  page = await browser.newPage({ viewport: WIDTHS.desktop });
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe("the /agent page", () => {
+  it("signs in and connects", async () => {
+    await page.goto(`${BASE_URL}/agent?envId=dev`); // UIContext: the page opened for dev
+    await page.waitForURL(/\/login/);
+    await shoot("01-login");
+    await page.locator('input[name="username"]').fill(required("E2E_USERNAME"));
+    await page.locator('input[name="password"]').fill(required("E2E_PASSWORD"));
+    await page.locator('button[type="submit"]').click();
+    await page.waitForURL(/\/agent/);
+    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+  });
+
+  it("asks for dashboards with validation problems and sees the tool cards resolve", async () => {
+    await ask("покажи дашборды с проблемами валидации");
+    await expectState("success");
+    const cards = page.getByTestId("assistant-message").last().getByTestId("tool-card");
+    const tools = await cards.evaluateAll((nodes) => nodes.map((node) => [node.dataset.tool, node.dataset.status]));
+    expect(tools.map(([tool]) => tool)).toEqual(expect.arrayContaining(["search_dashboards", "get_health_summary"]));
+    expect(tools.every(([, status]) => status === "ok")).toBe(true);
+    await cards.first().locator("summary").click(); // input and result expand
+    await shoot("02-tool-cards");
+  });
+
+  it("pauses a prod deploy on a confirmation card, and confirming runs it", async () => {
+    await ask("задеплой дашборд 1 в prod");
+    await expectState("needs_confirmation");
+    const card = page.getByTestId("confirm-card");
+    await expect.poll(() => card.getByTestId("confirm-env").textContent()).toBe("prod");
+    expect(await page.getByTestId("prod-warning").isVisible()).toBe(true);
+    await shoot("03-confirm-card");
+    await card.getByTestId("confirm").click({ timeout: 15_000 }); // enabled once any countdown ends
+    await expectState("started", "success");
+    await shoot("04-confirmed");
+  });
+
+  it("rejecting a pending deploy runs nothing", async () => {
+    await ask("задеплой дашборд 1 в prod");
+    await expectState("needs_confirmation");
+    await page.getByTestId("confirm-card").getByTestId("reject").click();
+    await expectState("success");
+    expect(await page.getByTestId("confirm-card").count()).toBe(0);
+    const last = page.getByTestId("assistant-message").last();
+    expect(await last.getByTestId("tool-card").count()).toBe(0);
+    await shoot("05-rejected");
+  });
+
+  it("refuses an .exe in the page, naming what is supported", async () => {
+    await page.getByTestId("file-input").setInputFiles({ name: "setup.exe", mimeType: "application/octet-stream", buffer: Buffer.from("MZ") });
+    const refusal = page.getByTestId("file-rejected");
+    await refusal.waitFor();
+    expect(await refusal.textContent()).toContain("PDF, XLSX, CSV, JSON, PNG, JPEG");
+    await shoot("06-exe-rejected");
+  });
+
+  it("copies the debug block as valid JSON", async () => {
+    await page.getByTestId("debug").locator("summary").click();
+    const snapshot = JSON.parse((await page.getByTestId("debug-json").textContent()) ?? "");
+    expect(snapshot).toMatchObject({ connection: "connected", streaming: false, active_tool_calls: 0 });
+    expect(snapshot.message_count).toBeGreaterThanOrEqual(6);
+    await shoot("07-debug");
+  });
+
+  it("switches between Russian and English", async () => {
+    expect(await page.getByTestId("send").textContent()).toBe("Отправить");
+    await page.getByTestId("lang-en").click();
+    expect(await page.getByTestId("send").textContent()).toBe("Send");
+    await shoot("08-english");
+    await page.getByTestId("lang-ru").click();
+  });
+});

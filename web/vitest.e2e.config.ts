@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+/** The page in a real browser against a running stack (E2E_BASE_URL); started by tests/test_stack.py. */
+export default defineConfig({
+  test: {
+    include: ["e2e/**/*.e2e.ts"],
+    environment: "node",
+    testTimeout: 180_000,
+    hookTimeout: 60_000,
+    fileParallelism: false,
+    sequence: { concurrent: false },
+  },
+});
