@@ -130,4 +130,30 @@ describe("the /agent page", () => {
     await shoot("08-english");
     await page.getByTestId("lang-ru").click();
   });
+
+  it("after a reload the conversation is in the sidebar and opens with its history", async () => {
+    await page.reload();
+    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    const item = page.getByTestId("conversation").first();
+    await item.waitFor();
+    expect(await item.locator(".open").textContent()).toContain("покажи дашборды");
+    await item.locator(".open").click();
+    await expect.poll(() => page.getByTestId("assistant-message").count()).toBeGreaterThanOrEqual(4);
+    expect(await page.getByTestId("tool-card").count()).toBeGreaterThan(0);
+    await shoot("09-sidebar");
+  });
+
+  it("archives a conversation and restores it from the archive filter", async () => {
+    const id = await page.getByTestId("conversation").first().getAttribute("data-id");
+    const listed = () => page.locator(`[data-testid="conversation"][data-id="${id}"]`).count();
+    await page.getByTestId("conversation").first().getByTestId("archive").click();
+    await expect.poll(listed).toBe(0);
+    await page.getByTestId("archived-filter").check();
+    await expect.poll(listed).toBe(1);
+    await shoot("10-archived");
+    await page.locator(`[data-testid="conversation"][data-id="${id}"]`).getByTestId("restore").click();
+    await expect.poll(listed).toBe(0);
+    await page.getByTestId("archived-filter").uncheck();
+    await expect.poll(listed).toBe(1);
+  });
 });

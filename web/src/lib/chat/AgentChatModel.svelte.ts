@@ -31,6 +31,8 @@ export interface ModelDeps {
   sleep?: (ms: number) => Promise<void>;
   /** One tick per second of the dangerous-confirm countdown. */
   tick?: (callback: () => void) => () => void;
+  /** After every turn, however it ended (the sidebar refreshes its list). */
+  onTurnEnd?: () => void;
 }
 
 export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
@@ -54,6 +56,8 @@ export class AgentChatModel {
   dangerousCountdownActive: boolean = $state(false);
   _activeEnvId: string | null = $state(null);
   username: string | null = $state(null);
+  /** The open conversation is answering in another tab or window right now. */
+  activeElsewhere: boolean = $state(false);
 
   readonly isProdContext: boolean = $derived(
     (this.pendingConfirm?.envContext ?? this._activeEnvId ?? this.uiContext?.envId ?? null) === "prod",
@@ -75,6 +79,7 @@ export class AgentChatModel {
   #newId: () => string;
   #sleep: (ms: number) => Promise<void>;
   #tick: (callback: () => void) => () => void;
+  #onTurnEnd: () => void;
   #token: string | null = null;
   #job: ChatJob | null = null;
   #cancelling = false;
@@ -86,6 +91,7 @@ export class AgentChatModel {
     this.#newId = deps.newId ?? (() => crypto.randomUUID());
     this.#sleep = deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.#tick = deps.tick ?? defaultTick;
+    this.#onTurnEnd = deps.onTurnEnd ?? (() => {});
     this.conversationId = this.#newId();
   }
 
@@ -169,15 +175,19 @@ export class AgentChatModel {
     this.messages = [];
     this.#clearPending();
     this.error = null;
+    this.activeElsewhere = false;
   }
 
-  /** Open an existing conversation with its history (from convo). */
-  openConversation(conversationId: string, history: ChatEntry[]): void {
+  /** Open an existing conversation with its history (from convo); a confirmation it was left
+   * waiting on is offered again (the checkpoint still holds the pause). */
+  openConversation(conversationId: string, history: ChatEntry[], activeElsewhere = false): void {
     if (this.streaming) return;
     this.conversationId = conversationId;
     this.messages = history;
     this.#clearPending();
     this.error = null;
+    this.activeElsewhere = activeElsewhere;
+    this.#settle(history.at(-1)?.view ?? null);
   }
 
   updateActiveEnv(envId: string | null): void {
@@ -250,6 +260,7 @@ export class AgentChatModel {
     } finally {
       this.#job = null;
       this.streaming = false;
+      this.#onTurnEnd();
     }
     if (this.#cancelling) {
       // @gradio/client reports a cancel as a generic error: it is the cancel the person asked for

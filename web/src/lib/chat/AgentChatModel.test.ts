@@ -289,3 +289,82 @@ describe("AgentChatModel", () => {
     expect(chat.conversationId).not.toBe("id-1");
   });
 });
+
+describe("conversations", () => {
+  it("turns stored messages into chat entries, and a reopened pause is offered for confirmation again", async () => {
+    const { historyEntries } = await import("./conversations");
+    const entries = historyEntries([
+      { id: "m1", role: "user", content: "deploy dashboard 42 to prod", metadata: {}, partial: false },
+      {
+        id: "m2",
+        role: "assistant",
+        content: "",
+        metadata: {
+          events: [
+            { type: "tool_start", tool: "search_dashboards", run_id: "r1" },
+            { type: "tool_end", tool: "search_dashboards", run_id: "r1" },
+            confirmCard(false).metadata,
+            { type: "state", state: "needs_confirmation" },
+          ],
+        },
+        partial: false,
+      },
+    ]);
+    expect(entries.map((entry) => entry.role)).toEqual(["user", "assistant"]);
+    expect(entries[1].view?.tools).toEqual([expect.objectContaining({ tool: "search_dashboards", status: "ok" })]);
+
+    const transport = new ScriptedTransport([[data(message("state", "", { state: "started" })), complete]]);
+    const chat = model(transport);
+    await chat.connect("token");
+    chat.openConversation("conv-9", entries, true);
+    expect(chat.conversationId).toBe("conv-9");
+    expect(chat.activeElsewhere).toBe(true);
+    expect(chat.pendingConfirm?.toolName).toBe("deploy_dashboard");
+    await chat.confirm();
+    expect(transport.requests[0]).toMatchObject({ action: "confirm", conversationId: "conv-9" });
+  });
+
+  it("marks a stopped answer from history as cancelled and partial", async () => {
+    const { historyEntries } = await import("./conversations");
+    const [entry] = historyEntries([
+      { id: "m1", role: "assistant", content: "Начинаю", metadata: { events: [] }, partial: true },
+    ]);
+    expect(entry).toMatchObject({ text: "Начинаю", partial: true });
+    expect(entry.view?.state).toBe("cancelled");
+  });
+
+  it("keeps the sidebar's list, archived filter, archive and restore in step with convo", async () => {
+    const { ConversationList } = await import("./ConversationList.svelte");
+    const stored = [
+      { id: "a", title: "первый", message_count: 2, is_archived: false, updated_at: "2026-11-30T10:00:00Z", last_message_at: null },
+    ];
+    const calls: string[] = [];
+    const api = {
+      list: async (archived: boolean) => (calls.push(`list:${archived}`), stored.filter((item) => item.is_archived === archived)),
+      history: async () => [],
+      archive: async (id: string) => void (calls.push(`archive:${id}`), (stored[0].is_archived = true)),
+      restore: async (id: string) => void (calls.push(`restore:${id}`), (stored[0].is_archived = false)),
+      active: async () => false,
+    };
+    const list = new ConversationList(api);
+    await list.refresh();
+    expect(list.items.map((item) => item.id)).toEqual(["a"]);
+    await list.archive("a");
+    expect(list.items).toEqual([]);
+    await list.toggleArchived();
+    expect(list.showArchived).toBe(true);
+    expect(list.items.map((item) => item.id)).toEqual(["a"]);
+    await list.restore("a");
+    expect(list.items).toEqual([]);
+    expect(calls).toEqual(["list:false", "archive:a", "list:false", "list:true", "restore:a", "list:true"]);
+  });
+
+  it("tells the sidebar when a turn ends", async () => {
+    let ended = 0;
+    const transport = new ScriptedTransport([[data(message("state", "", { state: "success" })), complete]]);
+    const chat = new AgentChatModel({ transport, sleep: async () => {}, onTurnEnd: () => void (ended += 1) });
+    await chat.connect("token");
+    await chat.send("привет");
+    expect(ended).toBe(1);
+  });
+});
