@@ -1,5 +1,6 @@
 """`make run`'s supervisor end to end: embedded database, every service ready, data kept, clean stop."""
 
+import asyncio
 import contextlib
 import os
 import select
@@ -16,13 +17,17 @@ import pytest
 from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.common.catalogue import Role
+from sstools.common.db import create_engine
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
 from sstools.devstack.testing import free_port
+from sstools.ops.store.users import UserStore
 
 READY_BANNER = "SS-Tools stack is ready:"
 SCREENSHOTS = REPO_ROOT / "web" / "test-results" / "screenshots"  # CI keeps them as artifacts
+ANALYST, ANALYST_PASSWORD = "anna", "anna-analyst-pass-123"  # the page's permission-denied case
 
 
 class RunningStack:
@@ -156,6 +161,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         assert versions == (2,)  # convo and ops were migrated before they started
         assert "broken" in _health_through_ops(stack_environment, data_dir.parent)
         _board_and_alerts_query_only_exported_metrics(services)
+        asyncio.run(_add_user(database, ANALYST, Role.ANALYST))
         _the_page_works_in_a_browser(stack_environment, data_dir.parent)
     finally:
         returncode = first.interrupt()
@@ -265,6 +271,8 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
             "E2E_BASE_URL": page_address(environment).url,
             "E2E_USERNAME": "admin",
             "E2E_PASSWORD": password,
+            "E2E_ANALYST_USERNAME": ANALYST,
+            "E2E_ANALYST_PASSWORD": ANALYST_PASSWORD,
             "E2E_SCREENSHOTS": str(SCREENSHOTS),
         },
         capture_output=True,
@@ -282,6 +290,14 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
         "03-confirm-card-desktop.png",
         "03-confirm-card-narrow.png",
     }
+
+
+async def _add_user(database_url: str, username: str, role: Role) -> None:
+    engine = create_engine(database_url)
+    try:
+        await UserStore(engine).create(username, ANALYST_PASSWORD, role)
+    finally:
+        await engine.dispose()
 
 
 def _alive(process: psutil.Process) -> bool:

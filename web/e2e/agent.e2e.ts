@@ -156,4 +156,29 @@ describe("the /agent page", () => {
     await page.getByTestId("archived-filter").uncheck();
     await expect.poll(listed).toBe(1);
   });
+
+  it("an analyst asking for a prod deploy gets the permission-denied card, with alternatives, and closes it", async () => {
+    const admin = page;
+    const context = await browser.newContext({ viewport: WIDTHS.desktop });
+    page = await context.newPage();
+    try {
+      await page.goto(`${BASE_URL}/login?envId=dev`);
+      await page.locator('input[name="username"]').fill(required("E2E_ANALYST_USERNAME"));
+      await page.locator('input[name="password"]').fill(required("E2E_ANALYST_PASSWORD"));
+      await page.locator('button[type="submit"]').click();
+      await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+      await ask("задеплой дашборд 1 в prod");
+      await expectState("denied");
+      const card = page.getByTestId("denied-card");
+      expect(await card.textContent()).toContain("admin");
+      expect(await card.getByTestId("alternative").count()).toBeGreaterThan(0);
+      expect(await page.getByTestId("confirm-card").count()).toBe(0);
+      await shoot("11-permission-denied");
+      await card.getByTestId("close-denied").click();
+      expect(await page.getByTestId("denied-card").count()).toBe(0);
+    } finally {
+      await context.close();
+      page = admin;
+    }
+  });
 });
