@@ -19,6 +19,7 @@ from gradio_client import Client
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
+from sstools.devstack import documents
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
@@ -264,6 +265,9 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
     title = titles("dev")[1]
     assert title not in titles("prod").values()  # the page's deploy is what brings it
     password = (data_root / "ops-admin-password").read_text().strip()
+    report = documents.pdf(
+        data_root, "квартальный-отчёт.pdf", ["Квартальный отчёт", "Риск: задержка поставок в регионе Сибирь."]
+    )
     e2e = subprocess.run(
         ["npm", "--prefix", str(REPO_ROOT / "web"), "--loglevel=error", "run", "e2e"],
         env={
@@ -273,6 +277,7 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
             "E2E_PASSWORD": password,
             "E2E_ANALYST_USERNAME": ANALYST,
             "E2E_ANALYST_PASSWORD": ANALYST_PASSWORD,
+            "E2E_PDF": str(report),
             "E2E_SCREENSHOTS": str(SCREENSHOTS),
         },
         capture_output=True,

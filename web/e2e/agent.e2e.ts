@@ -63,7 +63,8 @@ afterAll(async () => {
 
 describe("the /agent page", () => {
   it("signs in and connects", async () => {
-    await page.goto(`${BASE_URL}/agent?envId=dev`); // UIContext: the page opened for dev
+    // UIContext from the URL: the page opened from dev's "Sales Overview" dashboard
+    await page.goto(`${BASE_URL}/agent?objectType=dashboard&objectId=1&objectName=Sales%20Overview&envId=dev`);
     await page.waitForURL(/\/login/);
     await shoot("01-login");
     await page.locator('input[name="username"]').fill(required("E2E_USERNAME"));
@@ -71,6 +72,19 @@ describe("the /agent page", () => {
     await page.locator('button[type="submit"]').click();
     await page.waitForURL(/\/agent/);
     await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    expect(await page.getByTestId("context-pill").textContent()).toContain("dashboard Sales Overview @dev");
+  });
+
+  it("keeps the environment selector in step with the context, and warns on prod", async () => {
+    const select = page.getByTestId("env-select");
+    await expect.poll(() => select.inputValue()).toBe("dev");
+    expect(await page.getByTestId("prod-flag").count()).toBe(0);
+    await select.selectOption("prod");
+    await page.getByTestId("prod-flag").waitFor();
+    expect(await page.getByTestId("context-pill").textContent()).toContain("@prod");
+    await shoot("02-prod-context");
+    await select.selectOption("dev");
+    expect(await page.getByTestId("prod-flag").count()).toBe(0);
   });
 
   it("asks for dashboards with validation problems and sees the tool cards resolve", async () => {
@@ -113,6 +127,17 @@ describe("the /agent page", () => {
     await refusal.waitFor();
     expect(await refusal.textContent()).toContain("PDF, XLSX, CSV, JSON, PNG, JPEG");
     await shoot("06-exe-rejected");
+  });
+
+  it("reads an attached PDF and answers from it", async () => {
+    await page.getByTestId("file-input").setInputFiles(required("E2E_PDF"));
+    await page.getByTestId("attached").waitFor();
+    await ask("что в этом документе?");
+    await expectState("success");
+    const answer = await page.getByTestId("assistant-message").last().getByTestId("answer").textContent();
+    expect(answer).toContain("задержка поставок в регионе Сибирь");
+    expect(await page.getByTestId("user-message").last().textContent()).toContain("квартальный-отчёт.pdf");
+    await shoot("07-pdf-answer");
   });
 
   it("copies the debug block as valid JSON", async () => {

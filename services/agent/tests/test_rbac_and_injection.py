@@ -18,12 +18,12 @@ from gradio_client import Client
 
 from sstools.common.catalogue import Role, Tier, tool_names
 from sstools.common.policy import decide_call
+from sstools.devstack import documents
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 from sstools.devstack.superset import Instance
 from sstools.ops.superset import dashboards
 
-from . import documents
 from .conftest import USERS, AgentStack, dump, new_conversation
 from .conftest import Reply as ChatReply
 

@@ -89,6 +89,16 @@ async def test_login_issues_user_tokens_and_refuses_wrong_passwords(ops: httpx.A
     assert (await _login(ops, "anna", "wrong")).json()["detail"]["code"] == "bad_credentials"
 
 
+async def test_a_signed_in_person_sees_the_environment_choices_without_urls(ops: httpx.AsyncClient) -> None:
+    token = await _user_token(ops, "vera")  # the lowest role: choosing where to look is for everyone
+    reply = await ops.get("/api/auth/environments", headers={"Authorization": f"Bearer {token}"})
+    assert reply.json() == [
+        {"id": "dev", "name": "Development", "production": False},
+        {"id": "prod", "name": "Production", "production": True},
+    ]
+    assert (await ops.get("/api/auth/environments")).status_code == 401
+
+
 async def test_admin_is_bootstrapped_once_from_settings(
     ops: httpx.AsyncClient, fresh_database_url: str
 ) -> None:

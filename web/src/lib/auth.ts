@@ -22,6 +22,18 @@ export async function login(username: string, password: string): Promise<Session
   return session;
 }
 
+export interface EnvironmentChoice {
+  id: string;
+  name: string;
+  production: boolean;
+}
+
+/** Where the person may point the page (ops: ids and names only). */
+export async function environments(token: string): Promise<EnvironmentChoice[]> {
+  const response = await fetch("/api/auth/environments", { headers: { Authorization: `Bearer ${token}` } });
+  return response.ok ? ((await response.json()) as EnvironmentChoice[]) : [];
+}
+
 export function currentSession(): Session | null {
   const kept = sessionStorage.getItem(KEY);
   return kept ? (JSON.parse(kept) as Session) : null;

@@ -59,8 +59,9 @@ export class AgentChatModel {
   /** The open conversation is answering in another tab or window right now. */
   activeElsewhere: boolean = $state(false);
 
+  readonly activeEnv: string | null = $derived(this._activeEnvId ?? this.uiContext?.envId ?? null);
   readonly isProdContext: boolean = $derived(
-    (this.pendingConfirm?.envContext ?? this._activeEnvId ?? this.uiContext?.envId ?? null) === "prod",
+    normaliseEnv(this.pendingConfirm?.envContext ?? this.activeEnv) === "prod",
   );
   readonly showProdWarning: boolean = $derived(this.isProdContext);
   readonly contextPillLabel: string = $derived(contextLabel(this.uiContext));
@@ -211,7 +212,7 @@ export class AgentChatModel {
       pending_thread_id: this.pendingConfirm?.threadId ?? null,
       connection: this.connection,
       streaming: this.streaming,
-      env: this._activeEnvId ?? this.uiContext?.envId ?? null,
+      env: this.activeEnv,
       user: this.username,
       message_count: this.messages.length,
       last_message_id: last?.id ?? null,
@@ -239,7 +240,7 @@ export class AgentChatModel {
       this.#job = this.#transport.submit({
         ...request,
         conversationId: this.conversationId,
-        envId: this._activeEnvId ?? this.uiContext?.envId ?? "",
+        envId: this.activeEnv ?? "",
         uiContext: this.uiContext ? JSON.stringify(this.uiContext) : "",
       });
       for await (const event of this.#job) {
@@ -306,6 +307,15 @@ export class AgentChatModel {
     this.editedArgs = {};
     this.permissionAlternatives = null;
   }
+}
+
+/** data model §2: "prod"/"production" → prod, "stag"/"test" → staging, "dev"/"local" → dev. */
+export function normaliseEnv(envId: string | null | undefined): "prod" | "staging" | "dev" | null {
+  const value = (envId ?? "").toLowerCase();
+  if (value.includes("prod")) return "prod";
+  if (value.includes("stag") || value.includes("test")) return "staging";
+  if (value.includes("dev") || value.includes("local")) return "dev";
+  return null;
 }
 
 function contextLabel(context: UIContext | null): string {

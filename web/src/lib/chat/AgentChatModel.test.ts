@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { AgentChatModel, MAX_FILE_BYTES, RECONNECT_DELAY_MS, uiContextFromUrl } from "./AgentChatModel.svelte";
+import {
+  AgentChatModel,
+  MAX_FILE_BYTES,
+  RECONNECT_DELAY_MS,
+  normaliseEnv,
+  uiContextFromUrl,
+} from "./AgentChatModel.svelte";
 import type { ChatEvent, ChatJob, ChatRequest, ChatTransport } from "./transport";
 import type { WireMessage } from "./types";
 
@@ -258,6 +264,16 @@ describe("AgentChatModel", () => {
     chat.updateActiveEnv("prod");
     expect(chat.uiContext?.envId).toBe("prod");
     expect(chat.isProdContext).toBe(true);
+    chat.updateActiveEnv("Production-EU");
+    expect(chat.showProdWarning).toBe(true);
+    chat.updateActiveEnv("staging");
+    expect(chat.showProdWarning).toBe(false);
+    expect([normaliseEnv("production"), normaliseEnv("test"), normaliseEnv("local"), normaliseEnv("qa")]).toEqual([
+      "prod",
+      "staging",
+      "dev",
+      null,
+    ]);
     expect(uiContextFromUrl(new URL("https://example.test/agent"))).toBeNull();
     expect(uiContextFromUrl(new URL("https://example.test/agent?objectType=robot&objectId=x&envId=dev"))).toMatchObject({
       objectType: null,

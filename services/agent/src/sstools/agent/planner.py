@@ -34,6 +34,10 @@ _SQL = re.compile(
     r"\b(select|with|insert|update|delete|create|drop|alter|truncate)\b.*", re.IGNORECASE | re.DOTALL
 )
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
+_DOCUMENT_BODY = re.compile(r"<untrusted-document[^>]*>\n?(.*?)\n?</untrusted-document>", re.DOTALL)
+DOCUMENT_EXCERPT_CHARS = 400
+# A message about its attachment ("что в этом документе?", "summarise the file") is answered from it.
+_ABOUT_ATTACHMENT = re.compile(r"документ|файл|вложени|отч[её]т|document|file|attach|report", re.IGNORECASE)
 _ENV_WORDS = {
     "прод": "prod",
     "проде": "prod",
@@ -83,7 +87,11 @@ def extract(text: str, history: Sequence[BaseMessage] = ()) -> Extracted:
     numbers = [int(number) for number in _NUMBER.findall(plain)]
     if not numbers and _PRONOUNS & set(_WORD.findall(plain.lower())):
         for earlier in reversed(history):
-            if isinstance(earlier, HumanMessage) and isinstance(earlier.content, str):
+            if (
+                isinstance(earlier, HumanMessage)
+                and isinstance(earlier.content, str)
+                and not earlier.additional_kwargs.get("document")  # a file's numbers are data, not a referent
+            ):
                 found = _NUMBER.findall(earlier.content)
                 if found:
                     numbers = [int(found[0])]
@@ -175,6 +183,9 @@ class OfflinePlanner(BaseChatModel):
                 results.append(_summary(message.name or "tool", str(message.content)))
             return AIMessage("\n".join(reversed(results)))
         text = str(last.content) if isinstance(last, HumanMessage) else ""
+        documents = _turn_documents(messages)
+        if documents and _ABOUT_ATTACHMENT.search(text):
+            return AIMessage(_document_answer(documents))
         facts = extract(text, messages[:-1])
         calls: list[dict[str, Any]] = []
         for candidate in self.tools:
@@ -192,6 +203,8 @@ class OfflinePlanner(BaseChatModel):
             calls.append({"name": candidate.name, "args": arguments, "id": f"call_{uuid.uuid4().hex[:16]}"})
             if not reading or len(calls) == 2:
                 break
+        if not calls and documents:
+            return AIMessage(_document_answer(documents))
         if not calls:
             missing = self.tools[0].name if self.tools else "a tool"
             return AIMessage(
@@ -232,6 +245,29 @@ class OfflinePlanner(BaseChatModel):
             if run_manager is not None and chunk.text:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
+
+
+def _turn_documents(messages: Sequence[BaseMessage]) -> list[HumanMessage]:
+    """The files attached to this turn: the document messages right before its text."""
+    found: list[HumanMessage] = []
+    for message in reversed(messages[:-1]):
+        if not (isinstance(message, HumanMessage) and message.additional_kwargs.get("document")):
+            break
+        found.append(message)
+    return found[::-1]
+
+
+def _document_answer(documents: Sequence[HumanMessage]) -> str:
+    """What the offline model can do with a file: say what it read, quoting its beginning (as
+    data: nothing in it is followed)."""
+    lines = []
+    for document in documents:
+        match = _DOCUMENT_BODY.search(str(document.content))
+        body = " ".join((match.group(1) if match else "").split())
+        excerpt = body[:DOCUMENT_EXCERPT_CHARS] + ("…" if len(body) > DOCUMENT_EXCERPT_CHARS else "")
+        name = document.additional_kwargs["document"]
+        lines.append(f"Прочитал {name} / Read {name}: «{excerpt}»")
+    return "\n".join(lines)
 
 
 def _chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:

@@ -50,6 +50,12 @@ class AuthorizeOut(BaseModel):
     needs_confirmation: bool
 
 
+class EnvironmentChoice(BaseModel):
+    id: str
+    name: str
+    production: bool
+
+
 def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRouter:
     api = APIRouter()
     authenticator = ctx.authenticator
@@ -73,6 +79,15 @@ def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRou
     @api.get("/api/auth/me")
     async def me(caller: Annotated[Caller, user_only]) -> Me:
         return Me(username=caller.username, role=caller.role.value)
+
+    @api.get("/api/auth/environments")
+    async def environments(caller: Annotated[Caller, user_only]) -> list[EnvironmentChoice]:
+        """The environments a signed-in person can point the page at: ids and names only (the
+        operations on them go through the agent, under both identities)."""
+        return [
+            EnvironmentChoice(id=env.id, name=env.name, production=bool(env.production))
+            for env in ctx.supersets.environments.values()
+        ]
 
     @api.post("/api/tools/{tool}/authorize")
     async def authorize(
