@@ -6,6 +6,8 @@ import {
   normaliseEnv,
   uiContextFromUrl,
 } from "./AgentChatModel.svelte";
+import { ConversationList } from "./ConversationList.svelte";
+import { historyEntries } from "./conversations";
 import type { ChatEvent, ChatJob, ChatRequest, ChatTransport } from "./transport";
 import type { WireMessage } from "./types";
 
@@ -308,7 +310,6 @@ describe("AgentChatModel", () => {
 
 describe("conversations", () => {
   it("turns stored messages into chat entries, and a reopened pause is offered for confirmation again", async () => {
-    const { historyEntries } = await import("./conversations");
     const entries = historyEntries([
       { id: "m1", role: "user", content: "deploy dashboard 42 to prod", metadata: {}, partial: false },
       {
@@ -341,7 +342,6 @@ describe("conversations", () => {
   });
 
   it("marks a stopped answer from history as cancelled and partial", async () => {
-    const { historyEntries } = await import("./conversations");
     const [entry] = historyEntries([
       { id: "m1", role: "assistant", content: "Начинаю", metadata: { events: [] }, partial: true },
     ]);
@@ -350,7 +350,6 @@ describe("conversations", () => {
   });
 
   it("keeps the sidebar's list, archived filter, archive and restore in step with convo", async () => {
-    const { ConversationList } = await import("./ConversationList.svelte");
     const stored = [
       { id: "a", title: "первый", message_count: 2, is_archived: false, updated_at: "2026-11-30T10:00:00Z", last_message_at: null },
     ];

@@ -46,9 +46,17 @@ function card(meta: Record<string, unknown>, fallbackId: string): ToolCard {
   };
 }
 
-/** The running card of `tool` an event without a run id belongs to: the last one. */
-function lastOf(tools: ToolCard[], tool: string): ToolCard | undefined {
-  return [...tools].reverse().find((item) => item.tool === tool);
+/** The card an event belongs to: by run id, else the last card of its tool; a card of its own
+ * when it came without a tool_start. */
+function cardOf(tools: ToolCard[], meta: Record<string, unknown>, fallbackId: string): ToolCard {
+  const id = text(meta.run_id);
+  const found =
+    (id ? tools.find((item) => item.id === id) : undefined) ??
+    [...tools].reverse().find((item) => item.tool === text(meta.tool));
+  if (found) return found;
+  const added = card(meta, fallbackId);
+  tools.push(added);
+  return added;
 }
 
 export function foldTurn(messages: readonly WireMessage[]): TurnView {
@@ -71,26 +79,21 @@ export function foldTurn(messages: readonly WireMessage[]): TurnView {
         break;
       case "tool_end":
       case "tool_error": {
-        const id = text(meta.run_id);
-        const target = view.tools.find((item) => item.id === id) ?? lastOf(view.tools, text(meta.tool));
-        const done = target ?? card(meta, `tool-${index}`);
-        if (!target) view.tools.push(done);
+        const done = cardOf(view.tools, meta, `tool-${index}`);
         done.status = meta.type === "tool_end" ? "ok" : "error";
         done.output = meta.output ?? null;
         done.error = meta.type === "tool_error" ? text(meta.error) || message.content : null;
         break;
       }
       case "tool_retry": {
-        const target = lastOf(view.tools, text(meta.tool)) ?? card(meta, `tool-${index}`);
-        if (!view.tools.includes(target)) view.tools.push(target);
+        const target = cardOf(view.tools, meta, `tool-${index}`);
         target.status = "retrying";
         target.attempt = typeof meta.attempt === "number" ? meta.attempt : null;
         target.maxAttempts = typeof meta.max_attempts === "number" ? meta.max_attempts : null;
         break;
       }
       case "tool_timeout": {
-        const target = lastOf(view.tools, text(meta.tool)) ?? card(meta, `tool-${index}`);
-        if (!view.tools.includes(target)) view.tools.push(target);
+        const target = cardOf(view.tools, meta, `tool-${index}`);
         target.status = "timeout";
         target.error = text(meta.message) || message.content;
         target.retryable = meta.retryable === true;

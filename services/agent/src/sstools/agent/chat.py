@@ -87,6 +87,11 @@ class Turn:
     session_id: str = ""  # the Gradio session: one send at a time in each
     files: tuple[str, ...] = ()  # paths of the files attached to the message
 
+    @property
+    def env(self) -> str | None:
+        """The environment the turn is about: the one submitted, else the page's context."""
+        return self.env_id or self.ui_env_id
+
 
 @dataclass(frozen=True)
 class Clients:
@@ -280,7 +285,7 @@ class ChatService:
                 yield event
 
     async def _prefetch(self, turn: Turn, routing: Routing) -> str | None:
-        env = turn.env_id or turn.ui_env_id
+        env = turn.env
         if not (routing.prefetch_dashboards and self._prefetch_limit and env):
             return None
         return await prefetch_dashboards(self._ops, turn.user_token, env, self._prefetch_limit)
@@ -288,7 +293,7 @@ class ChatService:
     async def _routing(self, turn: Turn, fast: ToolCall | None) -> Routing:
         if fast is not None:
             return Routing(tools=[fast["name"]], tier="fast-path", degraded=False)
-        return await self._router.route(turn.text, turn.env_id or turn.ui_env_id, turn.object_type)
+        return await self._router.route(turn.text, turn.env, turn.object_type)
 
     async def _role(self, turn: Turn) -> Role | None:
         """The user's role for the guard, as ops said it at most ``ROLE_CACHE_SECONDS`` ago;
