@@ -114,6 +114,8 @@ def stack_environment() -> dict[str, str]:
             if field.endswith("_port"):
                 environment[f"{name.upper()}_{field.upper()}"] = str(free_port())
     environment["WEB_PORT"] = str(free_port())
+    # An answer streams for seconds, as a real model's would: the browser test stops one halfway.
+    environment["AGENT_OFFLINE_WORDS_PER_SECOND"] = "12"
     return environment
 
 

@@ -24,6 +24,8 @@ async function shoot(name: string): Promise<void> {
   for (const [width, size] of Object.entries(WIDTHS)) {
     await page.setViewportSize(size);
     await page.screenshot({ path: join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
+    // Nothing (a long id, the header) widens the page past the screen: no sideways scrolling.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth), name).toBeLessThanOrEqual(size.width);
   }
   await page.setViewportSize(WIDTHS.desktop);
 }
@@ -54,7 +56,8 @@ beforeAll(async () => {
     // Offline machine: no background calls home, no sandbox as root in CI.
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
-  page = await browser.newPage({ viewport: WIDTHS.desktop });
+  // A context of its own (not browser.newPage's): a second tab opens in it, as a person's would.
+  page = await (await browser.newContext({ viewport: WIDTHS.desktop })).newPage();
 });
 
 afterAll(async () => {
@@ -138,6 +141,64 @@ describe("the /agent page", () => {
     expect(answer).toContain("задержка поставок в регионе Сибирь");
     expect(await page.getByTestId("user-message").last().textContent()).toContain("квартальный-отчёт.pdf");
     await shoot("07-pdf-answer");
+  });
+
+  it("stops an answer halfway, keeps the partial text, and a second tab is told the conversation is busy", async () => {
+    const conversationId = (await page.getByTestId("debug-json").evaluate((node) => JSON.parse(node.textContent ?? "{}"))).conv_id;
+    const second = await page.context().newPage(); // a tab has its own session storage: it signs in
+    try {
+      await second.goto(`${BASE_URL}/login`);
+      await second.locator('input[name="username"]').fill(required("E2E_USERNAME"));
+      await second.locator('input[name="password"]').fill(required("E2E_PASSWORD"));
+      await second.locator('button[type="submit"]').click();
+      const listed = second.locator(`[data-testid="conversation"][data-id="${conversationId}"] .open`);
+      await listed.waitFor();
+
+      // The stack paces the offline model, so this answer streams for seconds.
+      await ask("покажи дашборды с проблемами валидации");
+      const answer = page.getByTestId("assistant-message").last().getByTestId("answer");
+      await expect.poll(async () => ((await answer.count()) ? ((await answer.textContent()) ?? "").length : 0)).toBeGreaterThan(0);
+      await listed.click();
+      await second.getByTestId("active-elsewhere").waitFor();
+      await second.screenshot({ path: join(SCREENSHOTS, "12-second-tab-desktop.png"), fullPage: true });
+
+      await page.getByTestId("stop").click();
+      await expectState("cancelled");
+      const last = page.getByTestId("assistant-message").last();
+      await last.getByTestId("partial").waitFor();
+      const kept = (await answer.textContent()) ?? "";
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(await answer.textContent()).toBe(kept); // nothing arrives after the stop
+      expect(kept.length).toBeGreaterThan(0);
+      expect(kept).not.toContain("Legacy uptime"); // the health part, at the answer's end, never came
+      await shoot("12-stopped");
+
+      // The stopped turn freed the conversation, and what was kept is its history, marked partial.
+      await listed.click();
+      const reopened = second.getByTestId("assistant-message").last();
+      await reopened.getByTestId("partial").waitFor();
+      expect(await second.getByTestId("active-elsewhere").count()).toBe(0);
+      expect((await reopened.getByTestId("answer").textContent()) ?? "").toContain(kept.trim().split(/\s+/).slice(0, 3).join(" "));
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("a lost network shows the connection banner, and Retry asks again", async () => {
+    await page.context().setOffline(true);
+    try {
+      await ask("покажи дашборды в dev");
+      await page.getByTestId("connection-banner").waitFor();
+      await page.getByTestId("list-error").waitFor(); // the sidebar could not refresh either
+      await shoot("13-connection-lost");
+    } finally {
+      await page.context().setOffline(false);
+    }
+    await page.getByTestId("retry").click();
+    await expectState("success");
+    expect(await page.getByTestId("connection-banner").count()).toBe(0);
+    expect(await page.getByTestId("connection").textContent()).toBe("connected");
+    await expect.poll(() => page.getByTestId("list-error").count()).toBe(0);
   });
 
   it("copies the debug block as valid JSON", async () => {

@@ -34,6 +34,7 @@ const STRINGS = {
   partial: { ru: "прервано", en: "stopped" },
   cancelled: { ru: "Отменено", en: "Cancelled" },
   connectionLost: { ru: "Связь с агентом потеряна", en: "Lost the connection to the agent" },
+  listFailed: { ru: "Не удалось загрузить диалоги", en: "Could not load the conversations" },
   reconnecting: { ru: "Переподключение…", en: "Reconnecting…" },
   unsupportedFile: {
     ru: "Неподдерживаемый тип файла. Поддерживаются: PDF, XLSX, CSV, JSON, PNG, JPEG",

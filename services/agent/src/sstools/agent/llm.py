@@ -41,7 +41,8 @@ def chat_model(
     without it langchain-openai shares one cached client per URL across the process, whose
     pooled connections outlive the event loop that opened them."""
     if not (settings.llm_base_url and settings.llm_model):
-        return OfflinePlanner(), OFFLINE_MODEL_NAME, "sstools"
+        planner = OfflinePlanner(words_per_second=settings.offline_words_per_second)
+        return planner, OFFLINE_MODEL_NAME, "sstools"
     model = PlainPayloadChatOpenAI(
         base_url=settings.llm_base_url,
         # Local OpenAI-compatible servers often want no key; the client insists on one.

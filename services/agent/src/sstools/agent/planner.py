@@ -8,6 +8,7 @@ Read tools may go two at a time; a write goes alone. Once tool results are in, i
 from them with a short template, streamed word by word. Nothing here is learned or random.
 """
 
+import asyncio
 import json
 import re
 import uuid
@@ -165,13 +166,17 @@ def _summary(name: str, content: str) -> str:
 
 class OfflinePlanner(BaseChatModel):
     tools: list[BaseTool] = Field(default_factory=list)
+    # A real model streams 20–80 tokens a second; the planner answers at once unless paced, and a
+    # paced answer is one a person (or a browser test) can stop halfway.
+    words_per_second: float = Field(default=0.0, ge=0)
 
     @property
     def _llm_type(self) -> str:
         return OFFLINE_MODEL_NAME
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> "OfflinePlanner":
-        return OfflinePlanner(tools=[item for item in tools if isinstance(item, BaseTool)])
+        offered = [item for item in tools if isinstance(item, BaseTool)]
+        return OfflinePlanner(tools=offered, words_per_second=self.words_per_second)
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         last = messages[-1] if messages else HumanMessage("")
@@ -242,6 +247,8 @@ class OfflinePlanner(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in _chunks(self.plan(messages)):
+            if chunk.text and self.words_per_second:
+                await asyncio.sleep(1 / self.words_per_second)
             if run_manager is not None and chunk.text:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

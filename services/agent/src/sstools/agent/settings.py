@@ -37,6 +37,11 @@ class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings
     )
     convo_timeout_seconds: float = Field(default=2.0, gt=0, description="Longest one convo call may take.")
     tool_timeout_seconds: float = Field(default=30.0, gt=0, description="Longest one tool call may take.")
+    offline_words_per_second: float = Field(
+        default=0.0,
+        ge=0,
+        description="Pace of the offline model's streamed answer in words a second (0: all at once).",
+    )
     concurrency_limit: int = Field(default=32, ge=1, description="Chat turns Gradio runs at once.")
     prefetch_dashboard_limit: int = Field(
         default=25, ge=0, le=100, description="Dashboards fetched ahead for list requests (0: never)."

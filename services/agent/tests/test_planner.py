@@ -1,0 +1,50 @@
+"""The offline model's pace: unpaced it answers at once; paced, its words come one by one, so
+an answer can be stopped halfway (the browser test's Stop relies on it)."""
+
+import asyncio
+import time
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from sstools.agent.planner import OfflinePlanner
+
+RESULT = '{"env_id": "dev", "count": 3, "dashboards": []}'
+MESSAGES = [
+    HumanMessage("покажи дашборды"),
+    AIMessage("", tool_calls=[{"name": "list_dashboards", "args": {}, "id": "call_1"}]),
+    ToolMessage(RESULT, tool_call_id="call_1", name="list_dashboards"),
+]
+
+
+async def _words(model: OfflinePlanner) -> list[str]:
+    return [str(chunk.content) async for chunk in model.astream(MESSAGES) if chunk.content]
+
+
+async def test_the_paced_offline_model_streams_the_same_answer_word_by_word() -> None:
+    answer = str(OfflinePlanner().plan(MESSAGES).content)
+    unpaced = await _words(OfflinePlanner())
+    started = time.perf_counter()
+    paced = await _words(OfflinePlanner(words_per_second=40).bind_tools([]))
+    elapsed = time.perf_counter() - started
+    assert "".join(unpaced) == "".join(paced) == answer
+    assert len(paced) >= 5
+    assert elapsed >= len(paced) / 40  # each word waits its turn
+
+
+async def test_a_paced_answer_stops_halfway_when_cancelled() -> None:
+    received: list[str] = []
+    first_word = asyncio.Event()
+
+    async def read() -> None:
+        async for chunk in OfflinePlanner(words_per_second=20).astream(MESSAGES):
+            received.append(str(chunk.content))
+            if chunk.content:
+                first_word.set()
+
+    reading = asyncio.create_task(read())
+    await first_word.wait()
+    reading.cancel()
+    await asyncio.gather(reading, return_exceptions=True)
+    answer = str(OfflinePlanner().plan(MESSAGES).content)
+    assert 0 < len("".join(received)) < len(answer)
+    assert answer.startswith("".join(received))
