@@ -138,7 +138,8 @@ def service_process(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``sstools-<name>`` as a real process, handed over once ready, stopped with SIGTERM after."""
     script = str(Path(sys.executable).parent / f"sstools-{name}")
-    process = subprocess.Popen([script], env={**os.environ, **environment})
+    # Its logs go to the caller's stderr: a bench's stdout carries nothing but its JSON figures.
+    process = subprocess.Popen([script], env={**os.environ, **environment}, stdout=2)  # fd 2: stderr
     try:
         wait_ready(metrics_port)
         yield process
