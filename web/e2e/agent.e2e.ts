@@ -160,9 +160,8 @@ describe("the /agent page", () => {
       await expect.poll(async () => ((await answer.count()) ? ((await answer.textContent()) ?? "").length : 0)).toBeGreaterThan(0);
       await listed.click();
       await second.getByTestId("active-elsewhere").waitFor();
+      await page.getByTestId("stop").click(); // at once: the answer is still streaming
       await second.screenshot({ path: join(SCREENSHOTS, "12-second-tab-desktop.png"), fullPage: true });
-
-      await page.getByTestId("stop").click();
       await expectState("cancelled");
       const last = page.getByTestId("assistant-message").last();
       await last.getByTestId("partial").waitFor();
