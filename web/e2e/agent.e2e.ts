@@ -261,6 +261,18 @@ describe("the /agent page", () => {
       await shoot("11-permission-denied");
       await card.getByTestId("close-denied").click();
       expect(await page.getByTestId("denied-card").count()).toBe(0);
+
+      // An alternative is one click: its prompt is asked as the next message.
+      await ask("задеплой дашборд 1 в prod");
+      await expectState("denied");
+      const alternative = page.getByTestId("denied-card").getByTestId("alternative").first();
+      const prompt = (await alternative.textContent()) ?? "";
+      const asked = await page.getByTestId("user-message").count();
+      await alternative.click();
+      await expect.poll(() => page.getByTestId("user-message").count()).toBe(asked + 1);
+      expect(await page.getByTestId("user-message").last().textContent()).toContain(prompt.trim());
+      await expectState("success");
+      expect(await page.getByTestId("denied-card").count()).toBe(0);
     } finally {
       await context.close();
       page = admin;
