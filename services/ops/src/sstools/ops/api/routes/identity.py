@@ -9,6 +9,7 @@ from sstools.common.catalogue import tool_names
 from sstools.common.policy import decide_call
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.context import OpsContext
+from sstools.ops.environments import Environment
 from sstools.ops.store.users import service_client_matches
 
 
@@ -51,9 +52,15 @@ class AuthorizeOut(BaseModel):
 
 
 class EnvironmentChoice(BaseModel):
+    """An environment as a person picks it: no address, no credentials."""
+
     id: str
     name: str
     production: bool
+
+    @classmethod
+    def of(cls, env: Environment) -> "EnvironmentChoice":
+        return cls(id=env.id, name=env.name, production=bool(env.production))
 
 
 def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRouter:
@@ -84,10 +91,7 @@ def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRou
     async def environments(caller: Annotated[Caller, user_only]) -> list[EnvironmentChoice]:
         """The environments a signed-in person can point the page at: ids and names only (the
         operations on them go through the agent, under both identities)."""
-        return [
-            EnvironmentChoice(id=env.id, name=env.name, production=bool(env.production))
-            for env in ctx.supersets.environments.values()
-        ]
+        return [EnvironmentChoice.of(env) for env in ctx.supersets.environments.values()]
 
     @api.post("/api/tools/{tool}/authorize")
     async def authorize(

@@ -12,17 +12,17 @@ from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
+from sstools.ops.api.routes.identity import EnvironmentChoice
 from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards, datasets, health, permissions, sqllab
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 
 
-class EnvironmentOut(BaseModel):
-    id: str
-    name: str
+class EnvironmentOut(EnvironmentChoice):
+    """What the list_environments tool tells: the choice, and where the instance is."""
+
     url: str
-    production: bool
 
 
 class SqlIn(BaseModel):
@@ -97,7 +97,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     ) -> list[EnvironmentOut]:
         """list_environments: where ops can act; credentials never leave."""
         return [
-            EnvironmentOut(id=env.id, name=env.name, url=str(env.url), production=bool(env.production))
+            EnvironmentOut(**EnvironmentChoice.of(env).model_dump(), url=str(env.url))
             for env in supersets.environments.values()
         ]
 
