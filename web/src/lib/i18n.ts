@@ -32,7 +32,6 @@ const STRINGS = {
   result: { ru: "Результат", en: "Result" },
   task: { ru: "Задача", en: "Task" },
   partial: { ru: "прервано", en: "stopped" },
-  cancelled: { ru: "Отменено", en: "Cancelled" },
   connectionLost: { ru: "Связь с агентом потеряна", en: "Lost the connection to the agent" },
   listFailed: { ru: "Не удалось загрузить диалоги", en: "Could not load the conversations" },
   reconnecting: { ru: "Переподключение…", en: "Reconnecting…" },

@@ -2,7 +2,7 @@
  * talks to the agent through a `ChatTransport`, folds each turn's stream into a `TurnView`, and
  * owns what the person can do next: send, stop, confirm or reject, retry, switch environment. */
 
-import { emptyTurn, foldTurn } from "./turn";
+import { emptyTurn, foldTurn, isRunning } from "./turn";
 import type { Action, ChatJob, ChatTransport } from "./transport";
 import type { Alternative, ConfirmRequest, Problem, TurnView, UIContext } from "./types";
 
@@ -53,7 +53,6 @@ export class AgentChatModel {
   error: Problem | null = $state(null);
   uiContext: UIContext | null = $state(null);
   dangerousCountdown: number = $state(0);
-  dangerousCountdownActive: boolean = $state(false);
   _activeEnvId: string | null = $state(null);
   username: string | null = $state(null);
   /** The open conversation is answering in another tab or window right now. */
@@ -66,12 +65,9 @@ export class AgentChatModel {
   readonly showProdWarning: boolean = $derived(this.isProdContext);
   readonly contextPillLabel: string = $derived(contextLabel(this.uiContext));
   readonly activeToolCalls: number = $derived(
-    this.messages.reduce(
-      (count, entry) =>
-        count + (entry.view?.tools.filter((tool) => tool.status === "running" || tool.status === "retrying").length ?? 0),
-      0,
-    ),
+    this.messages.reduce((count, entry) => count + (entry.view?.tools.filter(isRunning).length ?? 0), 0),
   );
+  readonly dangerousCountdownActive: boolean = $derived(this.dangerousCountdown > 0);
   readonly canConfirm: boolean = $derived(
     this.pendingConfirm !== null && !this.streaming && !this.dangerousCountdownActive,
   );
@@ -287,7 +283,6 @@ export class AgentChatModel {
   #startCountdown(): void {
     this.#stopCountdownTimer();
     this.dangerousCountdown = DANGEROUS_COUNTDOWN_SECONDS;
-    this.dangerousCountdownActive = true;
     this.#stopCountdown = this.#tick(() => {
       this.dangerousCountdown -= 1;
       if (this.dangerousCountdown <= 0) this.#stopCountdownTimer();
@@ -298,7 +293,6 @@ export class AgentChatModel {
     this.#stopCountdown?.();
     this.#stopCountdown = null;
     this.dangerousCountdown = 0;
-    this.dangerousCountdownActive = false;
   }
 
   #clearPending(): void {

@@ -29,6 +29,9 @@ export function emptyTurn(): TurnView {
   };
 }
 
+/** A tool call still under way (its card spins; the debug block counts it). */
+export const isRunning = (card: ToolCard): boolean => card.status === "running" || card.status === "retrying";
+
 const text = (value: unknown): string => (typeof value === "string" ? value : "");
 const orNull = (value: unknown): string | null => (typeof value === "string" && value ? value : null);
 
