@@ -42,6 +42,12 @@ def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]
     return request.param, render(values_files=files, set_values=values)
 
 
+@pytest.fixture(scope="module")
+def production() -> list[dict[str, Any]]:
+    """The production values rendered once for the tests that read them."""
+    return render(values_files=[CHART / "values-prod.yaml"])
+
+
 def _of(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [document for document in documents if document["kind"] == kind]
 
@@ -74,11 +80,12 @@ def test_every_rendered_manifest_passes_strict_schema_validation(
     assert [problem for document in documents for problem in problems(document)] == []
 
 
-def test_production_values_render_the_operator_resources_and_they_validate() -> None:
-    documents = render(values_files=[CHART / "values-prod.yaml"])
-    monitors = _of(documents, "ServiceMonitor")
+def test_production_values_render_the_operator_resources_and_they_validate(
+    production: list[dict[str, Any]],
+) -> None:
+    monitors = _of(production, "ServiceMonitor")
     assert {_component(monitor) for monitor in monitors} == set(SETTINGS)
-    (rule,) = _of(documents, "PrometheusRule")
+    (rule,) = _of(production, "PrometheusRule")
     assert {"SSToolsFirstTokenSlow", "SSToolsRouterSlow"} == {
         alert["alert"] for group in rule["spec"]["groups"] for alert in group["rules"]
     }
@@ -234,11 +241,12 @@ def test_every_service_has_probes_resources_and_runs_as_non_root(
         assert container["securityContext"]["allowPrivilegeEscalation"] is False, component
 
 
-def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools_metrics() -> None:
-    documents = render(values_files=[CHART / "values-prod.yaml"])
+def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools_metrics(
+    production: list[dict[str, Any]],
+) -> None:
     (board_map,) = [
         document
-        for document in _of(documents, "ConfigMap")
+        for document in _of(production, "ConfigMap")
         if document["metadata"]["labels"].get("grafana_dashboard") == "1"
     ]
     board = json.loads(board_map["data"]["sstools-agent.json"])
@@ -247,7 +255,7 @@ def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
             assert re.search(r"\bsstools_[a-z_]+", target["expr"]), (panel["title"], target["expr"])
-    queried = queried_metrics(documents=documents)
+    queried = queried_metrics(documents=production)
     for needed in ("sstools_agent_first_token_seconds_bucket", "sstools_router_route_seconds_bucket"):
         assert {"alert SSToolsFirstTokenSlow", "alert SSToolsRouterSlow"} & queried[needed], needed
     # that each of these is exported by a running service is checked in test_stack.py

@@ -60,6 +60,7 @@ def test_the_image_runs_as_non_root_on_its_settings_ports_with_a_health_check(na
 
 
 def test_the_router_image_needs_no_torch() -> None:
+    """torch and sentence-transformers come only with the `st` extra, which the image never asks for."""
     heavy = [
         requirement
         for requirement in requires("sstools-router") or []
@@ -67,6 +68,9 @@ def test_the_router_image_needs_no_torch() -> None:
     ]
     assert heavy  # they exist, as an extra
     assert all(requirement.endswith("extra == 'st'") for requirement in heavy), heavy
+    built = [line for line in _all_lines("router") if "pip wheel" in line]
+    assert built
+    assert all("./services/router" in line and "services/router[" not in line for line in built)
 
 
 def test_the_page_image_serves_the_built_page_as_non_root_with_a_health_check() -> None:
