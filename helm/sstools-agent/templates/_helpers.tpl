@@ -216,3 +216,13 @@ securityContext:
 {{- define "sstools-agent.chatPath" -}}
 /api/agent/gradio
 {{- end }}
+
+{{/* The ingress controller's pods as one network-policy peer (namespace AND pod selector). Call with .Values.networkPolicy. */}}
+{{- define "sstools-agent.ingressPeer" -}}
+- namespaceSelector:
+    {{- toYaml .ingressNamespaceSelector | nindent 4 }}
+  {{- with .ingressPodSelector }}
+  podSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
