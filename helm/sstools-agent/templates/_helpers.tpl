@@ -68,6 +68,11 @@ helm.sh/chart: {{ include "sstools-agent.chart" $root }}
 {{- printf "%s:%s" $repository (toString ($image.tag | default .root.Chart.AppVersion)) }}
 {{- end }}
 
+{{/* A service's pull policy: its own, else the global one. Same arguments as image. */}}
+{{- define "sstools-agent.imagePullPolicy" -}}
+{{- (index .root.Values .name).image.pullPolicy | default .root.Values.global.imagePullPolicy }}
+{{- end }}
+
 {{/*
 What each service's code fixes (its settings class and its callers), so the templates can range
 over the five services instead of repeating them:
