@@ -14,6 +14,9 @@ from sstools.devstack.demo import local_supersets
 from sstools.devstack.superset import Instance, default_home
 from sstools.devstack.testing import free_port, scratch_database
 
+# The whole agent stack and its fixtures (agent_stack, llm, llm_stack, conversation).
+pytest_plugins = ["sstools.devstack.agentstack"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Tests start the services' console scripts; find them in this interpreter's virtualenv.

@@ -72,7 +72,7 @@ class LightChat:
 
     async def turn(self, text: str, conversation: str, action: str = "send") -> dict[str, float]:
         fn_index = await self.connect()
-        data: list[Any] = [{"text": text, "files": []}, conversation, action, "dev", ""]
+        data: list[Any] = [text, conversation, action, "dev", "", ""]
         for slot in self._state_slots:
             data.insert(slot, None)
         session = self._session

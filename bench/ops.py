@@ -100,7 +100,7 @@ async def measure(ops_url: str, superset_url: str, requests: int, health_request
         superset.headers["Authorization"] = f"Bearer {token}"
 
         async def search_ops() -> None:
-            (await ops.get("/api/envs/dev/dashboards", params={"q": "sales"})).raise_for_status()
+            (await ops.get("/api/envs/dev/dashboards", params={"query": "sales"})).raise_for_status()
 
         async def search_direct() -> None:
             (await superset.get("/api/v1/dashboard/", params={"q": rison(SEARCH)})).raise_for_status()

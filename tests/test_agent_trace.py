@@ -110,9 +110,7 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
                     headers={"Authorization": f"Bearer {token}"},
                     verbose=False,
                 )
-                job = chat.submit(
-                    {"text": "что сломано в dev?", "files": []}, "", "send", "dev", "", api_name="/chat"
-                )
+                job = chat.submit("что сломано в dev?", "", "send", "dev", "", "", api_name="/chat")
                 return list(job.result(timeout=120))
 
             messages = await asyncio.to_thread(turn)

@@ -188,6 +188,29 @@ def test_the_ingress_routes_the_chat_path_the_agent_serves_and_the_apis(
     assert routes["/"] == services["web"]  # the page, on the same origin as its APIs
 
 
+def test_the_ingress_takes_uploads_up_to_convos_limit(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """nginx refuses bodies over 1 MB by default; the Ingress carrying convo's upload route must
+    take at least CONVO_UPLOAD_MAX_BYTES, so convo itself answers (413 with its typed body)."""
+    _, documents = rendered
+    (carrier,) = [
+        ingress
+        for ingress in _of(documents, "Ingress")
+        for rule in ingress["spec"]["rules"]
+        if any(path["path"] == "/api/assistant/conversations" for path in rule["http"]["paths"])
+    ]
+    size = carrier["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"]
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)", size.lower()).groups()  # type: ignore[union-attr]
+    allowed = int(number) * {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit]
+    (convo,) = [
+        container
+        for deployment in _of(documents, "Deployment")
+        if _component(deployment) == "convo"
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+    ]
+    env = {item["name"]: item.get("value") for item in convo["env"]}
+    assert allowed > int(env["CONVO_UPLOAD_MAX_BYTES"])
+
+
 def test_network_policies_isolate_the_internal_services_and_block_the_metadata_address(
     rendered: tuple[str, list[dict[str, Any]]],
 ) -> None:

@@ -245,9 +245,7 @@ def _health_through_ops(environment: dict[str, str], data_root: Path) -> str:
         headers={"Authorization": f"Bearer {_user_token(environment, data_root)}"},
         verbose=False,
     )
-    job = chat.submit(
-        {"text": "покажи дашборды с проблемами", "files": []}, "", "send", "dev", "", api_name="/chat"
-    )
+    job = chat.submit("покажи дашборды с проблемами", "", "send", "dev", "", "", api_name="/chat")
     answer = "".join(str(message["content"]) for message in job.result(timeout=120))
     return "broken" if "Legacy uptime" in answer else f"unexpected chat answer: {answer}"
 

@@ -125,17 +125,30 @@ describe("the /agent page", () => {
   });
 
   it("refuses an .exe in the page, naming what is supported", async () => {
+    const uploads: string[] = [];
+    const seeUpload = (request: { url(): string }) => {
+      if (request.url().includes("/uploads")) uploads.push(request.url());
+    };
+    page.on("request", seeUpload);
     await page.getByTestId("file-input").setInputFiles({ name: "setup.exe", mimeType: "application/octet-stream", buffer: Buffer.from("MZ") });
     const refusal = page.getByTestId("file-rejected");
     await refusal.waitFor();
     expect(await refusal.textContent()).toContain("PDF, XLSX, CSV, JSON, PNG, JPEG");
+    page.off("request", seeUpload);
+    expect(uploads).toEqual([]); // refused in the page: nothing is uploaded
     await shoot("06-exe-rejected");
   });
 
   it("reads an attached PDF and answers from it", async () => {
     await page.getByTestId("file-input").setInputFiles(required("E2E_PDF"));
     await page.getByTestId("attached").waitFor();
+    // the file goes to convo under the person's token; the message names the id convo issued
+    const uploaded = page.waitForResponse((response) => response.url().includes("/uploads?name=") && response.request().method() === "POST");
     await ask("что в этом документе?");
+    const upload = await uploaded;
+    expect(upload.status()).toBe(201);
+    expect((await upload.request().allHeaders())["authorization"]).toMatch(/^Bearer /);
+    expect(((await upload.json()) as { name: string }).name).toBe("квартальный-отчёт.pdf");
     await expectState("success");
     const answer = await page.getByTestId("assistant-message").last().getByTestId("answer").textContent();
     expect(answer).toContain("задержка поставок в регионе Сибирь");

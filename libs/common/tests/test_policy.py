@@ -86,19 +86,19 @@ def test_unknown_tool_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "tier", "required"),
-    [
-        ({"env_id": "dev", "sql": "select * from sales"}, Tier.READ, Role.ANALYST),
-        ({"env_id": "dev", "sql": "delete from sales"}, Tier.DANGEROUS, Role.ADMIN),
-        ({"env_id": "dev", "sql": "select 1; drop table sales"}, Tier.DANGEROUS, Role.ADMIN),
-        ({"env_id": "dev", "sql": "selec * frm (("}, Tier.DANGEROUS, Role.ADMIN),  # unreadable: a change
-        ({"env_id": "dev", "sql": ""}, Tier.DANGEROUS, Role.ADMIN),
-        ({"env_id": "dev"}, Tier.READ, Role.ANALYST),
-    ],
+    ("read_only", "tier", "required"),
+    [(True, Tier.READ, Role.ANALYST), (False, Tier.DANGEROUS, Role.ADMIN)],
 )
-def test_a_calls_own_sql_decides_its_policy(args: dict[str, str], tier: Tier, required: Role) -> None:
-    decision = decide_call("superset_execute_sql", args)
+def test_sql_is_a_change_unless_judged_read_only(read_only: bool, tier: Tier, required: Role) -> None:
+    decision = decide_call(
+        "superset_execute_sql", {"env_id": "dev", "sql": "select 1"}, sql_read_only=read_only
+    )
     assert (decision.tier, decision.required_role) == (tier, required)
+
+
+def test_sql_nobody_judged_is_a_change() -> None:
+    """Deny by default: the statement's text alone decides nothing (its dialect is the target's)."""
+    assert decide_call("superset_execute_sql", {"env_id": "dev", "sql": "select 1"}).tier is Tier.DANGEROUS
 
 
 def test_a_calls_environment_decides_and_other_tools_ignore_sql() -> None:

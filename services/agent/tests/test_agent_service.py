@@ -4,9 +4,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.agent.main import assemble
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.devstack.agentstack import JWT_SECRET
 from sstools.devstack.testing import free_port, http_get, probe, started_service, wait_until
-
-from .conftest import JWT_SECRET
 
 
 def _settings(database_url: str) -> AgentSettings:

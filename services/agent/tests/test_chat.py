@@ -14,13 +14,12 @@ from gradio_client import Client
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, service_process
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
-
-from .conftest import AgentStack, Reply, dump, new_conversation
 
 
 @pytest.fixture
@@ -61,13 +60,24 @@ async def test_search_and_health_stream_tool_events_then_an_answer(
     assert reply.state == "success"
 
 
+async def test_an_environment_ops_does_not_have_is_refused_before_anything_runs(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    reply = await agent_stack.say("покажи дашборды", conversation, env_id="staging")  # not configured
+    assert [error["code"] for error in reply.of("error")] == ["INVALID_ENVIRONMENT"], dump(reply)
+    assert "staging" in reply.of("error")[0]["message"]
+    assert reply.of("tool_start") == []
+    assert reply.of("routing") == []
+    assert reply.state == "failed"
+
+
 async def test_a_failing_tool_is_explained(agent_stack: AgentStack, conversation: str) -> None:
-    reply = await agent_stack.say("покажи дашборды", conversation, env_id="staging")  # no such environment
+    missing = str(uuid.uuid4())
+    reply = await agent_stack.say(f"какой статус задачи {missing}", conversation)
     errors = reply.of("tool_error")
-    assert [error["tool"] for error in errors] == ["search_dashboards"], dump(reply)
-    assert errors[0]["error"]["code"] == "unknown_environment"
-    assert "search_dashboards failed (unknown_environment)" in reply.text
-    assert "staging" in reply.text
+    assert [error["tool"] for error in errors] == ["get_task_status"], dump(reply)
+    assert errors[0]["error"]["code"] == "task_not_found"
+    assert "get_task_status failed (task_not_found)" in reply.text
     assert reply.state == "failed"
 
 
@@ -149,20 +159,22 @@ async def test_a_pronoun_takes_the_dashboard_from_the_thread(
     agent_stack: AgentStack, conversation: str
 ) -> None:
     await agent_stack.say("покажи здоровье дашборда 3", conversation)
-    reply = await agent_stack.say("запусти валидацию для него", conversation)
-    started = {event["tool"]: event["input"] for event in reply.of("tool_start")}
-    assert started["run_llm_validation"]["dashboard_id"] == 3, dump(reply)
+    reply = await agent_stack.say("провалидируй его", conversation)
+    cards = reply.of("confirm_required")  # it keeps a report: a write, confirmed first
+    assert [(card["tool_name"], card["tool_args"]["dashboard_id"]) for card in cards] == [
+        ("run_llm_validation", 3)
+    ], dump(reply)
 
-    other = await agent_stack.say("запусти валидацию для него", new_conversation())
+    other = await agent_stack.say("провалидируй его", new_conversation())
     # A new conversation knows nothing of the old one: no dashboard to validate.
-    assert "run_llm_validation" not in {event["tool"] for event in other.of("tool_start")}, dump(other)
+    assert other.of("confirm_required") == [], dump(other)
     assert all(3 not in (event["input"].get("dashboard_ids") or []) for event in other.of("tool_start"))
 
 
 async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, conversation: str) -> None:
     def submit(headers: dict[str, str]) -> list[dict[str, Any]]:
         job = Client(agent_stack.chat_url, headers=headers, verbose=False).submit(
-            {"text": "покажи дашборды", "files": []}, conversation, "send", "dev", "", api_name="/chat"
+            "покажи дашборды", conversation, "send", "dev", "", "", api_name="/chat"
         )
         return list(job.result(timeout=60))
 
@@ -202,9 +214,9 @@ async def test_three_conversations_survive_an_agent_restart(
             assert first.state == "success", dump(first)
     with service_process("agent", environment, metrics_port):
         for conversation, dashboard in conversations.items():
-            follow_up = await _say_at(agent_stack, url, "запусти валидацию для него", conversation)
-            started = {event["tool"]: event["input"] for event in follow_up.of("tool_start")}
-            assert started["run_llm_validation"]["dashboard_id"] == dashboard, dump(follow_up)
+            follow_up = await _say_at(agent_stack, url, "провалидируй его", conversation)
+            cards = follow_up.of("confirm_required")
+            assert [card["tool_args"]["dashboard_id"] for card in cards] == [dashboard], dump(follow_up)
     async with grpc.aio.insecure_channel(settings.convo_target) as channel:
         stub = convo_pb2_grpc.ConversationServiceStub(channel)
         for conversation, dashboard in conversations.items():

@@ -4,12 +4,11 @@ streamed tokens, streamed tool calls, the confirmation pause, and the model's fa
 import asyncio
 import uuid
 
+from sstools.devstack.agentstack import AgentStack, dump
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 from sstools.devstack.superset import Instance
 from sstools.ops.superset import dashboards
-
-from .conftest import AgentStack, dump
 
 
 async def test_streamed_tool_calls_run_and_the_answer_streams(
@@ -39,9 +38,7 @@ async def test_a_deploy_the_model_asks_for_waits_for_confirmation(
     llm.says(
         Reply(
             tool_calls=(
-                ToolCall(
-                    "deploy_dashboard", {"dashboard_id": 1, "env_id": "production", "source_env": "dev"}
-                ),
+                ToolCall("deploy_dashboard", {"dashboard_id": 1, "env_id": "prod", "source_env": "dev"}),
             )
         )
     )
@@ -85,7 +82,7 @@ async def test_cancel_keeps_the_partial_answer_and_the_next_turn_works(
 
     def start_and_cancel() -> str:
         job = llm_stack.client().submit(
-            {"text": "расскажи длинно", "files": []}, conversation, "send", "dev", "", api_name="/chat"
+            "расскажи длинно", conversation, "send", "dev", "", "", api_name="/chat"
         )
         for output in job:
             tokens = [message for message in output if (message.get("metadata") or {}).get("type") == "token"]

@@ -4,9 +4,9 @@ that a negation keeps an otherwise explicit command off it (FR-035)."""
 import pytest
 
 from sstools.agent.fastpath import fast_confirmation_tool
-from sstools.agent.tools import ROUTES
+from sstools.common.tool_args import ARGS
 
-SCHEMAS = {name: schema for name, (schema, _) in ROUTES.items()}
+SCHEMAS = dict(ARGS)
 
 
 @pytest.mark.parametrize(

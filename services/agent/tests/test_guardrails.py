@@ -14,11 +14,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack import documents
+from sstools.devstack.agentstack import AgentStack, dump, new_conversation, running_stack
 from sstools.devstack.fake_llm import FakeLlm, Reply
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port
-
-from .conftest import AgentStack, dump, new_conversation, running_stack
 
 
 async def test_a_role_below_the_tool_is_denied_before_any_confirmation(
@@ -204,20 +203,21 @@ async def test_the_page_context_gives_the_environment(agent_stack: AgentStack, c
 async def test_unsupported_and_oversized_uploads_are_refused_and_the_chat_goes_on(
     agent_stack: AgentStack, conversation: str, tmp_path: Path
 ) -> None:
+    huge = await agent_stack.upload(conversation, b"a,b\n" + b"1,2\n" * (11 * 1024 * 1024 // 4), "big.csv")
+    assert huge.status_code == 413  # convo refuses it at upload: it never reaches a turn
+    assert huge.json()["detail"]["code"] == "upload_too_large"
+    assert huge.json()["detail"]["limit_bytes"] == 10 * 1024 * 1024
     program = tmp_path / "setup.exe"
     program.write_bytes(b"MZ\x90\x00" + bytes(2000))
-    huge = tmp_path / "big.csv"
-    huge.write_bytes(b"a,b\n" + b"1,2\n" * (11 * 1024 * 1024 // 4))
-    reply = await agent_stack.say("покажи дашборды", conversation, files=[program, huge])
+    reply = await agent_stack.say("покажи дашборды", conversation, files=[program])
     errors = {error["file"]: error for error in reply.of("error")}
     assert errors["setup.exe"]["code"] == "UPLOAD_UNSUPPORTED_TYPE", dump(reply)
     assert {"pdf", "xlsx", "csv"} <= set(errors["setup.exe"]["supported"])
     assert "pdf" in errors["setup.exe"]["message"]
-    assert errors["big.csv"]["code"] == "UPLOAD_TOO_LARGE"
-    assert errors["big.csv"]["limit_bytes"] == 10 * 1024 * 1024
-    assert "10 MB" in errors["big.csv"]["message"]
     assert [event["tool"] for event in reply.of("tool_start")] == ["search_dashboards"]  # the chat went on
     assert reply.state == "success"
+    # the turn is over: its upload is gone, and nothing of big.csv was ever kept
+    assert await agent_stack.rows("SELECT name FROM agent_uploads") == []
 
 
 async def test_a_cyrillic_pdf_reaches_the_model_as_untrusted_document_content(

@@ -19,13 +19,12 @@ from gradio_client import Client
 from sstools.common.catalogue import Role, Tier, tool_names
 from sstools.common.policy import decide_call
 from sstools.devstack import documents
+from sstools.devstack.agentstack import USERS, AgentStack, dump, new_conversation
+from sstools.devstack.agentstack import Reply as ChatReply
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 from sstools.devstack.superset import Instance
 from sstools.ops.superset import dashboards
-
-from .conftest import USERS, AgentStack, dump, new_conversation
-from .conftest import Reply as ChatReply
 
 # A plausible call of each tool, aimed at prod where it takes an environment.
 CALLS: dict[str, dict[str, Any]] = {
@@ -45,7 +44,7 @@ CALLS: dict[str, dict[str, Any]] = {
     "run_llm_documentation": {"env_id": "prod", "dashboard_id": 1},
     "list_maintenance_events": {},
     "start_maintenance": {"env_id": "prod", "reason": "sweep"},
-    "end_maintenance": {"env_id": "prod", "reason": "sweep"},
+    "end_maintenance": {"env_id": "prod"},
     "superset_execute_sql": {"env_id": "prod", "database_id": 1, "sql": "SELECT 1"},
     "superset_explore_database": {"env_id": "prod"},
     "superset_audit_permissions": {"env_id": "prod"},
@@ -71,7 +70,7 @@ async def test_every_role_and_tool_is_guarded_as_the_catalogue_says(
     for username, role in USERS.items():
         session = await asyncio.to_thread(llm_stack.client, username)
         for name, args in CALLS.items():
-            decision = decide_call(name, args)
+            decision = decide_call(name, args, sql_read_only=True)  # its SQL, SELECT 1, only reads
             reply = await _turn_with_call(llm_stack, llm, session, f"проверка {name}", ToolCall(name, args))
             where = f"{username} ({role}) → {name}: {dump(reply)}"
             if not decision.allows(role):

@@ -1,14 +1,35 @@
+from __future__ import annotations
+
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from typing import Any
 
+import grpc
+import httpx
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.db import create_engine
+from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES
+from sstools.common.runtime import Service
+from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.convo.main import assemble
+from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
+from sstools.convo.v1 import convo_pb2_grpc
+from sstools.devstack.testing import started_service
 
 JWT_SECRET = "convo-test-secret-" + "x" * 32
+codec = JwtCodec(JWT_SECRET)
+
+
+def user_token(user: str, now: datetime | None = None) -> str:
+    return codec.issue(
+        user, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5), now=now
+    )
 
 
 @pytest.fixture
@@ -22,3 +43,41 @@ async def engine(fresh_database_url: str) -> AsyncIterator[AsyncEngine]:
 @pytest.fixture
 def store(engine: AsyncEngine) -> ConversationStore:
     return ConversationStore(engine)
+
+
+@pytest.fixture
+def convo_settings() -> dict[str, Any]:
+    """Settings a module's convo runs with besides ports, database and secret (override it)."""
+    return {}
+
+
+@pytest.fixture
+async def convo(
+    fresh_database_url: str, tracer_provider: TracerProvider, convo_settings: dict[str, Any]
+) -> AsyncIterator[Service]:
+    """The whole convo service, in-process on free ports."""
+    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    settings = ConvoSettings(
+        grpc_port=0,
+        http_port=0,
+        metrics_port=0,
+        database_url=fresh_database_url,
+        jwt_secret=JWT_SECRET,
+        **convo_settings,
+    )
+    async with started_service(settings, assemble, tracer_provider) as service:
+        yield service
+
+
+@pytest.fixture
+async def rest(convo: Service) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def agent(convo: Service) -> AsyncIterator[convo_pb2_grpc.ConversationServiceAsyncStub]:
+    """convo's gRPC API as the agent reaches it (answers as large as an upload)."""
+    options = [("grpc.max_receive_message_length", FILE_MESSAGE_MAX_BYTES)]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{convo.ports['grpc']}", options=options) as channel:
+        yield convo_pb2_grpc.ConversationServiceStub(channel)

@@ -2,65 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import httpx
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.common.runtime import Service
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
-from sstools.convo.main import assemble
-from sstools.convo.settings import ConvoSettings
-from sstools.convo.store import MIGRATIONS
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
-from sstools.devstack.testing import started_service
 
-from .conftest import JWT_SECRET
+from .conftest import codec, user_token
 
 LIMIT = 1000
-codec = JwtCodec(JWT_SECRET)
 
 
-def _token(user: str, now: datetime | None = None) -> str:
-    return codec.issue(
-        user, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5), now=now
-    )
+@pytest.fixture
+def convo_settings() -> dict[str, Any]:
+    return {"max_message_chars": LIMIT}
 
 
 def _auth(user: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {_token(user)}"}
-
-
-@pytest.fixture
-async def convo(fresh_database_url: str, tracer_provider: TracerProvider) -> AsyncIterator[Service]:
-    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
-    settings = ConvoSettings(
-        grpc_port=0,
-        http_port=0,
-        metrics_port=0,
-        database_url=fresh_database_url,
-        jwt_secret=JWT_SECRET,
-        max_message_chars=LIMIT,
-    )
-    async with started_service(settings, assemble, tracer_provider) as service:
-        yield service
-
-
-@pytest.fixture
-async def rest(convo: Service) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=10) as client:
-        yield client
-
-
-@pytest.fixture
-async def agent(convo: Service) -> AsyncIterator[convo_pb2_grpc.ConversationServiceAsyncStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{convo.ports['grpc']}") as channel:
-        yield convo_pb2_grpc.ConversationServiceStub(channel)
+    return {"Authorization": f"Bearer {user_token(user)}"}
 
 
 async def test_browser_lists_reads_archives_and_restores_its_conversations(
@@ -123,7 +88,7 @@ async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:
         assert other.json()["detail"]["code"] == "conversation_not_found"
     assert (await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("bob"))).status_code == 404
 
-    expired = _token("alice", now=datetime.now(UTC) - timedelta(hours=1))
+    expired = user_token("alice", now=datetime.now(UTC) - timedelta(hours=1))
     forged = JwtCodec("another-secret-" + "y" * 40).issue(
         "alice", token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5)
     )

@@ -226,29 +226,6 @@ async def test_a_disabled_user_loses_access_at_once(ops: httpx.AsyncClient, fres
     assert reply.json()["detail"]["code"] == "user_inactive"
 
 
-@pytest.mark.parametrize(
-    ("username", "sql", "allowed", "required"),
-    [
-        ("anna", "select * from sales", True, "analyst"),
-        ("anna", "delete from sales", False, "admin"),
-        ("oleg", "select 1; drop table sales", False, "admin"),
-        ("root", "delete from sales", True, "admin"),
-    ],
-)
-async def test_ops_decides_itself_whether_sql_changes_anything(
-    ops: httpx.AsyncClient, username: str, sql: str, allowed: bool, required: str
-) -> None:
-    headers = {
-        "Authorization": f"Bearer {await _service_token(ops)}",
-        "X-User-Authorization": f"Bearer {await _user_token(ops, username)}",
-    }
-    reply = await ops.post(
-        "/api/tools/superset_execute_sql/authorize", json={"env_id": "dev", "sql": sql}, headers=headers
-    )
-    assert (reply.json()["allowed"], reply.json()["required_role"]) == (allowed, required)
-    assert reply.json()["tier"] == ("read" if required == "analyst" else "dangerous")
-
-
 async def test_sql_is_formatted_for_any_signed_in_user_without_running_it(ops: httpx.AsyncClient) -> None:
     headers = {
         "Authorization": f"Bearer {await _service_token(ops)}",

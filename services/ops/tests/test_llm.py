@@ -45,7 +45,9 @@ async def ops(
 
 
 async def _dashboard(ops: OpsApi, title: str) -> dict[str, Any]:
-    reply = await ops.http.get("/api/envs/dev/dashboards", params={"q": title}, headers=ops.headers("vera"))
+    reply = await ops.http.get(
+        "/api/envs/dev/dashboards", params={"query": title}, headers=ops.headers("vera")
+    )
     return dict(reply.json()["dashboards"][0])
 
 

@@ -36,7 +36,7 @@ def _unique(prefix: str) -> str:
 
 async def _search(ops: OpsApi, env_id: str, text: str) -> list[dict[str, Any]]:
     reply = await ops.http.get(
-        f"/api/envs/{env_id}/dashboards", params={"q": text}, headers=ops.headers("vera")
+        f"/api/envs/{env_id}/dashboards", params={"query": text}, headers=ops.headers("vera")
     )
     assert reply.status_code == 200, reply.text
     return list(reply.json()["dashboards"])
@@ -460,4 +460,4 @@ async def test_a_stopped_superset_is_a_typed_503_and_the_other_environment_still
             ).status_code == 200
             unknown = await ops.http.get("/api/envs/nowhere/dashboards", headers=ops.headers("vera"))
             assert unknown.status_code == 404
-            assert unknown.json()["detail"]["code"] == "unknown_environment"
+            assert unknown.json()["detail"]["code"] == "invalid_environment"

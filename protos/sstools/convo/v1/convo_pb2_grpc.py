@@ -76,6 +76,16 @@ class ConversationServiceStub:
                 request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ArchiveConversationRequest.SerializeToString,
                 response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Conversation.FromString,
                 _registered_method=True)
+        self.ReadUpload = channel.unary_unary(
+                '/sstools.convo.v1.ConversationService/ReadUpload',
+                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ReadUploadRequest.SerializeToString,
+                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Upload.FromString,
+                _registered_method=True)
+        self.DeleteUploads = channel.unary_unary(
+                '/sstools.convo.v1.ConversationService/DeleteUploads',
+                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.SerializeToString,
+                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.FromString,
+                _registered_method=True)
 
 
 class ConversationServiceServicer:
@@ -134,6 +144,22 @@ class ConversationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadUpload(self, request, context):
+        """A file the user uploaded to this conversation (REST, under their JWT), with its content.
+        NOT_FOUND when there is none with that id: missing, expired, another user's or another
+        conversation's alike.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUploads(self, request, context):
+        """Removes uploads once the turn that used them has ended; ids that are gone already are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConversationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +202,16 @@ def add_ConversationServiceServicer_to_server(servicer, server):
                     servicer.ArchiveConversation,
                     request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ArchiveConversationRequest.FromString,
                     response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Conversation.SerializeToString,
+            ),
+            'ReadUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadUpload,
+                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ReadUploadRequest.FromString,
+                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Upload.SerializeToString,
+            ),
+            'DeleteUploads': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUploads,
+                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.FromString,
+                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +432,60 @@ class ConversationService:
             '/sstools.convo.v1.ConversationService/ArchiveConversation',
             sstools_dot_convo_dot_v1_dot_convo__pb2.ArchiveConversationRequest.SerializeToString,
             sstools_dot_convo_dot_v1_dot_convo__pb2.Conversation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sstools.convo.v1.ConversationService/ReadUpload',
+            sstools_dot_convo_dot_v1_dot_convo__pb2.ReadUploadRequest.SerializeToString,
+            sstools_dot_convo_dot_v1_dot_convo__pb2.Upload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUploads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sstools.convo.v1.ConversationService/DeleteUploads',
+            sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.SerializeToString,
+            sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.FromString,
             options,
             channel_credentials,
             insecure,

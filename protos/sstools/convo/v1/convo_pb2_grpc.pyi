@@ -46,6 +46,13 @@ class ConversationServiceStub:
     RecordAudit: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]
     ArchiveConversation: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]
     """Archives the conversation and removes its LangGraph checkpoints."""
+    ReadUpload: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ReadUploadRequest, _convo_pb2.Upload]
+    """A file the user uploaded to this conversation (REST, under their JWT), with its content.
+    NOT_FOUND when there is none with that id: missing, expired, another user's or another
+    conversation's alike.
+    """
+    DeleteUploads: _grpc.UnaryUnaryMultiCallable[_convo_pb2.DeleteUploadsRequest, _convo_pb2.DeleteUploadsResponse]
+    """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
 
 @_typing.type_check_only
 class ConversationServiceAsyncStub(ConversationServiceStub):
@@ -65,6 +72,13 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     RecordAudit: _aio.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]  # type: ignore[assignment]
     ArchiveConversation: _aio.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]  # type: ignore[assignment]
     """Archives the conversation and removes its LangGraph checkpoints."""
+    ReadUpload: _aio.UnaryUnaryMultiCallable[_convo_pb2.ReadUploadRequest, _convo_pb2.Upload]  # type: ignore[assignment]
+    """A file the user uploaded to this conversation (REST, under their JWT), with its content.
+    NOT_FOUND when there is none with that id: missing, expired, another user's or another
+    conversation's alike.
+    """
+    DeleteUploads: _aio.UnaryUnaryMultiCallable[_convo_pb2.DeleteUploadsRequest, _convo_pb2.DeleteUploadsResponse]  # type: ignore[assignment]
+    """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
 
 class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
@@ -129,5 +143,24 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_convo_pb2.Conversation, _abc.Awaitable[_convo_pb2.Conversation]]:
         """Archives the conversation and removes its LangGraph checkpoints."""
+
+    @_abc_1.abstractmethod
+    def ReadUpload(
+        self,
+        request: _convo_pb2.ReadUploadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_convo_pb2.Upload, _abc.Awaitable[_convo_pb2.Upload]]:
+        """A file the user uploaded to this conversation (REST, under their JWT), with its content.
+        NOT_FOUND when there is none with that id: missing, expired, another user's or another
+        conversation's alike.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteUploads(
+        self,
+        request: _convo_pb2.DeleteUploadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_convo_pb2.DeleteUploadsResponse, _abc.Awaitable[_convo_pb2.DeleteUploadsResponse]]:
+        """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
 
 def add_ConversationServiceServicer_to_server(servicer: ConversationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -188,8 +188,15 @@ export class AgentChatModel {
   }
 
   updateActiveEnv(envId: string | null): void {
-    this._activeEnvId = envId;
-    if (this.uiContext) this.uiContext.envId = envId;
+    const valid = envId !== null && isEnvId(envId) ? envId : null;
+    this._activeEnvId = valid;
+    if (this.uiContext) this.uiContext.envId = valid;
+  }
+
+  /** Once ops has said which environments exist: an environment from the URL that is not one of
+   * them is dropped (the agent would refuse every turn naming it). */
+  keepKnownEnvironment(known: readonly string[]): void {
+    if (this.activeEnv !== null && !known.includes(this.activeEnv)) this.updateActiveEnv(null);
   }
 
   dismissDenied(): void {
@@ -318,12 +325,20 @@ function contextLabel(context: UIContext | null): string {
   return [context.objectType, name, context.envId ? `@${context.envId}` : ""].filter(Boolean).join(" ");
 }
 
-/** UIContext from the page's URL parameters (data model §1); null when none names an object. */
+/** An environment id as the agent and ops accept one: lower-case letters, digits, "-" and "_",
+ * at most 63 characters (sstools.common.tool_args.ENV_ID_PATTERN). */
+export function isEnvId(value: string): boolean {
+  return /^[a-z0-9][a-z0-9_-]{0,62}$/.test(value);
+}
+
+/** UIContext from the page's URL parameters (data model §1); null when none names an object. An
+ * envId that is not an environment id is left out: a link cannot plant one. */
 export function uiContextFromUrl(url: URL): UIContext | null {
   const params = url.searchParams;
   const objectType = params.get("objectType");
   const allowed = ["dashboard", "dataset", "migration"];
-  const envId = params.get("envId");
+  const given = params.get("envId");
+  const envId = given !== null && isEnvId(given) ? given : null;
   if (!objectType && !envId) return null;
   const objectId = params.get("objectId");
   return {

@@ -4,6 +4,7 @@ import {
   MAX_FILE_BYTES,
   RECONNECT_DELAY_MS,
   normaliseEnv,
+  isEnvId,
   uiContextFromUrl,
 } from "./AgentChatModel.svelte";
 import { ConversationList } from "./ConversationList.svelte";
@@ -266,7 +267,7 @@ describe("AgentChatModel", () => {
     chat.updateActiveEnv("prod");
     expect(chat.uiContext?.envId).toBe("prod");
     expect(chat.isProdContext).toBe(true);
-    chat.updateActiveEnv("Production-EU");
+    chat.updateActiveEnv("production-eu");
     expect(chat.showProdWarning).toBe(true);
     chat.updateActiveEnv("staging");
     expect(chat.showProdWarning).toBe(false);
@@ -281,6 +282,26 @@ describe("AgentChatModel", () => {
       objectType: null,
       objectId: null,
     });
+  });
+
+  it("refuses environment ids a link could plant, and forgets one ops does not have", () => {
+    const planted = ["prod/maintenance/end#", "prod#x", "prod?x=1", "prod%2Fend", "..", "../prod", "a b", "PROD", "p".repeat(200)];
+    for (const envId of planted) {
+      const url = new URL("https://example.test/agent?objectType=dashboard&objectId=1");
+      url.searchParams.set("envId", envId);
+      expect(uiContextFromUrl(url)?.envId, envId).toBeNull();
+      expect(isEnvId(envId), envId).toBe(false);
+    }
+    const chat = model(new ScriptedTransport([]));
+    chat.uiContext = uiContextFromUrl(new URL("https://example.test/agent?objectType=dashboard&objectId=1&envId=nowhere"));
+    expect(chat.activeEnv).toBe("nowhere");
+    chat.keepKnownEnvironment(["dev", "prod"]);
+    expect(chat.activeEnv).toBeNull();
+    chat.updateActiveEnv("prod/maintenance/end#");
+    expect(chat.activeEnv).toBeNull();
+    chat.updateActiveEnv("prod");
+    chat.keepKnownEnvironment(["dev", "prod"]);
+    expect(chat.activeEnv).toBe("prod");
   });
 
   it("gives a debug snapshot that survives JSON and a new conversation that starts clean", async () => {

@@ -1,8 +1,10 @@
 /** The one way the page talks to the agent: @gradio/client's `submit("/chat", ...)`, iterated with
- * `for await` over data and status events. The model depends on the `ChatTransport` shape only. */
+ * `for await` over data and status events. The model depends on the `ChatTransport` shape only.
+ * Attached files are uploaded to convo first (uploads.ts) and the message names their ids. */
 
-import { Client, handle_file } from "@gradio/client";
+import { Client } from "@gradio/client";
 import type { WireMessage } from "./types";
+import { filesInput, refusalMessages, uploadFiles, UploadRefused } from "./uploads";
 
 export type Action = "send" | "confirm" | "reject";
 
@@ -34,29 +36,55 @@ export const AGENT_PATH = "/api/agent/gradio/";
 
 export class GradioTransport implements ChatTransport {
   #client: Client | null = null;
+  #token = "";
 
-  constructor(private readonly origin: string) {}
+  constructor(
+    private readonly origin: string,
+    private readonly fetcher: typeof fetch = (...args) => fetch(...args),
+  ) {}
 
   async connect(token: string): Promise<void> {
     this.#client = await Client.connect(new URL(AGENT_PATH, this.origin).href, {
       headers: { Authorization: `Bearer ${token}` },
       events: ["data", "status"],
     });
+    this.#token = token;
   }
 
   submit(request: ChatRequest): ChatJob {
-    if (!this.#client) throw new Error("not connected");
-    const message = { text: request.text, files: request.files.map((file) => handle_file(file)) };
-    const job = this.#client.submit("/chat", [
-      message,
-      request.conversationId,
-      request.action,
-      request.envId,
-      request.uiContext,
-    ]);
+    const client = this.#client;
+    if (!client) throw new Error("not connected");
+    const { origin, fetcher } = this;
+    const token = this.#token;
+    let job: ReturnType<Client["submit"]> | null = null;
+    let cancelled = false;
     return {
-      cancel: () => job.cancel(),
+      cancel: async () => {
+        cancelled = true;
+        await job?.cancel();
+      },
       async *[Symbol.asyncIterator]() {
+        let uploadIds: string[];
+        try {
+          uploadIds = await uploadFiles(request.files, request.conversationId, token, origin, fetcher);
+        } catch (failure) {
+          if (!(failure instanceof UploadRefused)) throw failure;
+          yield { kind: "data", messages: refusalMessages(failure) };
+          yield { kind: "status", stage: "complete", message: "" };
+          return;
+        }
+        if (cancelled) {
+          yield { kind: "status", stage: "error", message: "cancelled" };
+          return;
+        }
+        job = client.submit("/chat", [
+          request.text,
+          request.conversationId,
+          request.action,
+          request.envId,
+          request.uiContext,
+          filesInput(uploadIds),
+        ]);
         for await (const event of job) {
           if (event.type === "data") {
             yield { kind: "data", messages: messagesOf(event.data) };

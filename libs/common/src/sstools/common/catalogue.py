@@ -303,7 +303,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "run_llm_validation",
-        _policy(R, ANALYST),
+        # It keeps its report as an ops task: a write, however harmless the report.
+        _policy(W, ANALYST, OPERATOR),
         "Use an LLM to validate a dashboard: find broken logic, bad charts and data issues; stores a report.",
         "Проверить дашборд с помощью LLM: найти ошибки логики, плохие чарты и проблемы данных; сохраняет "
         "отчёт.",

@@ -5,12 +5,20 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.tracing import grpc_client_interceptors
 
+# The largest gRPC message that carries a whole file (an upload from convo to the agent); gRPC's
+# default limit on a received message is 4 MiB.
+FILE_MESSAGE_MAX_BYTES = 64 * 1024 * 1024
 
-def insecure_channel(target: str, provider: TracerProvider, *, balanced: bool = False) -> grpc.aio.Channel:
+
+def insecure_channel(
+    target: str, provider: TracerProvider, *, balanced: bool = False, max_receive_bytes: int | None = None
+) -> grpc.aio.Channel:
     """A ``grpc.aio`` channel inside the cluster network, traced with ``provider``; ``balanced``
     spreads calls round-robin over every address the target resolves to (a headless Service's
-    replicas)."""
-    options = [("grpc.lb_policy_name", "round_robin")] if balanced else []
+    replicas); ``max_receive_bytes`` raises the largest answer accepted."""
+    options: list[tuple[str, str | int]] = [("grpc.lb_policy_name", "round_robin")] if balanced else []
+    if max_receive_bytes is not None:
+        options.append(("grpc.max_receive_message_length", max_receive_bytes))
     return grpc.aio.insecure_channel(target, options=options, interceptors=grpc_client_interceptors(provider))
 
 
@@ -18,14 +26,19 @@ class LazyChannel:
     """A traced, balanced channel made at its first use — inside the event loop, which
     ``grpc.aio`` channels belong to — rather than when the client object is built."""
 
-    def __init__(self, target: str, provider: TracerProvider) -> None:
+    def __init__(
+        self, target: str, provider: TracerProvider, *, max_receive_bytes: int | None = None
+    ) -> None:
         self._target = target
         self._provider = provider
+        self._max_receive_bytes = max_receive_bytes
         self._channel: grpc.aio.Channel | None = None
 
     def get(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = insecure_channel(self._target, self._provider, balanced=True)
+            self._channel = insecure_channel(
+                self._target, self._provider, balanced=True, max_receive_bytes=self._max_receive_bytes
+            )
         return self._channel
 
     async def close(self) -> None:

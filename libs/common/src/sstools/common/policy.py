@@ -3,8 +3,9 @@ guard and for ops' RBAC, so the two can never disagree.
 
 - Environments normalise by name: containing prod/production → ``prod``; stag/test →
   ``staging``; dev/local → ``dev``; anything else → none.
-- A tool's tier is its catalogue tier, except that SQL execution is ``dangerous`` unless it is a
-  single read-only statement, and a ``write`` into prod is raised to ``dangerous``.
+- A tool's tier is its catalogue tier, except that SQL execution is ``dangerous`` unless ops,
+  which parses it in the target database's own dialect, said it only reads; and a ``write``
+  into prod is raised to ``dangerous``.
 - Risk levels for confirmations: read → ``safe``, write → ``guarded``, dangerous → ``dangerous``.
 - The lowest role is the catalogue's, or its prod column when the target is prod.
 """
@@ -15,7 +16,6 @@ from enum import StrEnum
 from typing import Any
 
 from sstools.common.catalogue import Policy, Role, Tier, tool
-from sstools.common.sql import classify
 
 
 class RiskLevel(StrEnum):
@@ -70,14 +70,10 @@ def decide(tool_name: str, env_id: str | None = None, *, mutating_sql: bool = Fa
     return Decision(tool_name, env, tier, _RISK_LEVELS[tier], required, needs_confirmation=tier != Tier.READ)
 
 
-def decide_call(tool_name: str, args: Mapping[str, Any]) -> Decision:
-    """:func:`decide` for a call's own arguments: its ``env_id``, and its SQL when the tool runs
-    any (SQL that cannot be read counts as a change: ``classify`` says it is not read-only)."""
-    sql = args.get("sql")
-    mutating = (
-        tool(tool_name).mutating_sql_policy is not None
-        and sql is not None
-        and not classify(str(sql)).read_only
-    )
+def decide_call(tool_name: str, args: Mapping[str, Any], *, sql_read_only: bool = False) -> Decision:
+    """:func:`decide` for a call's own arguments: its ``env_id``, and for a tool that runs SQL
+    whether that SQL was judged read-only (by ops, in the target's dialect): unless it was, it
+    counts as a change."""
+    mutating = tool(tool_name).mutating_sql_policy is not None and not sql_read_only
     env = args.get("env_id")
     return decide(tool_name, str(env) if env else None, mutating_sql=mutating)

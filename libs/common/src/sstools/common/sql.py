@@ -1,32 +1,30 @@
-"""SQL, read locally with sqlglot: what a statement does, and how it reads when formatted.
+"""SQL, read locally with sqlglot in the target database's own dialect: what a statement does,
+how it reads when formatted, and the text that is actually sent.
 
-Only one statement that reads and changes nothing counts as read-only; several statements,
-DML, DDL, row locks (SELECT ... FOR UPDATE), data-changing CTEs and anything sqlglot cannot
-parse count as changing something, which makes SQL execution dangerous and admin-only.
+Deny by default. A statement is read-only only when it is exactly one query with no INTO, no
+locking clause, no DML, DDL or other statement anywhere in it (CTEs and subqueries included),
+no executable comment (MySQL's ``/*! */``), and every function it calls is on the dialect's
+allow-list of side-effect-free functions. Unknown, schema-qualified and user-defined functions,
+several statements and anything that does not parse count as changing something.
+
+The judgement holds only if the database runs what was judged, so callers never send the text
+they were given: :func:`render` prints the parsed statement again in the same dialect, without
+comments, and refuses when the printed text would not parse back into the very same statement.
+The parser and the database then cannot disagree about strings, comments or how many
+statements there are.
 """
 
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
-
-_CHANGING = (
-    exp.Insert,
-    exp.Update,
-    exp.Delete,
-    exp.Merge,
-    exp.Create,
-    exp.Drop,
-    exp.Alter,
-    exp.Command,
-    exp.TruncateTable,
-    exp.Lock,
-)
+from sqlglot.errors import ErrorLevel, SqlglotError
 
 
 class SqlNotParsed(ValueError):
-    """The text is not SQL this service can read."""
+    """The text is not SQL this service can read (or print again faithfully) in that dialect."""
 
 
 @dataclass(frozen=True)
@@ -34,28 +32,275 @@ class SqlShape:
     statements: int
     read_only: bool
     kinds: list[str]
+    # Why it is not read-only: "several_statements", "into", "lock", "dml", "ddl",
+    # "statement:<kind>", "function:<name>", "executable_comment", "not_a_query", "unparsed".
+    reasons: list[str] = field(default_factory=list)
+
+
+# Superset's `backend` (the SQLAlchemy URL's) → the sqlglot dialect that reads its SQL. Only
+# backends whose SQL really is that dialect; any other backend has no dialect here, so nothing
+# sent to it counts as read-only.
+_BACKEND_DIALECTS = {
+    "postgresql": "postgres",
+    "sqlite": "sqlite",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "mssql": "tsql",
+    "oracle": "oracle",
+    "redshift": "redshift",
+    "snowflake": "snowflake",
+    "bigquery": "bigquery",
+    "trino": "trino",
+    "presto": "presto",
+    "clickhouse": "clickhouse",
+    "clickhousedb": "clickhouse",
+    "duckdb": "duckdb",
+    "databricks": "databricks",
+    "hive": "hive",
+    "spark": "spark",
+    "awsathena": "athena",
+    "starrocks": "starrocks",
+    "teradatasql": "teradata",
+}
+
+
+def dialect_for_backend(backend: str | None) -> str | None:
+    """The sqlglot dialect of a Superset database backend; None when it is not one we know."""
+    return _BACKEND_DIALECTS.get((backend or "").lower())
+
+
+# Functions sqlglot knows by type, that read and compute only, whatever the dialect: their
+# meaning is fixed by sqlglot, which prints each one in the target's own spelling.
+_PURE_TYPED: tuple[type[exp.Func], ...] = (
+    # operators sqlglot models as functions
+    exp.And, exp.Or, exp.Xor, exp.Exists, exp.Collate, exp.Array, exp.ArrayContains,
+    exp.ArrayContainsAll, exp.ArrayContainedBy, exp.ArrayOverlaps, exp.JSONBExtract,
+    exp.JSONBExtractScalar, exp.JSONBContains, exp.JSONBContainsTopKey,
+    exp.JSONBContainsAnyTopKeys, exp.JSONBContainsAllTopKeys, exp.RegexpILike,
+    exp.RegexpFullMatch,
+    # aggregates
+    exp.Count, exp.CountIf, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevPop,
+    exp.StddevSamp, exp.Variance, exp.VariancePop, exp.Corr, exp.CovarPop, exp.CovarSamp,
+    exp.PercentileCont, exp.PercentileDisc, exp.Median, exp.Quantile, exp.ApproxQuantile,
+    exp.ArrayAgg, exp.GroupConcat, exp.LogicalAnd, exp.LogicalOr, exp.AnyValue,
+    exp.ApproxDistinct, exp.First, exp.Last,
+    # window functions
+    exp.RowNumber, exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist, exp.Ntile, exp.Lag,
+    exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue,
+    # conditionals and casts
+    exp.Case, exp.If, exp.Cast, exp.TryCast, exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least,
+    # math
+    exp.Abs, exp.Ceil, exp.Floor, exp.Round, exp.Trunc, exp.Sqrt, exp.Pow, exp.Exp, exp.Ln,
+    exp.Log, exp.Sign, exp.Pi, exp.Rand,
+    # strings
+    exp.Lower, exp.Upper, exp.Length, exp.Substring, exp.SubstringIndex, exp.Trim, exp.Concat,
+    exp.ConcatWs, exp.Left, exp.Right, exp.Pad, exp.Replace, exp.StrPosition, exp.Initcap,
+    exp.Reverse, exp.Repeat, exp.Space, exp.SplitPart, exp.RegexpReplace, exp.RegexpLike,
+    exp.RegexpExtract, exp.MD5, exp.SHA2, exp.Ascii, exp.Chr, exp.Unicode, exp.Hex, exp.Typeof,
+    exp.Levenshtein, exp.NumberToStr, exp.ToChar, exp.ToNumber, exp.Overlay, exp.Format,
+    # dates and times
+    exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.Localtimestamp, exp.Extract, exp.DateTrunc,
+    exp.TimestampTrunc, exp.DateAdd, exp.DateSub, exp.DateDiff, exp.TimestampAdd,
+    exp.TimestampDiff, exp.TimeToStr, exp.StrToTime, exp.StrToDate, exp.TimeStrToTime,
+    exp.TsOrDsToTimestamp, exp.TsOrDsToDate, exp.Date, exp.Datetime, exp.Time, exp.Timestamp,
+    exp.DateFromParts, exp.Year, exp.Quarter, exp.Month, exp.Week, exp.Day, exp.DayOfWeek,
+    exp.DayOfMonth, exp.DayOfYear, exp.LastDay, exp.UnixToTime, exp.TimeToUnix, exp.StrToUnix,
+    # JSON and arrays
+    exp.JSONExtract, exp.JSONExtractScalar, exp.ArraySize, exp.Unnest, exp.Explode,
+    exp.GenerateSeries, exp.ExplodingGenerateSeries,
+)  # fmt: skip
+
+# Functions sqlglot does not type (they come out as `exp.Anonymous`), per dialect, by the name
+# the database resolves: built-ins that read and compute only. Deliberately absent: anything
+# that writes, locks, sleeps, signals, touches files, sequences, large objects, settings or other
+# connections (nextval, setval, pg_sleep, pg_terminate_backend, lo_import, dblink_exec,
+# set_config, txid_current, pg_advisory_lock, load_extension, sleep, get_lock, load_file, ...).
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_PURE_NAMED = {
+    "postgres": _names(
+        """
+        age date_part date_bin make_date make_time make_timestamp make_interval justify_days
+        justify_hours justify_interval isfinite to_date to_timestamp clock_timestamp
+        statement_timestamp transaction_timestamp char_length character_length octet_length
+        bit_length btrim ltrim rtrim lpad rpad strpos overlay format quote_ident quote_literal
+        quote_nullable string_to_array array_to_string regexp_match regexp_matches
+        regexp_split_to_array regexp_split_to_table regexp_count regexp_instr regexp_substr
+        translate to_hex encode decode sha224 sha256 sha384 sha512 starts_with array_length
+        array_position array_positions array_lower array_upper array_ndims array_dims cardinality
+        generate_subscripts string_agg bool_and bool_or every bit_and bit_or mode regr_slope
+        regr_intercept regr_r2 regr_count var_pop var_samp stddev_pop stddev_samp json_agg
+        jsonb_agg json_object_agg jsonb_object_agg json_build_object jsonb_build_object
+        json_build_array jsonb_build_array to_json to_jsonb row_to_json array_to_json
+        json_array_length jsonb_array_length json_extract_path jsonb_extract_path
+        json_extract_path_text jsonb_extract_path_text json_typeof jsonb_typeof
+        json_array_elements jsonb_array_elements json_array_elements_text
+        jsonb_array_elements_text json_each jsonb_each json_each_text jsonb_each_text
+        json_object_keys jsonb_object_keys jsonb_pretty width_bucket div mod gcd lcm factorial
+        degrees radians sin cos tan asin acos atan atan2 cot cbrt log10 ceiling power trim_scale
+        scale num_nonnulls num_nulls random row all
+        """
+    ),
+    "sqlite": _names(
+        """
+        julianday unixepoch datetime date time strftime timediff printf format total instr
+        substr ifnull iif likely unlikely likelihood quote char unicode octet_length ltrim rtrim
+        sign random randomblob zeroblob glob like soundex json json_extract json_array
+        json_object json_array_length json_type json_valid json_quote json_group_array
+        json_group_object acos asin atan atan2 ceiling cos degrees log10 log2 mod pow power
+        radians sin sqrt tan string_agg
+        """
+    ),
+    "mysql": _names(
+        """
+        date_format str_to_date adddate subdate timestampadd timestampdiff dayname monthname
+        dayofmonth weekday weekofyear yearweek hour minute second microsecond to_days from_days
+        makedate maketime period_add period_diff unix_timestamp from_unixtime curdate curtime
+        now utc_date utc_timestamp sec_to_time time_to_sec time_format convert_tz ifnull
+        char_length character_length locate instr lcase ucase mid ltrim rtrim lpad rpad strcmp
+        field elt find_in_set conv bin oct crc32 sha1 truncate mod ceiling power log10 log2
+        degrees radians sin cos tan asin acos atan atan2 cot json_extract json_unquote
+        json_object json_array json_length json_keys json_contains json_type json_valid
+        std bit_and bit_or bit_xor
+        """
+    ),
+}
+
+
+def _node_types_beside(kind: type[exp.Expression]) -> tuple[type[exp.Expression], ...]:
+    """Every expression type sqlglot declares in the same module as ``kind``."""
+    types = (other for other in vars(exp).values() if isinstance(other, type))
+    expressions = (other for other in types if issubclass(other, exp.Expression))
+    return tuple(other for other in expressions if other.__module__ == kind.__module__)
+
+
+# Whole statements, or clauses that change something, wherever they sit in the tree: every
+# DML and DDL node type sqlglot has (so a new one is refused too), and the rest by name.
+_DML = _node_types_beside(exp.Insert)
+_DDL = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
+_STATEMENTS = (
+    *_node_types_beside(exp.Create),
+    exp.Analyze, exp.Grant, exp.Revoke, exp.Block, exp.IfBlock, exp.LoopBlock, exp.WhileBlock,
+    exp.RepeatBlock, exp.StoredProcedure, exp.Put, exp.Get, exp.MultitableInserts,
+    exp.ConditionalInsert, exp.AddPartition, exp.DropPartition, exp.ReplacePartition, exp.Cache,
+    exp.Uncache, exp.Refresh, exp.PropertyEQ, exp.Operator,
+)  # fmt: skip
+_LOCKS = (exp.Lock, exp.LockingStatement)
+# MySQL and MariaDB run what is inside /*! ... */ and /*M! ... */ as SQL.
+_EXECUTABLE_COMMENT = re.compile(r"/\*M?!")
+
+
+def allowed_functions(dialect: str) -> frozenset[str]:
+    """The names of the functions a read-only statement may call in ``dialect``."""
+    typed = frozenset(str(kind.sql_name()).lower() for kind in _PURE_TYPED)
+    return typed | _PURE_NAMED.get(dialect, frozenset())
 
 
 def _parse(sql: str, dialect: str) -> list[exp.Expr]:
     try:
-        trees = [tree for tree in sqlglot.parse(sql, read=dialect) if tree is not None]
-    except (ParseError, ValueError) as error:
+        parsed = sqlglot.parse(sql, read=dialect)
+    except (SqlglotError, ValueError, RecursionError) as error:
         raise SqlNotParsed(f"not valid {dialect} SQL: {error!s:.200}") from None
+    # Empty statements (";;", a comment after the last ";") hold nothing to run.
+    trees = [tree for tree in parsed if tree is not None and not isinstance(tree, exp.Semicolon)]
     if not trees:
         raise SqlNotParsed("no SQL statement given")
     return trees
 
 
+def _rendered(trees: list[exp.Expr], dialect: str) -> str:
+    try:
+        # Function names keep their case: "pg_sleep" quoted and upper-cased names another function.
+        text = ";\n".join(
+            tree.sql(
+                dialect=dialect,
+                comments=False,
+                normalize_functions=False,
+                unsupported_level=ErrorLevel.RAISE,
+            )
+            for tree in trees
+        )
+    except (SqlglotError, RecursionError) as error:
+        raise SqlNotParsed(f"cannot be written as {dialect} SQL: {error!s:.200}") from None
+    if _parse(text, dialect) != trees:
+        raise SqlNotParsed(f"the statement does not read back the same once written as {dialect} SQL")
+    return text
+
+
+def render(sql: str, dialect: str) -> str:
+    """The statement(s) the parser read, written again in ``dialect`` without comments: the only
+    text ever sent to a database. ``SqlNotParsed`` when it does not parse, or would not read back
+    as the same statement."""
+    return _rendered(_parse(sql, dialect), dialect)
+
+
+def _function_name(node: exp.Func) -> str:
+    """The name the database resolves: an unquoted name folded to lower case, a quoted one as
+    written, a schema-qualified one with its qualifier (so it is never on an allow-list)."""
+    if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
+        this = node.this
+        if isinstance(this, exp.Identifier):
+            name = str(this.this) if this.quoted else str(this.this).lower()
+        else:
+            name = str(this).lower()
+    else:
+        name = str(node.sql_name()).lower()
+    parent = node.parent
+    if isinstance(parent, exp.Dot) and parent.expression is node:
+        return f"{parent.this.sql()}.{name}"
+    return name
+
+
+def _node_reason(node: exp.Expr, allowed: frozenset[str]) -> str | None:
+    if isinstance(node, exp.Into):
+        return "into"
+    if isinstance(node, _LOCKS):
+        return "lock"
+    if isinstance(node, _DML):
+        return "dml"
+    if isinstance(node, _DDL):
+        return "ddl"
+    if isinstance(node, _STATEMENTS):
+        return f"statement:{node.key}"
+    if isinstance(node, exp.Func):
+        name = _function_name(node)
+        return None if name in allowed else f"function:{name}"
+    return None
+
+
+def _reasons(tree: exp.Expr, allowed: frozenset[str]) -> Iterator[str]:
+    found = False
+    for node in tree.walk():
+        reason = _node_reason(node, allowed)
+        if reason is not None:
+            found = True
+            yield reason
+    if not found and not isinstance(tree, exp.Query):
+        yield "not_a_query"
+
+
 def classify(sql: str, dialect: str = "postgres") -> SqlShape:
+    """What the statement does, judged in ``dialect``; read-only only when nothing says otherwise."""
     try:
         trees = _parse(sql, dialect)
+        _rendered(trees, dialect)  # what cannot be sent faithfully cannot run at all
     except SqlNotParsed:
-        return SqlShape(statements=0, read_only=False, kinds=["unparsed"])
+        return SqlShape(statements=0, read_only=False, kinds=["unparsed"], reasons=["unparsed"])
+    reasons: list[str] = []
+    if len(trees) > 1:
+        reasons.append("several_statements")
+    if _EXECUTABLE_COMMENT.search(sql):
+        reasons.append("executable_comment")
+    allowed = allowed_functions(dialect)
+    for tree in trees:
+        reasons.extend(_reasons(tree, allowed))
     kinds = [type(tree).__name__.lower() for tree in trees]
-    single_query = len(trees) == 1 and isinstance(trees[0], exp.Query)
-    changes = any(tree.find(*_CHANGING) is not None for tree in trees)
-    locks = any(tree.args.get("locks") for tree in trees)
-    return SqlShape(len(trees), single_query and not changes and not locks, kinds)
+    unique = list(dict.fromkeys(reasons))
+    return SqlShape(statements=len(trees), read_only=not unique, kinds=kinds, reasons=unique)
 
 
 def format_sql(sql: str, dialect: str = "postgres") -> str:

@@ -31,24 +31,33 @@ from opentelemetry.trace import SpanKind, Tracer
 from pydantic import BaseModel
 
 from sstools.agent.checkpoints import CheckpointsNotReady
-from sstools.agent.clients.convo import AuditRecord, ConvoClient, ConvoUnavailable, UnknownConversation
+from sstools.agent.clients.convo import (
+    AuditRecord,
+    ConvoClient,
+    ConvoUnavailable,
+    UnknownConversation,
+    UploadedFile,
+    UploadNotFound,
+)
 from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient, OpsError
 from sstools.agent.clients.router import Routing, ToolRouter
 from sstools.agent.fastpath import fast_confirmation_tool
+from sstools.agent.gate import REFUSED_EVENT
 from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.planner import NEEDS_CLARIFICATION
 from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
-from sstools.agent.uploads import read_uploads
+from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads, read_uploads
 from sstools.common.catalogue import Role
 
 RESUME_WAIT_SECONDS = 2.0
 # A role change reaches the agent's guard within this time; ops enforces it at once.
 ROLE_CACHE_SECONDS = 30.0
 ROLE_CACHE_ENTRIES = 10_000
-GUARD_EVENTS = ("permission_denied", "tool_retry", "tool_timeout")  # dispatched from the graph
+# Dispatched from the graph: the gate's refusals and denials, a read's retries, a time limit.
+GUARD_EVENTS = (REFUSED_EVENT, "permission_denied", "tool_retry", "tool_timeout")
 # Errors that turn a command away before anything of it runs.
 REFUSALS = {
     "BUSY",
@@ -59,7 +68,9 @@ REFUSALS = {
     "CONVO_UNAVAILABLE",
     "PAYLOAD_TOO_LARGE",
     "INVALID_UI_CONTEXT",
+    "INVALID_ENVIRONMENT",
     "INVALID_CONVERSATION_ID",
+    UPLOAD_NOT_FOUND,
 }
 PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
 _log = logging.getLogger(__name__)
@@ -85,7 +96,7 @@ class Turn:
     object_type: str | None = None
     edited_args: dict[str, Any] = field(default_factory=dict)
     session_id: str = ""  # the Gradio session: one send at a time in each
-    files: tuple[str, ...] = ()  # paths of the files attached to the message
+    files: tuple[str, ...] = ()  # ids of this user's uploads in convo attached to the message
 
     @property
     def env(self) -> str | None:
@@ -121,7 +132,6 @@ class ChatService:
         *,
         lease_ttl_seconds: int,
         service_identity: str,
-        upload_max_bytes: int,
         prefetch_limit: int,
     ) -> None:
         self._graph_of = graph
@@ -134,7 +144,6 @@ class ChatService:
         self._convo = clients.convo
         self._ops = clients.ops
         self._docparse = clients.docparse
-        self._upload_max_bytes = upload_max_bytes
         self._prefetch_limit = prefetch_limit
         self._model_name = model_name
         self._tracer = tracer
@@ -228,23 +237,61 @@ class ChatService:
         self._sessions.add(session)
         try:
             async with lock:
-                async for event in self._send(turn):
+                async for event in self._with_uploads(turn):
                     yield event
         finally:
             self._sessions.discard(session)
 
-    async def _send(self, turn: Turn) -> AsyncIterator[Event]:
+    async def _with_uploads(self, turn: Turn) -> AsyncIterator[Event]:
+        """The files the turn names, fetched from convo before anything of the turn is recorded:
+        one that is not this user's upload for this conversation refuses the whole turn. Once
+        the turn has run, its uploads are deleted, however it ended."""
+        try:
+            files = await fetch_uploads(self._convo, turn.username, turn.conversation_id, turn.files)
+        except UploadNotFound:
+            yield _error(
+                UPLOAD_NOT_FOUND,
+                "an attached file is not an upload of yours in this conversation (or it expired): "
+                "upload it again",
+            )
+            yield _state("failed")
+            return
+        except ConvoUnavailable as error:
+            yield _error("CONVO_UNAVAILABLE", str(error))
+            yield _state("failed")
+            return
+        try:
+            async for event in self._send(turn, files):
+                yield event
+        finally:
+            if turn.files:
+                await asyncio.shield(self._forget_uploads(turn))
+
+    async def _forget_uploads(self, turn: Turn) -> None:
+        try:
+            await self._convo.delete_uploads(turn.username, turn.conversation_id, list(turn.files))
+        except ConvoUnavailable as error:  # they expire by themselves; say so in the log
+            _log.warning("uploads not deleted", extra={"error": str(error)})
+
+    async def _send(self, turn: Turn, files: list[UploadedFile]) -> AsyncIterator[Event]:
         async with self._leased(turn, first_text=turn.text) as refusal:
             if refusal is not None:
                 yield refusal
                 yield _state("failed")
                 return
             # What needs only reading runs side by side: the checkpoint (a pause pending?), the
-            # router's choice and the user's role.
+            # router's choice, the user's role and whether the turn's environment exists.
             fast = fast_confirmation_tool(turn.text, self._schemas)
-            snapshot, routing, role = await asyncio.gather(
-                self._graph.aget_state(self._config(turn)), self._routing(turn, fast), self._role(turn)
+            snapshot, routing, role, unknown_env = await asyncio.gather(
+                self._graph.aget_state(self._config(turn)),
+                self._routing(turn, fast),
+                self._role(turn),
+                self._unknown_env(turn),
             )
+            if unknown_env is not None:
+                yield _error("INVALID_ENVIRONMENT", f"no environment {unknown_env!r} is configured")
+                yield _state("failed")
+                return
             if snapshot.interrupts:
                 yield _error("CONFIRMATION_PENDING", "confirm or reject the pending action first")
                 yield _state("needs_confirmation")
@@ -255,7 +302,7 @@ class ChatService:
                     self._convo.record_user_message(
                         turn.username, turn.conversation_id, message_id, turn.text
                     ),
-                    read_uploads(turn.files, self._docparse, self._upload_max_bytes),
+                    read_uploads(files, self._docparse),
                     self._prefetch(turn, routing),
                 )
             except ConvoUnavailable as error:
@@ -294,6 +341,18 @@ class ChatService:
         if fast is not None:
             return Routing(tools=[fast["name"]], tier="fast-path", degraded=False)
         return await self._router.route(turn.text, turn.env, turn.object_type)
+
+    async def _unknown_env(self, turn: Turn) -> str | None:
+        """The turn's environment if ops has none of that id; None when it has, or cannot say
+        now (the gate asks again for every call and refuses it then)."""
+        if turn.env is None:
+            return None
+        try:
+            known = await self._ops.environments(turn.user_token)
+        except OpsError as error:
+            _log.warning("environments unknown; the gate will judge each call", extra={"error": str(error)})
+            return None
+        return None if turn.env in known else turn.env
 
     async def _role(self, turn: Turn) -> Role | None:
         """The user's role for the guard, as ops said it at most ``ROLE_CACHE_SECONDS`` ago;
@@ -430,7 +489,7 @@ class ChatService:
         message_id = f"partial-{uuid.uuid4().hex}"
         results: list[ToolMessage] = []
         pending: list[Interrupt] = []
-        asked_back = denied = timed_out = False
+        asked_back = denied = failed = False
         try:
             async for raw in self._graph.astream_events(graph_input, config, version="v2"):
                 kind = raw["event"]
@@ -443,7 +502,7 @@ class ChatService:
                 elif kind == "on_custom_event" and raw["name"] in GUARD_EVENTS:
                     data = dict(raw["data"])
                     denied |= data["type"] == "permission_denied"
-                    timed_out |= data["type"] == "tool_timeout"
+                    failed |= data["type"] in ("tool_timeout", "tool_error")
                     yield Event(_guard_text(data), data)
                 elif kind == "on_chat_model_stream":
                     piece = raw["data"]["chunk"].content
@@ -476,11 +535,11 @@ class ChatService:
                     if isinstance(raw["data"].get("error"), asyncio.CancelledError):
                         continue  # stopped by its time limit: tool_timeout says so
                     detail = tool_error_detail(raw["data"].get("error"))
-                    failed = ToolMessage(
+                    raised = ToolMessage(
                         json.dumps({"error": detail}), tool_call_id=raw["run_id"], status="error"
                     )
-                    results.append(failed)
-                    yield _tool_result(raw["name"], raw["run_id"], failed)
+                    results.append(raised)
+                    yield _tool_result(raw["name"], raw["run_id"], raised)
         except ModelMalformed as error:
             _log.warning("llm output malformed", extra={"error": str(error)})
             yield _error("LLM_MALFORMED", "the language model's answer could not be read, twice")
@@ -507,7 +566,7 @@ class ChatService:
             return
         if denied:
             yield _state("denied")
-        elif timed_out:
+        elif failed:
             yield _state("failed")
         else:
             yield _final_state(results, asked_back)
@@ -521,6 +580,8 @@ def _guard_text(data: dict[str, Any]) -> str:
             f"(у вас {data['user_role']}) / Permission denied: {data['tool_name']} needs "
             f"{data['required_role']}, you are {data['user_role']}"
         )
+    if data["type"] == "tool_error":  # the gate refused the call: nothing was sent to ops
+        return f"{data['tool']}: {data['error']['code']} — {data['error']['message']}"
     if data["type"] == "tool_retry":
         return (
             f"{data['tool']}: попытка {data['attempt']} из {data['max_attempts']} / attempt {data['attempt']}"

@@ -3,30 +3,27 @@ model answers without calling a tool, checkpointed per conversation (thread_id).
 
 - The model node binds only the tools the router picked for this turn (``tool_names`` in the
   run's config), in the router's order, and sees the thread trimmed to its last ~4 000 tokens.
-- The tool node runs every call through :func:`gate`: the environment is resolved (the call's
-  own, the submit-time one, the page's); a call the user's role may not make is refused
-  (``permission_denied``) and ends the turn; a write or dangerous call pauses with
-  ``interrupt(confirm_required)`` before it runs. Resuming with ``{"action": "confirm"}``
-  (optionally with edited ``args``) runs it once; ``reject`` runs nothing. A read tool of the
-  same batch is not run again on resume. A call past its time says ``tool_timeout``.
+- The tool node runs every call through the confirmation gate (:mod:`sstools.agent.gate`):
+  unknown tools, bad environments and calls the role may not make are refused with typed
+  events and end the turn; a write or dangerous call pauses with ``interrupt(confirm_required)``
+  before it runs. Resuming with ``{"action": "confirm"}`` (optionally with edited ``args``)
+  runs it once; ``reject`` runs nothing. A read tool of the same batch is not run again on
+  resume. A call past its time says ``tool_timeout``.
 - A turn may start with a tool call already made (the fast path of an explicit command): it
   then goes straight to the tool node, and so to its confirmation.
 """
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
-from langchain_core.callbacks.manager import adispatch_custom_event
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
     SystemMessage,
-    ToolCall,
     ToolMessage,
     trim_messages,
 )
@@ -36,22 +33,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
 from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.clients.ops import OpsError
-from sstools.agent.guard import permission_denied
+from sstools.agent.fence import model_view
+from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.prefetch import PREFETCH_KEY
-from sstools.common.catalogue import Role, Tier
-from sstools.common.policy import decide_call, resolve_env
+from sstools.agent.tools import USER_TOKEN, ConfirmedCalls
 
 CONTEXT_TOKENS = 4000
-DENIED = "permission_denied"  # the artifact key marking a call the guard refused
-CONFIRM_PROMPTS = {
-    "dangerous": "⚠️ Опасное действие: подтвердите / Dangerous action: please confirm",
-    "guarded": "Изменение данных: подтвердите / This changes data: please confirm",
-}
 
 
 def _approximate_tokens(messages: list[BaseMessage]) -> int:
@@ -59,104 +49,14 @@ def _approximate_tokens(messages: list[BaseMessage]) -> int:
     return sum(len(str(message.content)) // 4 + 4 for message in messages)
 
 
-def confirm_payload(tool_name: str, args: dict[str, Any], thread_id: str) -> dict[str, Any]:
-    decision = decide_call(tool_name, args)
-    return {
-        "type": "confirm_required",
-        "thread_id": thread_id,
-        "tool_name": tool_name,
-        "tool_args": args,
-        "risk": decision.tier.value,
-        "risk_level": decision.risk_level.value,
-        "dangerous": decision.risk_level.value == "dangerous",
-        "env_context": decision.env,
-        "prompt": CONFIRM_PROMPTS[decision.risk_level.value],
-        "requires_confirmation": True,
-    }
-
-
-def _error(call: ToolCall, detail: dict[str, Any], *, denied: bool = False) -> ToolMessage:
-    return ToolMessage(
-        content=json.dumps({"error": detail}, ensure_ascii=False),
-        tool_call_id=call["id"],
-        name=call["name"],
-        status="error",
-        artifact={DENIED: True} if denied else None,  # not shown to the model; ends the turn
-    )
-
-
-def _denied_in_last_batch(messages: Sequence[BaseMessage]) -> bool:
+def _ends_turn(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the last batch of tool results holds a refusal that ends the turn."""
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             return False
-        if isinstance(message.artifact, dict) and message.artifact.get(DENIED):
+        if isinstance(message.artifact, dict) and message.artifact.get(ENDS_TURN):
             return True
     return False
-
-
-def gate(tool_timeout_seconds: float) -> Callable[..., Awaitable[ToolMessage | Command[Any]]]:
-    async def wrapped(
-        request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-    ) -> ToolMessage | Command[Any]:
-        call = request.tool_call
-        configurable = (request.runtime.config or {}).get("configurable", {})
-        args = {
-            key: value for key, value in call["args"].items() if key != "confirmed"
-        }  # only the gate confirms
-        schema = request.tool.args_schema if request.tool else None
-        if isinstance(schema, type) and "env_id" in getattr(schema, "model_fields", {}):
-            env = resolve_env(args.get("env_id"), configurable.get("env_id"), configurable.get("ui_env_id"))
-            if env:
-                args["env_id"] = env
-        decision = decide_call(call["name"], args)
-        role = configurable.get("user_role")
-        if role is not None and not decision.allows(Role(role)):  # before any confirmation
-            denial = permission_denied(call["name"], decision, Role(role))
-            await adispatch_custom_event("permission_denied", denial)
-            return _error(
-                call,
-                {
-                    "code": "permission_denied",
-                    "message": f"the {role} role may not run {call['name']}",
-                    **denial,
-                },
-                denied=True,
-            )
-        if decision.needs_confirmation:
-            payload = confirm_payload(call["name"], args, str(configurable.get("thread_id", "")))
-            answer = interrupt(payload)
-            if not isinstance(answer, dict) or answer.get("action") != "confirm":
-                return _error(
-                    call, {"code": "rejected", "message": "the user rejected this call; nothing was run"}
-                )
-            edited = answer.get("args") or {}
-            args.update(
-                {key: value for key, value in edited.items() if key in args or key in _fields(schema)}
-            )
-            if call["name"] == "superset_execute_sql":
-                args["confirmed"] = True
-        request = request.override(tool_call={**call, "args": args})
-        try:
-            return await asyncio.wait_for(execute(request), tool_timeout_seconds)
-        except TimeoutError:
-            writes = decision.tier is not Tier.READ
-            timeout = {
-                "type": "tool_timeout",
-                "tool": call["name"],
-                "timeout_seconds": tool_timeout_seconds,
-                "is_write_tool": writes,
-                "retryable": not writes,  # a write may have happened: only Superset can tell
-                "message": (
-                    f"no answer in {tool_timeout_seconds:.0f} s: the operation's status is unknown — "
-                    "check Superset before trying again"
-                    if writes
-                    else f"no answer in {tool_timeout_seconds:.0f} s; asking again is safe"
-                ),
-            }
-            await adispatch_custom_event("tool_timeout", timeout)
-            return _error(call, {"code": "tool_timeout", **timeout})
-
-    return wrapped
 
 
 def _current_turn_start(messages: Sequence[BaseMessage]) -> int:
@@ -190,10 +90,6 @@ def context_window(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         include_system=True,
     )
     return earlier + current
-
-
-def _fields(schema: Any) -> set[str]:
-    return set(getattr(schema, "model_fields", {})) - {"tool_call_id", "confirmed"}
 
 
 def tool_error_detail(error: BaseException | None) -> dict[str, Any]:
@@ -233,6 +129,8 @@ def build_graph(
     tools: dict[str, BaseTool],
     checkpointer: BaseCheckpointSaver[Any],
     *,
+    gate_facts: GateFacts,
+    confirmed: ConfirmedCalls,
     tool_timeout_seconds: float,
     tracer: Tracer,
     model_name: str,
@@ -241,7 +139,7 @@ def build_graph(
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         names = (config.get("configurable") or {}).get("tool_names") or list(tools)
         bound = model().bind_tools([tools[name] for name in names if name in tools])
-        window = context_window(state["messages"])
+        window = model_view(context_window(state["messages"]))  # tool results fenced
         if prefetched := (config.get("configurable") or {}).get(PREFETCH_KEY):
             window = [SystemMessage(prefetched), *window]  # for this turn only: not kept in the thread
         # The OpenTelemetry GenAI conventions: one client span per model call.
@@ -272,11 +170,13 @@ def build_graph(
         return "tools" if to_tools_if_called(state) == "tools" else END
 
     def after_tools(state: MessagesState) -> str:
-        """A denied call ends the turn: the model does not get to try its way around the guard."""
-        return END if _denied_in_last_batch(state["messages"]) else "model"
+        """A refused call ends the turn: the model does not get to try its way around the gate."""
+        return END if _ends_turn(state["messages"]) else "model"
 
     tool_node = ToolNode(
-        list(tools.values()), awrap_tool_call=gate(tool_timeout_seconds), handle_tool_errors=_tool_error_text
+        list(tools.values()),
+        awrap_tool_call=gate(gate_facts, confirmed, tool_timeout_seconds, USER_TOKEN),
+        handle_tool_errors=_tool_error_text,
     )
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)

@@ -1,12 +1,15 @@
-"""What the chat accepts at its edge: a message's length (FR-028) and the page's ``ui_context``
-(data model §1). A message too long is cut, with a warning; a context that is too big or
-malformed is refused with a typed error and nothing runs."""
+"""What the chat accepts at its edge: a message's length (FR-028), the page's ``ui_context``
+(data model §1) and the environment a turn names. A message too long is cut, with a warning; a
+context that is too big or malformed, or an environment that is not an environment id, is
+refused with a typed error and nothing runs."""
 
 import json
 import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sstools.common.tool_args import EnvId, is_env_id
 
 MAX_MESSAGE_CHARS = 100_000
 TRUNCATION_MARK = "[...truncated]"
@@ -44,7 +47,7 @@ class UiContext(BaseModel):
     objectType: Literal["dashboard", "dataset", "migration"] | None = None  # noqa: N815 (wire names)
     objectId: str | None = Field(default=None, pattern=r"^\d{1,18}$")  # noqa: N815
     objectName: str | None = Field(default=None, max_length=256)  # noqa: N815
-    envId: str | None = Field(default=None, max_length=64)  # noqa: N815
+    envId: EnvId | None = None  # noqa: N815
     route: str = Field(default="", max_length=512)
     contextVersion: int = Field(default=1, ge=1, le=1)  # noqa: N815
 
@@ -67,8 +70,19 @@ def parse_ui_context(raw: str) -> UiContext | None:
     try:
         return UiContext.model_validate(parsed)
     except ValidationError as error:
+        if any(issue["loc"][:1] == ("envId",) for issue in error.errors()):
+            raise InputRejected("INVALID_ENVIRONMENT", "ui_context.envId is not an environment id") from None
         problems = "; ".join(
             f"{'.'.join(str(part) for part in issue['loc']) or 'ui_context'}: {issue['msg']}"
             for issue in error.errors()
         )
         raise InputRejected("INVALID_UI_CONTEXT", f"ui_context: {problems}") from None
+
+
+def parse_env_id(raw: str) -> str | None:
+    """The turn's environment (empty: none), refused unless it is an environment id."""
+    if not raw:
+        return None
+    if not is_env_id(raw):
+        raise InputRejected("INVALID_ENVIRONMENT", f"env_id {raw[:80]!r} is not an environment id")
+    return raw

@@ -19,8 +19,9 @@ from sstools.agent.llm import chat_model
 from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
 from sstools.agent.telemetry import TurnMetrics
-from sstools.agent.tools import build_tools
+from sstools.agent.tools import ConfirmedCalls, build_tools
 from sstools.agent.ui.app import CHAT_PATH, chat_blocks
+from sstools.agent.ui.closed import ClosedGradioUploads
 from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
 
@@ -35,15 +36,22 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         tracer_provider=service.tracer_provider,
     )
     router = ToolRouter(settings.router_target, settings.router_timeout_seconds, service.tracer_provider)
-    convo = ConvoClient(settings.convo_target, settings.convo_timeout_seconds, service.tracer_provider)
+    convo = ConvoClient(
+        settings.convo_target,
+        settings.convo_timeout_seconds,
+        service.tracer_provider,
+        upload_timeout_seconds=settings.docparse_timeout_seconds,
+    )
     docparse = DocparseClient(
         settings.docparse_target, settings.docparse_timeout_seconds, service.tracer_provider
     )
     llm_http = openai.DefaultAsyncHttpxClient(timeout=settings.llm_timeout_seconds)
     model, model_name, provider_name = chat_model(settings, llm_http)
     tracer = service.tracer_provider.get_tracer("sstools.agent")
+    confirmed = ConfirmedCalls()
     tools = build_tools(
         ops,
+        confirmed,
         task_wait_seconds=settings.tool_timeout_seconds * 0.8,
         retry_backoff_seconds=settings.tool_retry_backoff_seconds,
     )
@@ -59,6 +67,8 @@ def assemble(settings: AgentSettings, service: Service) -> None:
                     lambda: model,
                     tools,
                     saver,
+                    gate_facts=ops,
+                    confirmed=confirmed,
                     tool_timeout_seconds=timeout,
                     tracer=tracer,
                     model_name=model_name,
@@ -76,7 +86,6 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         TurnMetrics(service.registry, tools),
         lease_ttl_seconds=settings.lease_ttl_seconds,
         service_identity=settings.ops_client_id,
-        upload_max_bytes=settings.upload_max_bytes,
         # the offline planner answers from tool results only: it always searches
         prefetch_limit=settings.prefetch_dashboard_limit if model_name != OFFLINE_MODEL_NAME else 0,
     )
@@ -92,6 +101,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
 
     app = FastAPI(title="SS-Tools agent", version="0.1.0")
     service.add_http("chat", app, settings.http_port)  # its probes at /healthz and /readyz
+    app.add_middleware(ClosedGradioUploads, chat_path=CHAT_PATH)  # files go to convo, by id
     gr.mount_gradio_app(app, chat_blocks(chat, codec, settings.concurrency_limit, model_name), path=CHAT_PATH)
     service.readiness.checks["checkpoints"] = checkpoints.check
     service.add_background(checkpoints.prepare)

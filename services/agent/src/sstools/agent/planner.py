@@ -23,6 +23,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
+from sstools.agent.fence import DOCUMENT, TOOL_RESULT, unfenced
 from sstools.common.catalogue import ALWAYS_OFFERED, Tier, tool
 from sstools.common.policy import normalise_env
 
@@ -35,7 +36,6 @@ _SQL = re.compile(
     r"\b(select|with|insert|update|delete|create|drop|alter|truncate)\b.*", re.IGNORECASE | re.DOTALL
 )
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
-_DOCUMENT_BODY = re.compile(r"<untrusted-document[^>]*>\n?(.*?)\n?</untrusted-document>", re.DOTALL)
 DOCUMENT_EXCERPT_CHARS = 400
 # A message about its attachment ("что в этом документе?", "summarise the file") is answered from it.
 _ABOUT_ATTACHMENT = re.compile(r"документ|файл|вложени|отч[её]т|document|file|attach|report", re.IGNORECASE)
@@ -185,7 +185,7 @@ class OfflinePlanner(BaseChatModel):
             for message in reversed(messages):
                 if not isinstance(message, ToolMessage):
                     break
-                results.append(_summary(message.name or "tool", str(message.content)))
+                results.append(_summary(message.name or "tool", unfenced(TOOL_RESULT, str(message.content))))
             return AIMessage("\n".join(reversed(results)))
         text = str(last.content) if isinstance(last, HumanMessage) else ""
         documents = _turn_documents(messages)
@@ -269,8 +269,7 @@ def _document_answer(documents: Sequence[HumanMessage]) -> str:
     data: nothing in it is followed)."""
     lines = []
     for document in documents:
-        match = _DOCUMENT_BODY.search(str(document.content))
-        body = " ".join((match.group(1) if match else "").split())
+        body = " ".join(unfenced(DOCUMENT, str(document.content)).split())
         excerpt = body[:DOCUMENT_EXCERPT_CHARS] + ("…" if len(body) > DOCUMENT_EXCERPT_CHARS else "")
         name = document.additional_kwargs["document"]
         lines.append(f"Прочитал {name} / Read {name}: «{excerpt}»")

@@ -10,7 +10,8 @@ alone.
 import logging
 
 from sstools.agent.clients.ops import OpsClient, OpsError
-from sstools.agent.tools import ROUTES, SearchArgs
+from sstools.agent.tools import ops_call
+from sstools.common.tool_args import SearchArgs
 
 SEARCH_TOOL = "search_dashboards"
 PREFETCH_KEY = "__prefetched"  # in the run's config; "__" keeps it out of checkpoint metadata
@@ -19,10 +20,8 @@ _log = logging.getLogger(__name__)
 
 async def prefetch_dashboards(ops: OpsClient, user_token: str, env_id: str, limit: int) -> str | None:
     """The environment's first ``limit`` dashboards as short lines; None when ops cannot say."""
-    _, route = ROUTES[SEARCH_TOOL]
-    call = route(SearchArgs(env_id=env_id, page_size=limit, tool_call_id="prefetch"))
     try:
-        page = await ops.call(call, user_token)
+        page = await ops.call(ops_call(SEARCH_TOOL, SearchArgs(env_id=env_id, page_size=limit)), user_token)
     except OpsError as error:  # the model still has search_dashboards then
         _log.info("dashboard prefetch skipped", extra={"error": str(error)})
         return None

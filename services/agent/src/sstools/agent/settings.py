@@ -32,9 +32,6 @@ class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings
     docparse_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Longest reading one upload may take."
     )
-    upload_max_bytes: int = Field(
-        default=10 * 1024 * 1024, ge=1, description="Largest attached file read; larger ones are refused."
-    )
     convo_timeout_seconds: float = Field(default=2.0, gt=0, description="Longest one convo call may take.")
     tool_timeout_seconds: float = Field(default=30.0, gt=0, description="Longest one tool call may take.")
     offline_words_per_second: float = Field(

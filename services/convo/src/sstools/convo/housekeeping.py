@@ -1,4 +1,5 @@
-"""The loop that pays owed checkpoint clean-ups, sweeps idle threads and reports their volume."""
+"""The loop that pays owed checkpoint clean-ups, sweeps idle threads and expired uploads, and
+reports the checkpoints' volume."""
 
 import asyncio
 import logging
@@ -7,6 +8,7 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sstools.convo.checkpoints import CheckpointJanitor
+from sstools.convo.store.uploads import UploadStore
 
 _log = logging.getLogger(__name__)
 
@@ -36,11 +38,17 @@ class HousekeepingMetrics:
             "Old checkpoints of idle threads removed by the retention sweep.",
             registry=registry,
         )
+        self.uploads_expired = Counter(
+            "sstools_convo_uploads_expired_total",
+            "Uploads no turn used, deleted once their time to live passed.",
+            registry=registry,
+        )
 
 
 async def housekeeping_pass(
-    janitor: CheckpointJanitor, retention: timedelta, metrics: HousekeepingMetrics
+    janitor: CheckpointJanitor, uploads: UploadStore, retention: timedelta, metrics: HousekeepingMetrics
 ) -> None:
+    metrics.uploads_expired.inc(await uploads.sweep())
     cleanup = await janitor.clean_pending()
     metrics.cleanups.labels("done").inc(cleanup.cleaned)
     metrics.cleanups.labels("failed").inc(cleanup.failed)
@@ -52,11 +60,15 @@ async def housekeeping_pass(
 
 
 async def housekeeping_loop(
-    janitor: CheckpointJanitor, retention: timedelta, interval_seconds: float, metrics: HousekeepingMetrics
+    janitor: CheckpointJanitor,
+    uploads: UploadStore,
+    retention: timedelta,
+    interval_seconds: float,
+    metrics: HousekeepingMetrics,
 ) -> None:
     while True:
         try:
-            await housekeeping_pass(janitor, retention, metrics)
+            await housekeeping_pass(janitor, uploads, retention, metrics)
         except Exception as error:  # noqa: BLE001 — the next pass tries again; say so now
             _log.error("housekeeping pass failed", extra={"error": repr(error)})
         await asyncio.sleep(interval_seconds)

@@ -16,16 +16,29 @@ from sstools.convo.housekeeping import HousekeepingMetrics, housekeeping_loop
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
+from sstools.convo.store.uploads import UploadLimits, UploadStore
+
+# What a gRPC request may carry besides an upload's content (a name, ids).
+_ENVELOPE_BYTES = 64 * 1024
 
 
 def assemble(settings: ConvoSettings, service: Service) -> None:
     engine = create_engine(settings.database_url)
     store = ConversationStore(engine)
     janitor = CheckpointJanitor(engine)
+    uploads = UploadStore(
+        engine,
+        UploadLimits(
+            max_files=settings.upload_max_pending_files,
+            max_bytes=settings.upload_max_pending_bytes,
+            ttl=timedelta(seconds=settings.upload_ttl_seconds),
+        ),
+    )
     codec = JwtCodec(settings.jwt_secret.get_secret_value())
     servicer = ConversationServicer(
         store,
         janitor,
+        uploads,
         max_message_chars=settings.max_message_chars,
         lease_ttl=timedelta(seconds=settings.lease_ttl_seconds),
     )
@@ -33,11 +46,18 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
     retention = timedelta(hours=settings.checkpoint_retention_hours)
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
-    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
-    service.add_http("rest", build_app(store, janitor, codec, settings.max_message_chars), settings.http_port)
-    service.add_background(
-        lambda: housekeeping_loop(janitor, retention, settings.housekeeping_interval_seconds, metrics)
+    service.add_grpc(
+        settings.grpc_port,
+        lambda server: register(server, servicer),
+        max_message_bytes=settings.upload_max_bytes + _ENVELOPE_BYTES,
     )
+    service.add_http(
+        "rest",
+        build_app(store, janitor, codec, settings.max_message_chars, uploads, settings.upload_max_bytes),
+        settings.http_port,
+    )
+    interval = settings.housekeeping_interval_seconds
+    service.add_background(lambda: housekeeping_loop(janitor, uploads, retention, interval, metrics))
     service.add_cleanup(engine.dispose)
 
 

@@ -3,7 +3,11 @@ from typing import ClassVar
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES
 from sstools.common.settings import AuthSettings, DatabaseSettings, ServiceSettings
+
+# A whole upload travels to the agent in one gRPC message, which the agent accepts up to this.
+UPLOAD_MAX_BYTES_CEILING = FILE_MESSAGE_MAX_BYTES - 1024 * 1024
 
 
 class ConvoSettings(ServiceSettings, DatabaseSettings, AuthSettings):
@@ -18,8 +22,27 @@ class ConvoSettings(ServiceSettings, DatabaseSettings, AuthSettings):
     )
     lease_ttl_seconds: int = Field(default=60, ge=1, le=3600, description="Default life of an active lease.")
     housekeeping_interval_seconds: float = Field(
-        default=30.0, gt=0, description="How often owed checkpoint clean-ups and the retention sweep run."
+        default=30.0,
+        gt=0,
+        description="How often checkpoint clean-ups, the retention and expired-upload sweeps run.",
     )
     checkpoint_retention_hours: float = Field(
         default=168.0, gt=0, description="Threads idle this long keep only their newest checkpoint."
+    )
+    upload_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1,
+        le=UPLOAD_MAX_BYTES_CEILING,
+        description="Largest uploaded file (413 beyond, before the body is kept).",
+    )
+    upload_max_pending_files: int = Field(
+        default=10, ge=1, description="Most uploads one user may have waiting for a turn (429 beyond)."
+    )
+    upload_max_pending_bytes: int = Field(
+        default=50 * 1024 * 1024,
+        ge=1,
+        description="Most bytes one user may have waiting for a turn (429 beyond).",
+    )
+    upload_ttl_seconds: int = Field(
+        default=900, ge=1, description="An upload no turn used is deleted after this many seconds."
     )

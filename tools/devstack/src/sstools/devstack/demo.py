@@ -197,18 +197,24 @@ def _layout(title: str, charts: list[tuple[int, str, str]]) -> str:
     return json.dumps(layout)
 
 
-async def add_examples_database(client: SupersetClient, examples: Path) -> int:
+async def add_database(client: SupersetClient, name: str, sqlalchemy_uri: str) -> int:
+    """A database in SQL Lab, its id returned. DML is allowed: ops decides who may run it, and
+    Superset must not stop an admin (nor hide a hole in ops' judgement from a test)."""
     database = await client.post(
         "/api/v1/database/",
         {
-            "database_name": EXAMPLES_DATABASE,
-            "sqlalchemy_uri": f"sqlite:///{examples}",
+            "database_name": name,
+            "sqlalchemy_uri": sqlalchemy_uri,
             "expose_in_sqllab": True,
-            "allow_dml": True,  # ops decides who may run DML; Superset must not stop an admin
+            "allow_dml": True,
             "allow_run_async": False,
         },
     )
     return int(database["id"])
+
+
+async def add_examples_database(client: SupersetClient, examples: Path) -> int:
+    return await add_database(client, EXAMPLES_DATABASE, f"sqlite:///{examples}")
 
 
 async def seed_dev(client: SupersetClient, examples: Path) -> None:

@@ -4,7 +4,8 @@ once into a template metadata database, then any number of instances on loopback
 Superset 6.1 needs three packages it does not declare or pins wrongly: ``flask-caching<2.5``
 (2.5 breaks every command), ``cachetools`` (else every database connection fails with a bare
 422) and ``rich`` (else the CLI fails at import). ``superset init`` takes most of a minute, so
-each new instance starts from a copy of the template instead.
+each new instance starts from a copy of the template instead. Database drivers (psycopg2, for
+PostgreSQL data sources) go into the same virtualenv; adding one does not rebuild the template.
 """
 
 import hashlib
@@ -25,6 +26,8 @@ import httpx
 from sstools.devstack.paths import DATA_DIR
 
 SUPERSET_REQUIREMENTS = ("apache-superset==6.1.0", "flask-caching<2.5", "cachetools", "rich")
+# Drivers for the databases Superset reads; `superset init` registers nothing of theirs.
+DRIVERS = ("psycopg2-binary",)
 ADMIN_USERNAME = "admin"
 _log = logging.getLogger(__name__)
 
@@ -112,29 +115,33 @@ def _write_config(folder: Path) -> None:
 
 
 def ensure_installed(home: SupersetHome) -> None:
-    """Superset in its own virtualenv, with uv when the dev environment has it (seconds, not minutes)."""
+    """Superset and the drivers in its own virtualenv, with uv when the dev environment has it
+    (seconds, not minutes). An existing virtualenv is completed in place, so adding a driver
+    does not pull the installation from under an instance that is running."""
     stamp = home.venv / ".sstools-requirements"
-    wanted = "\n".join(SUPERSET_REQUIREMENTS)
+    requirements = (*SUPERSET_REQUIREMENTS, *DRIVERS)
+    wanted = "\n".join(requirements)
     if stamp.exists() and stamp.read_text() == wanted:
         return
-    _log.info("installing %s into %s", SUPERSET_REQUIREMENTS[0], home.venv)
+    _log.info("installing %s into %s", ", ".join(requirements), home.venv)
     home.root.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(home.venv)], check=True)
+    if not (home.bin / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(home.venv)], check=True)
     uv = Path(sys.executable).parent / "uv"
     if uv.exists():
         install = [str(uv), "pip", "install", "--quiet", "--python", str(home.bin / "python")]
     else:
         install = [str(home.bin / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*install, *SUPERSET_REQUIREMENTS], check=True)
+    subprocess.run([*install, *requirements], check=True)
     stamp.write_text(wanted)
 
 
 def ensure_template(home: SupersetHome) -> None:
     """An initialised metadata database with the admin user, made once."""
+    ensure_installed(home)
     done = home.template / ".initialised"
     if done.exists() and done.read_text() == _TEMPLATE_VERSION:
         return
-    ensure_installed(home)
     shutil.rmtree(home.template, ignore_errors=True)
     home.template.mkdir(parents=True)
     if not home.admin_password_file.exists():

@@ -1,7 +1,7 @@
 """What the conversation service keeps of a chat: each user message before its turn runs, and
 each answer (with its tool events and state, or cut short by a cancel) after; the lease that
 lets one stream at a time run on a conversation, whatever the tab or pod; one audit record
-per command."""
+per command; and the files the user uploaded for a turn, read by id and deleted when it ends."""
 
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +10,7 @@ import grpc
 from google.protobuf import struct_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.common.grpc_client import LazyChannel
+from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES, LazyChannel
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
 
@@ -20,6 +20,17 @@ class ConvoUnavailable(Exception):
 
 class UnknownConversation(Exception):
     """Convo has no such conversation of this user (and the call was not to create it)."""
+
+
+class UploadNotFound(Exception):
+    """Convo has no upload with that id for this user and conversation (or it expired)."""
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    upload_id: str
+    name: str
+    content: bytes
 
 
 @dataclass(frozen=True)
@@ -42,9 +53,18 @@ def _unavailable(error: grpc.aio.AioRpcError) -> ConvoUnavailable:
 
 
 class ConvoClient:
-    def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
-        self._channel = LazyChannel(target, tracer_provider)
+    def __init__(
+        self,
+        target: str,
+        timeout_seconds: float,
+        tracer_provider: TracerProvider,
+        *,
+        upload_timeout_seconds: float | None = None,
+    ) -> None:
+        # an upload comes back whole in one message: far above gRPC's default 4 MiB
+        self._channel = LazyChannel(target, tracer_provider, max_receive_bytes=FILE_MESSAGE_MAX_BYTES)
         self._timeout = timeout_seconds
+        self._upload_timeout = upload_timeout_seconds or timeout_seconds
 
     def _stub(self) -> "convo_pb2_grpc.ConversationServiceAsyncStub":  # a name of the .pyi alone
         return convo_pb2_grpc.ConversationServiceStub(self._channel.get())
@@ -138,6 +158,28 @@ class ConvoClient:
         )
         try:
             await self._append(user, conversation_id, message)
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+
+    async def read_upload(self, user: str, conversation_id: str, upload_id: str) -> UploadedFile:
+        """An upload of this user for this conversation; UploadNotFound when convo has none."""
+        request = convo_pb2.ReadUploadRequest(
+            user_id=user, conversation_id=conversation_id, upload_id=upload_id
+        )
+        try:
+            found = await self._stub().ReadUpload(request, timeout=self._upload_timeout)
+        except grpc.aio.AioRpcError as error:
+            if error.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+                raise UploadNotFound(upload_id) from None
+            raise _unavailable(error) from None
+        return UploadedFile(found.upload_id, found.name, found.content)
+
+    async def delete_uploads(self, user: str, conversation_id: str, upload_ids: list[str]) -> None:
+        request = convo_pb2.DeleteUploadsRequest(
+            user_id=user, conversation_id=conversation_id, upload_ids=upload_ids
+        )
+        try:
+            await self._stub().DeleteUploads(request, timeout=self._timeout)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 

@@ -10,7 +10,11 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.catalogue import Role
+from sstools.common.tool_args import SQL_SHAPE, SqlArgs, SqlStatementArgs
 from sstools.common.tracing import instrument_httpx
+
+# Environments are ops' configuration: they change with a restart of ops, not within a turn.
+ENVIRONMENTS_CACHE_SECONDS = 30.0
 
 
 class OpsError(Exception):
@@ -51,6 +55,7 @@ class OpsClient:
         self._token: str | None = None
         self._token_expires = 0.0
         self._lock = asyncio.Lock()
+        self._environments: tuple[frozenset[str], float] | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -74,13 +79,36 @@ class OpsClient:
 
     async def role(self, user_token: str) -> Role:
         """The user's role as ops has it now (what the agent's guard checks tools against)."""
+        return Role((await self._as_user("GET", "/api/auth/me", user_token))["role"])
+
+    async def _as_user(self, method: str, path: str, user_token: str) -> Any:
+        """A call of the user's own (no service identity): who they are, what they may pick."""
         try:
-            reply = await self._http.get("/api/auth/me", headers={"Authorization": f"Bearer {user_token}"})
+            reply = await self._http.request(method, path, headers={"Authorization": f"Bearer {user_token}"})
         except httpx.HTTPError as error:
             raise _unreachable(error) from None
         if reply.status_code != 200:
             raise OpsError(reply.status_code, _detail(reply))
-        return Role(reply.json()["role"])
+        return reply.json()
+
+    async def environments(self, user_token: str) -> frozenset[str]:
+        """The ids of the environments ops has configured."""
+        now = time.monotonic()
+        if self._environments is None or self._environments[1] < now:
+            choices = await self._as_user("GET", "/api/auth/environments", user_token)
+            self._environments = (
+                frozenset(str(item["id"]) for item in choices),
+                now + ENVIRONMENTS_CACHE_SECONDS,
+            )
+        return self._environments[0]
+
+    async def sql_read_only(self, user_token: str, args: SqlArgs) -> bool:
+        """Whether ops, parsing it in the target database's own dialect, reads the statement as
+        one query that changes nothing."""
+        statement = SqlStatementArgs(env_id=args.env_id, database_id=args.database_id, sql=args.sql)
+        path, _, body = SQL_SHAPE.request(statement)
+        shape = await self.call(OpsCall(SQL_SHAPE.method, path, body=body), user_token)
+        return shape.get("read_only") is True
 
     async def call(self, call: OpsCall, user_token: str, idempotency_key: str | None = None) -> Any:
         for attempt in (1, 2):

@@ -7,7 +7,11 @@ token by token, a confirmation card, and the final state badge — each a ``Chat
 ``metadata.type`` names what it is.
 
 What the edge checks itself: the token, the conversation id (a UUID), the message's length (cut,
-with a warning) and ``ui_context`` (validated; refused when too big or malformed).
+with a warning), the environment id (``INVALID_ENVIRONMENT`` unless it is one), ``ui_context``
+(validated; refused when too big or malformed) and ``files`` (a JSON list of upload ids; anything
+else is ``UPLOAD_NOT_FOUND``). The message is text only: files reach the agent as ids of the
+user's uploads in convo, never as paths, and Gradio's own upload routes are closed
+(``sstools.agent.ui.closed``).
 """
 
 import asyncio
@@ -24,7 +28,14 @@ from typing import Any, cast
 import gradio as gr
 
 from sstools.agent.chat import ChatService, Event, Turn
-from sstools.agent.limits import MAX_MESSAGE_CHARS, InputRejected, parse_ui_context, truncate_message
+from sstools.agent.limits import (
+    MAX_MESSAGE_CHARS,
+    InputRejected,
+    parse_env_id,
+    parse_ui_context,
+    truncate_message,
+)
+from sstools.agent.uploads import parse_file_ids
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
 
 ACTIONS = ("send", "confirm", "reject")
@@ -99,12 +110,13 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
     _bound_gradio_queue_analytics()
 
     async def respond(
-        message: dict[str, Any] | str,
+        message: str,
         history: list[Any],
         conversation_id: str,
         action: str,
         env_id: str,
         ui_context: str,
+        files: str,
         request: gr.Request,
     ) -> AsyncIterator[list[gr.ChatMessage]]:
         scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
@@ -116,8 +128,7 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             unauthorized = Event(str(error), {"type": "error", "code": "UNAUTHORIZED", "message": str(error)})
             yield [_message(unauthorized), _message(Event("failed", {"type": "state", "state": "failed"}))]
             return
-        text = message.get("text", "") if isinstance(message, dict) else str(message)
-        files = message.get("files", []) if isinstance(message, dict) else []
+        text = message if isinstance(message, str) else ""
         edited: dict[str, Any] = {}
         if action == "confirm" and text.strip().startswith("{"):
             try:
@@ -135,7 +146,6 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             env_id=env_id or None,
             edited_args=edited,
             session_id=request.session_hash or "",
-            files=tuple(item["path"] if isinstance(item, dict) else str(item) for item in files or []),
         )
         # Fresh messages at every yield: Gradio sends the difference from what it sent before,
         # and a message changed in place would look unchanged to it.
@@ -145,7 +155,9 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
         try:
             if not turn.conversation_id:
                 raise InputRejected("INVALID_CONVERSATION_ID", "conversation_id must be a UUID")
+            parse_env_id(env_id)
             context = parse_ui_context(ui_context)
+            turn = replace(turn, files=parse_file_ids(files or ""))
         except InputRejected as problem:
             async for event in chat.refuse(turn, problem.code, str(problem)):
                 shown.append(event)
@@ -177,12 +189,13 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
     with gr.Blocks(title="SS-Tools agent", analytics_enabled=False) as blocks:
         gr.ChatInterface(
             respond,
-            multimodal=True,
+            multimodal=False,  # text only: files come as upload ids, never as Gradio file paths
             additional_inputs=[
                 gr.Textbox(label="conversation_id"),
                 gr.Textbox(label="action", value="send"),
                 gr.Textbox(label="env_id"),
                 gr.Textbox(label="ui_context"),
+                gr.Textbox(label="files"),
             ],
             api_name="chat",
             concurrency_limit=concurrency_limit,

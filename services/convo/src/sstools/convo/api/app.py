@@ -1,6 +1,10 @@
 """REST for the browser: its own conversations, under the user's JWT.
 
 Someone else's conversation answers 404, exactly like a missing one, so ids reveal nothing.
+
+Uploads: the raw file is the body of ``POST .../conversations/{id}/uploads?name=...``. The token,
+the name, the declared length and the user's quota are checked before a byte of the body is
+read; the body is read only up to the limit, and kept only whole.
 """
 
 import uuid
@@ -15,8 +19,10 @@ from pydantic import BaseModel
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, Page
+from sstools.convo.store.uploads import UploadQuotaExceeded, UploadStore
 
 _bearer = HTTPBearer(auto_error=False)
+UPLOAD_NAME_MAX_CHARS = 255
 
 
 class ConversationOut(BaseModel):
@@ -55,14 +61,41 @@ class NewConversation(BaseModel):
     first_message: str = ""
 
 
+class UploadOut(BaseModel):
+    upload_id: uuid.UUID
+    name: str
+    size_bytes: int
+    expires_at: datetime
+
+
 class ActiveLease(BaseModel):
     active: bool
     holder: str | None = None
     expires_at: datetime | None = None
 
 
+def upload_name_problem(name: str) -> str | None:
+    """Why a file name is refused, or None: a plain name, never a path."""
+    if not name.strip():
+        return "name is required"
+    if len(name) > UPLOAD_NAME_MAX_CHARS:
+        return f"name is longer than {UPLOAD_NAME_MAX_CHARS} characters"
+    if (
+        name in (".", "..")
+        or any(mark in name for mark in "/\\")
+        or any(ord(char) < 32 or ord(char) == 127 for char in name)
+    ):
+        return "name must be a file name: no path separators or control characters"
+    return None
+
+
 def build_app(
-    store: ConversationStore, janitor: CheckpointJanitor, codec: JwtCodec, max_message_chars: int
+    store: ConversationStore,
+    janitor: CheckpointJanitor,
+    codec: JwtCodec,
+    max_message_chars: int,
+    uploads: UploadStore,
+    upload_max_bytes: int,
 ) -> FastAPI:
     app = FastAPI(title="SS-Tools conversations", version="0.1.0")
 
@@ -88,6 +121,16 @@ def build_app(
     @app.exception_handler(ConversationNotFound)
     async def not_found(request: Request, error: ConversationNotFound) -> JSONResponse:
         return JSONResponse({"detail": {"code": "conversation_not_found"}}, status_code=404)
+
+    @app.exception_handler(UploadQuotaExceeded)
+    async def over_quota(request: Request, error: UploadQuotaExceeded) -> JSONResponse:
+        detail = {
+            "code": "upload_quota_exceeded",
+            "message": str(error),
+            "max_pending_files": error.max_files,
+            "max_pending_bytes": error.max_bytes,
+        }
+        return JSONResponse({"detail": detail}, status_code=429)
 
     @app.exception_handler(BadCursor)
     async def bad_cursor(request: Request, error: BadCursor) -> JSONResponse:
@@ -140,6 +183,44 @@ def build_app(
     ) -> ConversationOut:
         return ConversationOut.model_validate(
             dict(await store.set_archived(user, conversation_id, archived=False))
+        )
+
+    @app.post("/api/assistant/conversations/{conversation_id}/uploads", status_code=201)
+    async def upload(
+        conversation_id: uuid.UUID,
+        request: Request,
+        user: Annotated[str, Depends(current_user)],
+        name: str = "",
+    ) -> UploadOut:
+        too_large = HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            {
+                "code": "upload_too_large",
+                "message": f"files up to {upload_max_bytes} bytes are accepted",
+                "limit_bytes": upload_max_bytes,
+            },
+        )
+        problem = upload_name_problem(name)
+        if problem is not None:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "invalid_upload_name", "message": problem}
+            )
+        try:
+            declared = int(request.headers.get("content-length", "0"))
+        except ValueError:
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, {"code": "bad_content_length"}) from None
+        if declared > upload_max_bytes:
+            raise too_large  # answered before a byte of the body is read
+        await uploads.check_conversation(user, conversation_id)
+        await uploads.check_quota(user, declared)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > upload_max_bytes:
+                raise too_large  # the rest is never read, and nothing is kept
+        stored = await uploads.add(user, conversation_id, name, bytes(body))
+        return UploadOut(
+            upload_id=stored.id, name=stored.name, size_bytes=stored.size_bytes, expires_at=stored.expires_at
         )
 
     @app.get("/api/agent/conversations/{conversation_id}/active")

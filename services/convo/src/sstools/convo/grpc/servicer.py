@@ -17,6 +17,7 @@ from sstools.convo.store.queries import (
     NewMessage,
 )
 from sstools.convo.store.tables import ROLES
+from sstools.convo.store.uploads import UploadStore
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -44,6 +45,13 @@ def _uuid(value: str) -> uuid.UUID:
         raise RequestInvalid(f"{value!r} is not a conversation id") from None
 
 
+def _maybe_uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
 def _status_codes(method: Handler) -> Handler:
     """Turns the store's and the checks' errors into gRPC status codes, once for every RPC."""
 
@@ -66,12 +74,14 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         self,
         store: ConversationStore,
         janitor: CheckpointJanitor,
+        uploads: UploadStore,
         *,
         max_message_chars: int,
         lease_ttl: timedelta,
     ) -> None:
         self._store = store
         self._janitor = janitor
+        self._uploads = uploads
         self._max_chars = max_message_chars
         self._lease_ttl = lease_ttl
 
@@ -179,6 +189,29 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         # This thread's clean-up now if it can; other debts stay with the housekeeping loop.
         await self._janitor.clean(str(request.conversation_id))
         return _conversation(row)
+
+    @_status_codes
+    async def ReadUpload(self, request: convo_pb2.ReadUploadRequest, context: Context) -> convo_pb2.Upload:
+        found = None
+        upload_id = _maybe_uuid(request.upload_id)
+        if upload_id is not None:
+            found = await self._uploads.read(
+                _user(request.user_id), _uuid(request.conversation_id), upload_id
+            )
+        if found is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, "no such upload")
+        assert found is not None
+        return convo_pb2.Upload(
+            upload_id=str(found.id), name=found.name, content=found.content, size_bytes=len(found.content)
+        )
+
+    @_status_codes
+    async def DeleteUploads(
+        self, request: convo_pb2.DeleteUploadsRequest, context: Context
+    ) -> convo_pb2.DeleteUploadsResponse:
+        ids = [upload_id for value in request.upload_ids if (upload_id := _maybe_uuid(value)) is not None]
+        deleted = await self._uploads.delete(_user(request.user_id), _uuid(request.conversation_id), ids)
+        return convo_pb2.DeleteUploadsResponse(deleted=deleted)
 
     def _check_length(self, content: str) -> None:
         if len(content) > self._max_chars:

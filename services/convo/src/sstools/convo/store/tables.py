@@ -1,6 +1,7 @@
 """The convo schema, declared once; the migrations create it and the queries read it."""
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
@@ -9,6 +10,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -98,4 +100,22 @@ checkpoint_cleanups = Table(
     Column("requested_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("last_error", Text),
+)
+
+# Files a user uploaded for a turn (REST, under their JWT): read by the agent by id for this user
+# and conversation only, deleted after the turn that used them or once expired. The conversation
+# may not exist yet (the page makes its id before the first message), so no foreign key.
+uploads = Table(
+    "agent_uploads",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("owner_id", Text, nullable=False),
+    Column("conversation_id", UUID(as_uuid=True), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("ix_agent_uploads_owner_pending", "owner_id", "expires_at"),
+    Index("ix_agent_uploads_expires_at", "expires_at"),
 )

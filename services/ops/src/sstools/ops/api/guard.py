@@ -1,12 +1,14 @@
 """The authoritative permission check on every tool's endpoint, and ops' audit of each call.
 
 ``permit(tool)`` is the dependency each operation declares: it authenticates both identities,
-evaluates the user's role against the tool's policy for the environment in the path, records a
-denial, and after the operation records its outcome. The policy is the catalogue's, read
-through ``sstools.common.policy.decide`` — the same function the agent's guard uses.
+refuses an environment in the path that is not a configured one (``invalid_environment``, before
+anything else looks at it), evaluates the user's role against the tool's policy for that
+environment, records a denial, and after the operation records its outcome. The policy is the
+catalogue's, read through ``sstools.common.policy.decide`` — the same function the agent's gate
+uses.
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
@@ -31,9 +33,10 @@ def denied(tool: str, decision: Decision, caller: Caller) -> HTTPException:
 
 
 class Guard:
-    def __init__(self, audit: AuditLog, agent_for_user: Any) -> None:
+    def __init__(self, audit: AuditLog, agent_for_user: Any, environments: Collection[str]) -> None:
         self._audit = audit
         self._agent_for_user = agent_for_user
+        self._environments = frozenset(environments)
 
     async def check(
         self, caller: Caller, tool: str, env_id: str | None, *, mutating_sql: bool = False
@@ -63,6 +66,16 @@ class Guard:
             request: Request, caller: Annotated[Caller, self._agent_for_user]
         ) -> AsyncIterator[Caller]:
             env_id = request.path_params.get("env_id")
+            if env_id is not None and env_id not in self._environments:
+                await self._record(caller, tool, env_id[:64], "refused", {"code": "invalid_environment"})
+                raise HTTPException(
+                    status.HTTP_404_NOT_FOUND,
+                    {
+                        "code": "invalid_environment",
+                        "message": f"no environment {env_id[:64]!r}; configured: "
+                        + (", ".join(sorted(self._environments)) or "none"),
+                    },
+                )
             await self.check(caller, tool, env_id)
             outcome, detail = "ok", {}
             try:

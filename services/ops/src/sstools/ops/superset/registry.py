@@ -10,7 +10,7 @@ from sstools.ops.superset.client import SupersetClient
 
 
 class UnknownEnvironment(NotFound):
-    code = "unknown_environment"
+    code = "invalid_environment"
 
     def __init__(self, env_id: str, known: list[str]) -> None:
         super().__init__(

@@ -1,10 +1,82 @@
-"""SQL through SQL Lab, and the catalogue of databases, schemas, tables and columns."""
+"""SQL through SQL Lab, and the catalogue of databases, schemas, tables and columns.
 
+A statement is judged in the dialect of the database it is for, which Superset names (its
+``backend``), and SQL Lab is sent the statement as the parser read it, written again in that
+dialect (``sstools.common.sql.render``), never the text that came in. A read also carries, where
+the backend has one, a guard that makes the database itself refuse writes; each was checked
+against a real Superset 6.1, which runs a script's statements one after another on one fresh
+connection (NullPool), so the guard covers the query and ends with it:
+
+- PostgreSQL: ``SET TRANSACTION READ ONLY`` — writes, ``nextval()``, SELECT INTO and writing
+  functions fail with "cannot execute ... in a read-only transaction".
+- SQLite: ``PRAGMA query_only = 1`` — writes fail with "attempt to write a readonly database"
+  (Superset's own parser does not read ``= ON``).
+
+Other backends have the parser's judgement alone.
+"""
+
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
+from sstools.common.sql import SqlNotParsed, SqlShape, classify, dialect_for_backend, render
 from sstools.ops.superset.client import SupersetClient, SupersetRejected
+
+READ_ONLY_GUARDS = {"postgres": "SET TRANSACTION READ ONLY", "sqlite": "PRAGMA query_only = 1"}
+# How long a database's backend is trusted before Superset is asked again.
+BACKEND_CACHE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A statement judged in its database's dialect (none when the backend is not one we know)."""
+
+    backend: str | None
+    dialect: str | None
+    shape: SqlShape
+
+
+class Backends:
+    """Each database's backend, as Superset names it, remembered briefly per environment: every
+    SQL call needs it, and it changes only when someone edits the database's connection."""
+
+    def __init__(self, ttl_seconds: float = BACKEND_CACHE_SECONDS) -> None:
+        self._ttl = ttl_seconds
+        self._known: dict[tuple[str, int], tuple[str | None, float]] = {}
+
+    async def backend(self, client: SupersetClient, database_id: int) -> str | None:
+        """``SupersetNotFound`` (404) for a database Superset does not know."""
+        key = (client.env_id, database_id)
+        now = time.monotonic()
+        known = self._known.get(key)
+        if known is not None and known[1] > now:
+            return known[0]
+        database = await client.get(f"/api/v1/database/{database_id}")
+        backend = database.get("result", {}).get("backend")
+        self._known[key] = (str(backend) if backend else None, now + self._ttl)
+        return self._known[key][0]
+
+
+async def judge(client: SupersetClient, backends: Backends, database_id: int, sql: str) -> Judgement:
+    backend = await backends.backend(client, database_id)
+    dialect = dialect_for_backend(backend)
+    if dialect is None:
+        shape = SqlShape(statements=0, read_only=False, kinds=[], reasons=["unknown_backend"])
+    else:
+        shape = classify(sql, dialect)
+    return Judgement(backend, dialect, shape)
+
+
+def script(sql: str, judgement: Judgement) -> str:
+    """What SQL Lab is sent: the statement rendered in its dialect, after the read-only guard
+    when it is a read. ``SqlNotParsed`` when it cannot be rendered (or the backend is unknown)."""
+    if judgement.dialect is None:
+        raise SqlNotParsed(f"no SQL dialect is known for the backend {judgement.backend!r}")
+    rendered = render(sql, judgement.dialect)
+    guard = READ_ONLY_GUARDS.get(judgement.dialect) if judgement.shape.read_only else None
+    return f"{guard};\n{rendered}" if guard else rendered
 
 
 class SqlResult(BaseModel):

@@ -36,8 +36,6 @@ class Me(BaseModel):
 
 class AuthorizeIn(BaseModel):
     env_id: str | None = Field(default=None, max_length=200)
-    # For superset_execute_sql: the statement; ops decides itself whether it changes anything.
-    sql: str | None = Field(default=None, max_length=100_000)
 
 
 class AuthorizeOut(BaseModel):
@@ -100,7 +98,9 @@ def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRou
         """Ops' answer, the authoritative one, to "may this user run this tool here?"."""
         if tool not in known_tools:
             raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "unknown_tool", "tool": tool})
-        decision = decide_call(tool, {"env_id": body.env_id, "sql": body.sql})
+        # For SQL: may they run it at all (a statement is judged by the sql/shape endpoint, in
+        # its database's dialect).
+        decision = decide_call(tool, {"env_id": body.env_id}, sql_read_only=True)
         allowed = decision.allows(caller.role)
         await ctx.audit.record(
             service=caller.service,

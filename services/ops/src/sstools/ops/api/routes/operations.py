@@ -5,23 +5,32 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, status
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import BaseModel
 
 from sstools.common.catalogue import Role
+from sstools.common.tool_args import (
+    ENDPOINTS,
+    BranchBody,
+    CommitBody,
+    DeployBody,
+    EnvId,
+    MaintenanceBody,
+    MaintenanceQuery,
+    MigrationBody,
+    ObjectId,
+)
 from sstools.ops import jobs
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
 from sstools.ops.api.routes.superset import IdempotencyKey
-from sstools.ops.gitrepo import DEFAULT_BRANCH, export_files
+from sstools.ops.gitrepo import export_files
 from sstools.ops.llm import Provider, ProviderStatus
 from sstools.ops.store.maintenance import AlreadyUnderMaintenance, Window
 from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards
-
-ENV_ID = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
 class TaskOut(BaseModel):
@@ -52,18 +61,6 @@ class TaskOut(BaseModel):
         )
 
 
-class DeployIn(BaseModel):
-    dashboard_id: int = Field(ge=1)
-    source_env: str = Field(pattern=ENV_ID)
-
-
-class MigrationIn(BaseModel):
-    source_env: str = Field(pattern=ENV_ID)
-    dashboard_ids: list[int] = Field(min_length=1, max_length=200)
-    # source database name → target database name; unmapped names map to themselves
-    database_mapping: dict[str, str] = Field(default_factory=dict, max_length=50)
-
-
 class RestoreIn(BaseModel):
     backup_id: uuid.UUID
 
@@ -76,10 +73,6 @@ class BackupOut(BaseModel):
     size_bytes: int
     created_by: str
     created_at: datetime
-
-
-class MaintenanceIn(BaseModel):
-    reason: str = Field(min_length=1, max_length=500)
 
 
 class WindowOut(BaseModel):
@@ -106,27 +99,15 @@ class WindowOut(BaseModel):
         )
 
 
-class BranchIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    start: str = Field(default=DEFAULT_BRANCH, min_length=1, max_length=200)
-
-
-class CommitIn(BaseModel):
-    branch: str = Field(min_length=1, max_length=200)
-    env_id: str = Field(pattern=ENV_ID)
-    dashboard_ids: list[int] = Field(min_length=1, max_length=200)
-    message: str = Field(min_length=1, max_length=2000)
-
-
 def router(ctx: OpsContext, guard: Guard) -> APIRouter:
-    api = APIRouter(prefix="/api")
+    api = APIRouter()
 
     async def submit(caller: Caller, kind: str, env_id: str, params: dict[str, Any]) -> tuple[int, TaskOut]:
         task = await ctx.tasks.submit(kind, env_id, params, caller.username)
         ctx.worker.wake()
         return status.HTTP_202_ACCEPTED, TaskOut.of(task)
 
-    @api.get("/tasks/{task_id}")
+    @api.get(ENDPOINTS["get_task_status"].path)
     async def get_task_status(
         task_id: uuid.UUID, caller: Annotated[Caller, guard.permit("get_task_status")]
     ) -> TaskOut:
@@ -138,10 +119,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             )
         return TaskOut.of(task)
 
-    @api.post("/envs/{env_id}/deployments", status_code=status.HTTP_202_ACCEPTED)
+    @api.post(ENDPOINTS["deploy_dashboard"].path, status_code=status.HTTP_202_ACCEPTED)
     async def deploy_dashboard(
-        env_id: str,
-        body: DeployIn,
+        env_id: EnvId,
+        body: DeployBody,
         caller: Annotated[Caller, guard.permit("deploy_dashboard")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -156,10 +137,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"deploy:{env_id}", idempotency_key, body, run)
 
-    @api.post("/envs/{env_id}/migrations", status_code=status.HTTP_202_ACCEPTED)
+    @api.post(ENDPOINTS["execute_migration"].path, status_code=status.HTTP_202_ACCEPTED)
     async def execute_migration(
-        env_id: str,
-        body: MigrationIn,
+        env_id: EnvId,
+        body: MigrationBody,
         caller: Annotated[Caller, guard.permit("execute_migration")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -174,9 +155,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"migration:{env_id}", idempotency_key, body, run)
 
-    @api.post("/envs/{env_id}/backups", status_code=status.HTTP_202_ACCEPTED)
+    @api.post(ENDPOINTS["run_backup"].path, status_code=status.HTTP_202_ACCEPTED)
     async def run_backup(
-        env_id: str,
+        env_id: EnvId,
         caller: Annotated[Caller, guard.permit("run_backup")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -188,7 +169,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"backup:{env_id}", idempotency_key, {}, run)
 
-    @api.get("/envs/{env_id}/backups")
+    @api.get(ENDPOINTS["run_backup"].path)
     async def list_backups(
         env_id: str, caller: Annotated[Caller, guard.permit("run_backup")]
     ) -> list[BackupOut]:
@@ -205,9 +186,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             for item in await ctx.backups.list(env_id)
         ]
 
-    @api.post("/envs/{env_id}/restores", status_code=status.HTTP_202_ACCEPTED)
+    @api.post("/api/envs/{env_id}/restores", status_code=status.HTTP_202_ACCEPTED)
     async def restore_backup(
-        env_id: str,
+        env_id: EnvId,
         body: RestoreIn,
         caller: Annotated[Caller, guard.permit("deploy_dashboard")],
         idempotency_key: IdempotencyKey = None,
@@ -221,10 +202,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"restore:{env_id}", idempotency_key, body, run)
 
-    @api.post("/envs/{env_id}/dashboards/{dashboard_id}/validation", status_code=status.HTTP_202_ACCEPTED)
+    @api.post(ENDPOINTS["run_llm_validation"].path, status_code=status.HTTP_202_ACCEPTED)
     async def run_llm_validation(
-        env_id: str,
-        dashboard_id: int,
+        env_id: EnvId,
+        dashboard_id: ObjectId,
         caller: Annotated[Caller, guard.permit("run_llm_validation")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -238,10 +219,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             ctx.idempotency, caller, f"validation:{env_id}", idempotency_key, {"id": dashboard_id}, run
         )
 
-    @api.post("/envs/{env_id}/dashboards/{dashboard_id}/documentation", status_code=status.HTTP_202_ACCEPTED)
+    @api.post(ENDPOINTS["run_llm_documentation"].path, status_code=status.HTTP_202_ACCEPTED)
     async def run_llm_documentation(
-        env_id: str,
-        dashboard_id: int,
+        env_id: EnvId,
+        dashboard_id: ObjectId,
         caller: Annotated[Caller, guard.permit("run_llm_documentation")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -254,16 +235,17 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         request = {"id": dashboard_id}
         return await once(ctx.idempotency, caller, f"documentation:{env_id}", idempotency_key, request, run)
 
-    @api.get("/maintenance")
+    @api.get(ENDPOINTS["list_maintenance_events"].path)
     async def list_maintenance_events(
-        caller: Annotated[Caller, guard.permit("list_maintenance_events")], env_id: str | None = None
+        only: Annotated[MaintenanceQuery, Query()],
+        caller: Annotated[Caller, guard.permit("list_maintenance_events")],
     ) -> list[WindowOut]:
-        return [WindowOut.of(window) for window in await ctx.maintenance.list(env_id)]
+        return [WindowOut.of(window) for window in await ctx.maintenance.list(only.env_id)]
 
-    @api.post("/envs/{env_id}/maintenance", status_code=status.HTTP_201_CREATED)
+    @api.post(ENDPOINTS["start_maintenance"].path, status_code=status.HTTP_201_CREATED)
     async def start_maintenance(
-        env_id: str,
-        body: MaintenanceIn,
+        env_id: EnvId,
+        body: MaintenanceBody,
         caller: Annotated[Caller, guard.permit("start_maintenance")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -286,9 +268,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"maintenance_start:{env_id}", idempotency_key, body, run)
 
-    @api.post("/envs/{env_id}/maintenance/end")
+    @api.post(ENDPOINTS["end_maintenance"].path)
     async def end_maintenance(
-        env_id: str,
+        env_id: EnvId,
         caller: Annotated[Caller, guard.permit("end_maintenance")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -303,19 +285,19 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"maintenance_end:{env_id}", idempotency_key, {}, run)
 
-    @api.get("/llm/providers")
+    @api.get(ENDPOINTS["list_llm_providers"].path)
     async def list_llm_providers(
         caller: Annotated[Caller, guard.permit("list_llm_providers")],
     ) -> list[Provider]:
         return ctx.llm.providers()
 
-    @api.get("/llm/status")
+    @api.get(ENDPOINTS["get_llm_status"].path)
     async def get_llm_status(caller: Annotated[Caller, guard.permit("get_llm_status")]) -> ProviderStatus:
         return await ctx.llm.status()
 
-    @api.post("/git/branches", status_code=status.HTTP_201_CREATED)
+    @api.post(ENDPOINTS["create_branch"].path, status_code=status.HTTP_201_CREATED)
     async def create_branch(
-        body: BranchIn,
+        body: BranchBody,
         caller: Annotated[Caller, guard.permit("create_branch")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -326,9 +308,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, "create_branch", idempotency_key, body, run)
 
-    @api.post("/git/commits", status_code=status.HTTP_201_CREATED)
+    @api.post(ENDPOINTS["commit_changes"].path, status_code=status.HTTP_201_CREATED)
     async def commit_changes(
-        body: CommitIn,
+        body: CommitBody,
         caller: Annotated[Caller, guard.permit("commit_changes")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:

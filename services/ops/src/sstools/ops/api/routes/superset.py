@@ -5,9 +5,25 @@ applies its policy (prod may need more) before anything reaches Superset."""
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from sstools.common.sql import SqlNotParsed, classify, format_sql
+from sstools.common.tool_args import (
+    ENDPOINTS,
+    SQL_SHAPE,
+    AuditQuery,
+    CopyBody,
+    DashboardBody,
+    DashboardSearch,
+    DatasetBody,
+    EnvId,
+    ExploreQuery,
+    FormatBody,
+    HealthQuery,
+    ObjectId,
+    SqlBody,
+    SqlStatement,
+)
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
@@ -25,24 +41,23 @@ class EnvironmentOut(EnvironmentChoice):
     url: str
 
 
-class SqlIn(BaseModel):
-    sql: str = Field(min_length=1, max_length=100_000)
-    dialect: str = Field(default="postgres", pattern=r"^[a-z0-9]+$")
-
-
 class SqlFormatted(BaseModel):
     sql: str
     statements: int
     read_only: bool
 
 
-class ExecuteIn(BaseModel):
-    database_id: int = Field(ge=1)
-    sql: str = Field(min_length=1, max_length=100_000)
-    schema_name: str | None = Field(default=None, max_length=200, alias="schema")
-    limit: int = Field(default=100, ge=1)
-    # Set by the agent only after the person confirmed this very statement.
-    confirmed: bool = False
+class SqlShapeOut(BaseModel):
+    """How ops judges a statement for one database: the judgement execute_sql acts on."""
+
+    env_id: str
+    database_id: int
+    backend: str | None
+    dialect: str | None
+    read_only: bool
+    statements: int
+    kinds: list[str]
+    reasons: list[str]
 
 
 class ValidationRun(BaseModel):
@@ -58,23 +73,6 @@ class HealthOut(health.HealthSummary):
     last_validations: list[ValidationRun]
 
 
-class DashboardIn(BaseModel):
-    title: str = Field(min_length=1, max_length=500)
-    slug: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,255}$")
-    published: bool = False
-
-
-class CopyIn(BaseModel):
-    title: str = Field(min_length=1, max_length=500)
-    duplicate_charts: bool = False
-
-
-class DatasetIn(BaseModel):
-    database_id: int = Field(ge=1)
-    table_name: str = Field(min_length=1, max_length=250)
-    schema_name: str | None = Field(default=None, max_length=250, alias="schema")
-
-
 def _validation_run(task: Task) -> ValidationRun:
     result = task.result or {}
     return ValidationRun(
@@ -88,10 +86,11 @@ def _validation_run(task: Task) -> ValidationRun:
 
 
 def router(ctx: OpsContext, guard: Guard) -> APIRouter:
-    api = APIRouter(prefix="/api")
+    api = APIRouter()
     supersets = ctx.supersets
+    backends = sqllab.Backends()
 
-    @api.get("/environments")
+    @api.get(ENDPOINTS["list_environments"].path)
     async def list_environments(
         caller: Annotated[Caller, guard.permit("list_environments")],
     ) -> list[EnvironmentOut]:
@@ -101,9 +100,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             for env in supersets.environments.values()
         ]
 
-    @api.post("/sql/format")
+    @api.post(ENDPOINTS["superset_format_sql"].path)
     async def format_statement(
-        body: SqlIn, caller: Annotated[Caller, guard.permit("superset_format_sql")]
+        body: FormatBody, caller: Annotated[Caller, guard.permit("superset_format_sql")]
     ) -> SqlFormatted:
         """superset_format_sql: formatted locally, nothing is run."""
         try:
@@ -115,80 +114,107 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         shape = classify(body.sql, body.dialect)
         return SqlFormatted(sql=formatted, statements=shape.statements, read_only=shape.read_only)
 
-    @api.get("/envs/{env_id}/dashboards")
+    @api.get(ENDPOINTS["search_dashboards"].path)
     async def search_dashboards(
-        env_id: str,
+        env_id: EnvId,
+        search: Annotated[DashboardSearch, Query()],
         caller: Annotated[Caller, guard.permit("search_dashboards")],
-        q: Annotated[str | None, Query(max_length=200)] = None,
-        owner: Annotated[str | None, Query(max_length=200)] = None,
-        tag: Annotated[str | None, Query(max_length=200)] = None,
-        page: Annotated[int, Query(ge=0, le=10_000)] = 0,
-        page_size: Annotated[int, Query(ge=1, le=100)] = 25,
     ) -> dashboards.DashboardPage:
         """search_dashboards: by title or slug, owner, tag; paged."""
         client = supersets.client(env_id)
-        return await dashboards.search(client, text=q, owner=owner, tag=tag, page=page, page_size=page_size)
+        return await dashboards.search(
+            client,
+            text=search.query,
+            owner=search.owner,
+            tag=search.tag,
+            page=search.page,
+            page_size=search.page_size,
+        )
 
-    @api.get("/envs/{env_id}/health")
+    @api.get(ENDPOINTS["get_health_summary"].path)
     async def health_summary(
-        env_id: str,
+        env_id: EnvId,
+        only: Annotated[HealthQuery, Query()],
         caller: Annotated[Caller, guard.permit("get_health_summary")],
-        dashboard_id: Annotated[list[int] | None, Query()] = None,
     ) -> HealthOut:
         """get_health_summary: charts whose query fails, the dashboards holding them, and the
         latest validation runs."""
-        summary = await health.summary(supersets.client(env_id), dashboard_id)
+        summary = await health.summary(supersets.client(env_id), only.dashboard_ids)
         runs = await ctx.tasks.latest("llm_validation", env_id, limit=10)
         return HealthOut(**summary.model_dump(), last_validations=[_validation_run(task) for task in runs])
 
-    @api.post("/envs/{env_id}/sql")
+    @api.post(SQL_SHAPE.path)
+    async def sql_shape(
+        env_id: EnvId,
+        body: SqlStatement,
+        caller: Annotated[Caller, guard.permit("superset_execute_sql")],
+    ) -> SqlShapeOut:
+        """Whether a statement only reads, judged in its database's dialect: the agent asks
+        before it decides on a card and a role, and gets the very judgement execute_sql uses."""
+        judged = await sqllab.judge(supersets.client(env_id), backends, body.database_id, body.sql)
+        return SqlShapeOut(
+            env_id=env_id,
+            database_id=body.database_id,
+            backend=judged.backend,
+            dialect=judged.dialect,
+            read_only=judged.shape.read_only,
+            statements=judged.shape.statements,
+            kinds=judged.shape.kinds,
+            reasons=judged.shape.reasons,
+        )
+
+    @api.post(ENDPOINTS["superset_execute_sql"].path)
     async def execute_sql(
-        env_id: str,
-        body: ExecuteIn,
+        env_id: EnvId,
+        body: SqlBody,
         caller: Annotated[Caller, guard.permit("superset_execute_sql")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
         """superset_execute_sql: one read-only statement for analysts; anything else only for
-        the roles the policy names, and only once the person confirmed it."""
-        shape = classify(body.sql)
-        if not shape.read_only:
-            await guard.check(caller, "superset_execute_sql", env_id, mutating_sql=True)
-            if not body.confirmed:
-                raise HTTPException(
-                    status.HTTP_409_CONFLICT,
-                    {
-                        "code": "confirmation_required",
-                        "message": "this statement changes data; confirm it first",
-                    },
-                )
-        limit = min(body.limit, ctx.sql.max_rows)
+        the roles the policy names, and only once the person confirmed it. SQL Lab is sent the
+        statement as it was judged, rendered again in the database's dialect."""
         client = supersets.client(env_id)
+        judged = await sqllab.judge(client, backends, body.database_id, body.sql)
+        read_only = judged.shape.read_only
+        if not read_only:
+            await guard.check(caller, "superset_execute_sql", env_id, mutating_sql=True)
+        try:
+            text = sqllab.script(body.sql, judged)
+        except SqlNotParsed as error:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "sql_not_parsed", "message": str(error)}
+            ) from None
+        if not read_only and not body.confirmed:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                {"code": "confirmation_required", "message": "this statement changes data; confirm it first"},
+            )
+        limit = min(body.limit, ctx.sql.max_rows)
 
         async def run() -> tuple[int, Any]:
             result = await sqllab.execute(
                 client,
                 body.database_id,
-                body.sql,
+                text,
                 schema=body.schema_name,
                 limit=limit,
                 timeout_seconds=ctx.sql.timeout_seconds,
             )
             return 200, result
 
-        if shape.read_only:
+        if read_only:
             return (await run())[1]
         return await once(ctx.idempotency, caller, f"sql:{env_id}", idempotency_key, body.model_dump(), run)
 
-    @api.get("/envs/{env_id}/databases")
+    @api.get(ENDPOINTS["superset_explore_database"].path)
     async def explore_database(
-        env_id: str,
+        env_id: EnvId,
+        where: Annotated[ExploreQuery, Query()],
         caller: Annotated[Caller, guard.permit("superset_explore_database")],
-        database_id: Annotated[int | None, Query(ge=1)] = None,
-        schema: Annotated[str | None, Query(max_length=250)] = None,
-        table: Annotated[str | None, Query(max_length=250)] = None,
     ) -> sqllab.Catalogue:
         """superset_explore_database: databases; or a database's schemas; or a schema's tables;
         or a table's columns."""
+        database_id, schema, table = where.database_id, where.schema_name, where.table
         if (schema is not None and database_id is None) or (table is not None and schema is None):
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
@@ -196,14 +222,14 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             )
         return await sqllab.explore(supersets.client(env_id), database_id, schema, table)
 
-    @api.get("/envs/{env_id}/permissions")
+    @api.get(ENDPOINTS["superset_audit_permissions"].path)
     async def audit_permissions(
-        env_id: str,
+        env_id: EnvId,
+        subject: Annotated[AuditQuery, Query()],
         caller: Annotated[Caller, guard.permit("superset_audit_permissions")],
-        dashboard_id: Annotated[int | None, Query(ge=1)] = None,
-        dataset_id: Annotated[int | None, Query(ge=1)] = None,
     ) -> permissions.AccessReport:
         """superset_audit_permissions: who sees a dashboard or a dataset, through which roles."""
+        dashboard_id, dataset_id = subject.dashboard_id, subject.dataset_id
         if (dashboard_id is None) == (dataset_id is None):
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
@@ -215,10 +241,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         assert dataset_id is not None
         return await permissions.dataset_access(client, dataset_id)
 
-    @api.post("/envs/{env_id}/dashboards", status_code=status.HTTP_201_CREATED)
+    @api.post(ENDPOINTS["superset_create_dashboard"].path, status_code=status.HTTP_201_CREATED)
     async def create_dashboard(
-        env_id: str,
-        body: DashboardIn,
+        env_id: EnvId,
+        body: DashboardBody,
         caller: Annotated[Caller, guard.permit("superset_create_dashboard")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -230,11 +256,11 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
         return await once(ctx.idempotency, caller, f"create_dashboard:{env_id}", idempotency_key, body, run)
 
-    @api.post("/envs/{env_id}/dashboards/{dashboard_id}/copy", status_code=status.HTTP_201_CREATED)
+    @api.post(ENDPOINTS["superset_copy_dashboard"].path, status_code=status.HTTP_201_CREATED)
     async def copy_dashboard(
-        env_id: str,
-        dashboard_id: int,
-        body: CopyIn,
+        env_id: EnvId,
+        dashboard_id: ObjectId,
+        body: CopyBody,
         caller: Annotated[Caller, guard.permit("superset_copy_dashboard")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
@@ -247,10 +273,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         request = {"dashboard_id": dashboard_id, **body.model_dump()}
         return await once(ctx.idempotency, caller, f"copy_dashboard:{env_id}", idempotency_key, request, run)
 
-    @api.post("/envs/{env_id}/datasets", status_code=status.HTTP_201_CREATED)
+    @api.post(ENDPOINTS["superset_create_dataset"].path, status_code=status.HTTP_201_CREATED)
     async def create_dataset(
-        env_id: str,
-        body: DatasetIn,
+        env_id: EnvId,
+        body: DatasetBody,
         caller: Annotated[Caller, guard.permit("superset_create_dataset")],
         idempotency_key: IdempotencyKey = None,
     ) -> Any:

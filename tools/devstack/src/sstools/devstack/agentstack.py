@@ -1,7 +1,10 @@
-"""The agent with everything it talks to, for real: the router (gRPC, its embedding model
-warm), ops (with PostgreSQL and the session's two Superset instances) and the agent itself,
-each started in-process on free ports; the chat is driven through ``gradio_client`` exactly as
-an API client would, with a user JWT in the Authorization header."""
+"""The agent with everything it talks to, for real, and the pytest fixtures over it (a plugin
+the root conftest loads, so the agent's suites and the security suites share one stack): the
+router (gRPC, its embedding model warm), ops (with PostgreSQL and the session's two Superset
+instances), docparse, convo and the agent itself, each started in-process on free ports; the
+chat is driven through ``gradio_client`` exactly as an API client would, with a user JWT in the
+Authorization header; attached files are uploaded to convo's REST API first, as the page does, and
+the turn names them by the ids convo issued."""
 
 import asyncio
 import json
@@ -13,8 +16,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import Client
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text as sql
@@ -83,6 +87,7 @@ class AgentStack:
     agent_settings: AgentSettings
     tracer_provider: TracerProvider
     ops_link: FaultyLink | None = None
+    convo_url: str = ""  # convo's REST API (uploads, conversations)
 
     def token(self, username: str) -> str:
         codec = JwtCodec(JWT_SECRET)
@@ -95,6 +100,27 @@ class AgentStack:
             self.chat_url, headers={"Authorization": f"Bearer {self.token(username)}"}, verbose=False
         )
 
+    async def upload(
+        self,
+        conversation_id: str,
+        content: bytes,
+        name: str,
+        *,
+        username: str | None = "root",
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """One file to convo's upload route, as the page sends it (``username=None``: no token)."""
+        sent = {"Content-Type": "application/octet-stream"}
+        if username is not None:
+            sent["Authorization"] = f"Bearer {self.token(username)}"
+        async with httpx.AsyncClient(base_url=self.convo_url, timeout=60) as http:
+            return await http.post(
+                f"/api/assistant/conversations/{conversation_id}/uploads",
+                params={"name": name},
+                content=content,
+                headers=sent | (headers or {}),
+            )
+
     async def say(
         self,
         text: str,
@@ -105,13 +131,27 @@ class AgentStack:
         username: str = "root",
         client: Client | None = None,
         files: list[Path] | None = None,
+        upload_ids: list[str] | None = None,
+        files_input: str | None = None,
         ui_context: str = "",
     ) -> Reply:
-        message = {"text": text, "files": [handle_file(str(path)) for path in files or []]}
+        """One turn. ``files`` are uploaded first by the turn's user (``client``'s, if given; each
+        must be taken: 201) and named by their ids; ``upload_ids`` are named as they are;
+        ``files_input`` replaces the whole ``files`` input (a test's malformed value)."""
+        ids = []
+        token = {"Authorization": client.headers["Authorization"]} if client is not None else {}
+        for path in files or []:
+            uploaded = await self.upload(
+                conversation_id, path.read_bytes(), path.name, username=username, headers=token
+            )
+            assert uploaded.status_code == 201, f"{path.name}: {uploaded.status_code} {uploaded.text[:300]}"
+            ids.append(uploaded.json()["upload_id"])
+        ids += upload_ids or []
+        attached = files_input if files_input is not None else json.dumps(ids) if ids else ""
 
         def submit() -> list[dict[str, Any]]:
             job = (client or self.client(username)).submit(
-                message, conversation_id, action, env_id, ui_context, api_name="/chat"
+                text, conversation_id, action, env_id, ui_context, attached, api_name="/chat"
             )
             return list(job.result(timeout=120))
 
@@ -267,6 +307,7 @@ async def running_stack(
             agent_settings,
             tracer_provider,
             link,
+            convo_url=f"http://127.0.0.1:{convo.ports['rest']}",
         )
 
 

@@ -1,0 +1,281 @@
+"""Each tool's arguments and the ops endpoint that performs it, declared once beside the catalogue.
+
+The agent binds these models to its LangChain tools (the model sees their JSON schema), its
+confirmation gate and fast path validate calls with them, and ops takes the same query and body
+models as its request models and the same path templates as its routes — so the agent→ops
+contract is one declaration, not two that can drift. URLs are built from validated values, each
+path segment percent-encoded; an environment id is one validated type everywhere
+(:data:`EnvId`), so ``prod/maintenance/end#`` is refused before any URL is made from it.
+"""
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+ENV_ID_MAX_CHARS = 63
+_ENV_ID = re.compile(ENV_ID_PATTERN)
+
+EnvId = Annotated[str, StringConstraints(pattern=ENV_ID_PATTERN, max_length=ENV_ID_MAX_CHARS)]
+"""Lower-case letters, digits, ``-`` and ``_``, starting with a letter or digit, at most 63
+characters. Whether it names a configured environment is asked where that is known."""
+
+ObjectId = Annotated[int, Field(ge=1, le=2**53)]
+"""A Superset object's id (dashboard, database, dataset)."""
+
+
+def is_env_id(value: object) -> bool:
+    return isinstance(value, str) and _ENV_ID.fullmatch(value) is not None
+
+
+class ToolArgs(BaseModel):
+    # A call naming an argument the tool does not have is a wrong call, not one to guess at.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+ENV = Field(description="Target environment id, e.g. dev, staging, prod.")
+
+
+class NoArgs(ToolArgs):
+    pass
+
+
+class EnvArgs(ToolArgs):
+    env_id: EnvId = ENV
+
+
+class DashboardTarget(EnvArgs):
+    dashboard_id: ObjectId = Field(description="Dashboard id.")
+
+
+# Query and body models: what ops reads from the query string or the JSON body.
+
+
+class DashboardSearch(ToolArgs):
+    query: str | None = Field(default=None, max_length=200, description="Words of the title or slug.")
+    owner: str | None = Field(default=None, max_length=200, description="Owner's username or name.")
+    tag: str | None = Field(default=None, max_length=200, description="A tag the dashboards carry.")
+    page: int = Field(default=0, ge=0, le=10_000)
+    page_size: int = Field(default=25, ge=1, le=100)
+
+
+class HealthQuery(ToolArgs):
+    dashboard_ids: list[ObjectId] | None = Field(
+        default=None, max_length=200, description="Only these dashboards (all if empty)."
+    )
+
+
+class MaintenanceQuery(ToolArgs):
+    env_id: EnvId | None = Field(default=None, description="Only this environment.")
+
+
+class ExploreQuery(ToolArgs):
+    database_id: ObjectId | None = Field(
+        default=None, description="Database to look into (none: list databases)."
+    )
+    schema_name: str | None = Field(
+        default=None, alias="schema", max_length=250, description="Schema to list tables of."
+    )
+    table: str | None = Field(default=None, max_length=250, description="Table to list columns of.")
+
+
+class AuditQuery(ToolArgs):
+    dashboard_id: ObjectId | None = Field(default=None, description="Dashboard to audit.")
+    dataset_id: ObjectId | None = Field(default=None, description="Dataset to audit.")
+
+
+class BranchBody(ToolArgs):
+    name: str = Field(min_length=1, max_length=200, description="New branch name.")
+    start: str = Field(default="main", min_length=1, max_length=200, description="Branch to start from.")
+
+
+class CommitBody(ToolArgs):
+    branch: str = Field(min_length=1, max_length=200, description="Branch to commit on.")
+    env_id: EnvId = Field(description="Environment whose dashboards are exported.")
+    dashboard_ids: list[ObjectId] = Field(
+        min_length=1, max_length=200, description="Dashboards whose export is committed."
+    )
+    message: str = Field(min_length=1, max_length=2000, description="Commit message.")
+
+
+class DeployBody(ToolArgs):
+    dashboard_id: ObjectId = Field(description="The dashboard's id in the source environment.")
+    source_env: EnvId = Field(default="dev", description="Where the dashboard comes from.")
+
+
+class MigrationBody(ToolArgs):
+    source_env: EnvId = Field(description="Where the dashboards come from.")
+    dashboard_ids: list[ObjectId] = Field(min_length=1, max_length=200, description="Dashboards to migrate.")
+    database_mapping: dict[str, str] = Field(
+        default_factory=dict, max_length=50, description="Source → target database names."
+    )
+
+
+class MaintenanceBody(ToolArgs):
+    reason: str = Field(
+        min_length=1, max_length=500, description="Why, shown to whoever is refused meanwhile."
+    )
+
+
+class SqlStatement(ToolArgs):
+    database_id: ObjectId = Field(description="Superset database id.")
+    sql: str = Field(min_length=1, max_length=100_000, description="One SQL statement.")
+
+
+class SqlBody(SqlStatement):
+    schema_name: str | None = Field(default=None, alias="schema", max_length=200, description="Schema.")
+    limit: int = Field(default=100, ge=1, le=10_000, description="Most rows returned.")
+    # Set by the agent's confirmation gate alone, once the person confirmed this very statement.
+    confirmed: bool = False
+
+
+class DashboardBody(ToolArgs):
+    title: str = Field(min_length=1, max_length=500, description="Dashboard title.")
+    slug: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,255}$", description="URL slug.")
+    published: bool = False
+
+
+class CopyBody(ToolArgs):
+    title: str = Field(min_length=1, max_length=500, description="Title of the copy.")
+    duplicate_charts: bool = Field(default=False, description="Copy the charts too, not only the layout.")
+
+
+class DatasetBody(ToolArgs):
+    database_id: ObjectId = Field(description="Superset database id.")
+    table_name: str = Field(min_length=1, max_length=250, description="Table to register.")
+    schema_name: str | None = Field(default=None, alias="schema", max_length=250, description="Schema.")
+
+
+class FormatBody(ToolArgs):
+    sql: str = Field(min_length=1, max_length=100_000, description="SQL to format.")
+    dialect: str = Field(default="postgres", pattern=r"^[a-z0-9]{1,20}$", description="SQL dialect.")
+
+
+# The tools' arguments: a query or body model with the path's values added.
+
+
+class SearchArgs(EnvArgs, DashboardSearch):
+    pass
+
+
+class HealthArgs(EnvArgs, HealthQuery):
+    pass
+
+
+class TaskArgs(ToolArgs):
+    task_id: uuid.UUID = Field(description="The task id ops returned.")
+
+
+class DeployArgs(EnvArgs, DeployBody):
+    pass
+
+
+class MigrationArgs(EnvArgs, MigrationBody):
+    pass
+
+
+class MaintenanceArgs(EnvArgs, MaintenanceBody):
+    pass
+
+
+class SqlArgs(EnvArgs, SqlBody):
+    pass
+
+
+class SqlStatementArgs(EnvArgs, SqlStatement):
+    pass
+
+
+class ExploreArgs(EnvArgs, ExploreQuery):
+    pass
+
+
+class AuditArgs(EnvArgs, AuditQuery):
+    pass
+
+
+class CreateDashboardArgs(EnvArgs, DashboardBody):
+    pass
+
+
+class CopyArgs(DashboardTarget, CopyBody):
+    pass
+
+
+class DatasetArgs(EnvArgs, DatasetBody):
+    pass
+
+
+_PATH_FIELD = re.compile(r"{(\w+)}")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where ops performs a tool: its method and path template (``{field}`` taken from the
+    arguments), and which model the rest of the arguments form — the query string of a GET,
+    the JSON body otherwise."""
+
+    method: str
+    path: str
+    args: type[ToolArgs]
+    rest: type[ToolArgs] | None = None
+
+    @property
+    def path_fields(self) -> tuple[str, ...]:
+        return tuple(_PATH_FIELD.findall(self.path))
+
+    def request(self, args: ToolArgs) -> tuple[str, dict[str, Any] | None, dict[str, Any] | None]:
+        """(path, query params, JSON body) of the call, from arguments already validated."""
+        path = _PATH_FIELD.sub(lambda match: quote(str(getattr(args, match[1])), safe=""), self.path)
+        if self.rest is None:
+            return path, None, None
+        values = {name: getattr(args, name) for name in self.rest.model_fields}
+        rest = self.rest.model_validate(values).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return (path, rest, None) if self.method == "GET" else (path, None, rest)
+
+
+_ENVS = "/api/envs/{env_id}"
+_DASHBOARD = _ENVS + "/dashboards/{dashboard_id}"
+
+ENDPOINTS: Mapping[str, Endpoint] = {
+    "search_dashboards": Endpoint("GET", _ENVS + "/dashboards", SearchArgs, DashboardSearch),
+    "get_health_summary": Endpoint("GET", _ENVS + "/health", HealthArgs, HealthQuery),
+    "list_environments": Endpoint("GET", "/api/environments", NoArgs),
+    "get_task_status": Endpoint("GET", "/api/tasks/{task_id}", TaskArgs),
+    "list_llm_providers": Endpoint("GET", "/api/llm/providers", NoArgs),
+    "get_llm_status": Endpoint("GET", "/api/llm/status", NoArgs),
+    "create_branch": Endpoint("POST", "/api/git/branches", BranchBody, BranchBody),
+    "commit_changes": Endpoint("POST", "/api/git/commits", CommitBody, CommitBody),
+    "deploy_dashboard": Endpoint("POST", _ENVS + "/deployments", DeployArgs, DeployBody),
+    "execute_migration": Endpoint("POST", _ENVS + "/migrations", MigrationArgs, MigrationBody),
+    "run_backup": Endpoint("POST", _ENVS + "/backups", EnvArgs),
+    "run_llm_validation": Endpoint("POST", _DASHBOARD + "/validation", DashboardTarget),
+    "run_llm_documentation": Endpoint("POST", _DASHBOARD + "/documentation", DashboardTarget),
+    "list_maintenance_events": Endpoint("GET", "/api/maintenance", MaintenanceQuery, MaintenanceQuery),
+    "start_maintenance": Endpoint("POST", _ENVS + "/maintenance", MaintenanceArgs, MaintenanceBody),
+    "end_maintenance": Endpoint("POST", _ENVS + "/maintenance/end", EnvArgs),
+    "superset_execute_sql": Endpoint("POST", _ENVS + "/sql", SqlArgs, SqlBody),
+    "superset_explore_database": Endpoint("GET", _ENVS + "/databases", ExploreArgs, ExploreQuery),
+    "superset_audit_permissions": Endpoint("GET", _ENVS + "/permissions", AuditArgs, AuditQuery),
+    "superset_create_dashboard": Endpoint("POST", _ENVS + "/dashboards", CreateDashboardArgs, DashboardBody),
+    "superset_copy_dashboard": Endpoint("POST", _DASHBOARD + "/copy", CopyArgs, CopyBody),
+    "superset_create_dataset": Endpoint("POST", _ENVS + "/datasets", DatasetArgs, DatasetBody),
+    "superset_format_sql": Endpoint("POST", "/api/sql/format", FormatBody, FormatBody),
+}
+
+# Not a tool: how the gate asks ops whether a statement only reads, in the target's dialect.
+SQL_SHAPE = Endpoint("POST", _ENVS + "/sql/shape", SqlStatementArgs, SqlStatement)
+
+# show_capabilities is answered by the agent from the catalogue: no endpoint, no arguments.
+ARGS: Mapping[str, type[ToolArgs]] = {
+    "show_capabilities": NoArgs,
+    **{name: endpoint.args for name, endpoint in ENDPOINTS.items()},
+}
+
+# The fields that name an environment: each must be a configured one.
+ENV_FIELDS = ("env_id", "source_env")

@@ -1,0 +1,330 @@
+"""What a tool call changed, seen from outside the services: a :class:`Snapshot` of every piece of
+state a tool could touch, taken before and after the call, and :func:`diff` naming what differs.
+
+A snapshot holds, each as ``{key: marker}`` under an area name:
+
+- ``ops.<table>``: every row of ops' own tables (tasks, backups, maintenance windows, idempotency
+  records, users — every table of ``sstools.ops.store.tables`` but the audit log), by primary key;
+- ``backups``: every file under ops' backup folder (path, size, SHA-256);
+- ``git``: the exports repository — whether it exists, its refs and HEAD, its object count and
+  worktrees;
+- ``superset.<env>.<kind>``: for each Superset instance its dashboards, charts, datasets,
+  databases and saved queries (id → title or name, description, change time, ...), its roles and
+  its users (who, whether active, which roles);
+- ``examples``: the example SQLite database Superset's "examples" connection points at — its
+  schema objects, and for each table its row count and a digest of its rows.
+
+Logs are not state, so a snapshot leaves them out on purpose: ops' audit table (it records every
+call, reads included, by design), convo's conversations, messages, audit and uploads, LangGraph's
+checkpoints, and Superset's query history, action log and login statistics (a user's last login
+and login count, which ops' own sign-ins move).
+
+:func:`settled` waits until ops has no queued or running task, so that what a task does after its
+tool call returned is counted against that call and not the next.
+"""
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy import text as sql
+
+from sstools.common.db import create_engine
+from sstools.devstack.demo import PASSWORD_ENV, client
+from sstools.devstack.superset import Instance
+from sstools.ops.store import tables
+from sstools.ops.superset.client import SupersetClient, SupersetError
+
+# Logs, not state (see the module docstring).
+NOT_STATE = frozenset({tables.audit.name})
+OPS_TABLES = tuple(table for table in tables.metadata.sorted_tables if table.name not in NOT_STATE)
+
+# Superset's list endpoints and the columns that mark a change of each object.
+SUPERSET_KINDS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "dashboard": (
+        "/api/v1/dashboard/",
+        ("dashboard_title", "slug", "published", "uuid", "changed_on_utc"),
+    ),
+    "chart": (
+        "/api/v1/chart/",
+        ("slice_name", "description", "viz_type", "datasource_id", "dashboards.id", "changed_on_utc"),
+    ),
+    "dataset": ("/api/v1/dataset/", ("table_name", "schema", "sql", "description", "changed_on_utc")),
+    "database": ("/api/v1/database/", ("database_name", "allow_dml", "expose_in_sqllab", "changed_on")),
+    "saved_query": ("/api/v1/saved_query/", ("label", "sql", "description", "changed_on")),
+}
+# Security objects: no ``columns`` selection; the fields kept leave out login statistics.
+SUPERSET_SECURITY: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "role": ("/api/v1/security/roles/", ("name",)),
+    "user": ("/api/v1/security/users/", ("username", "active", "email", "first_name", "last_name", "roles")),
+}
+PAGE_SIZE = 100
+MAX_HASHED_ROWS = 200_000  # a bigger example table is compared by its row count alone
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a stack keeps what its tools may change."""
+
+    database_url: str  # ops' tables
+    backup_dir: Path
+    git_repo: Path
+    supersets: Mapping[str, Instance]
+    examples: Path  # the SQLite file of Superset's "examples" database
+
+    @classmethod
+    def of(cls, database_url: str, tmp_path: Path, supersets: Mapping[str, Instance]) -> "Scope":
+        """The scope of a stack from ``sstools.devstack.agentstack.running_stack`` started with
+        this ``tmp_path``: it gives ops ``tmp_path/backups`` and ``tmp_path/exports``; the
+        session's Superset instances share one examples file beside their folders."""
+        examples = {instance.folder.parent / "examples.db" for instance in supersets.values()}
+        if len(examples) != 1 or not next(iter(examples)).exists():
+            raise FileNotFoundError(f"no single examples database for these instances: {sorted(examples)}")
+        return cls(database_url, tmp_path / "backups", tmp_path / "exports", supersets, examples.pop())
+
+
+@dataclass(frozen=True)
+class Change:
+    area: str
+    key: str
+    before: str | None  # None: it was not there
+    after: str | None  # None: it is gone
+
+    def __str__(self) -> str:
+        if self.before is None:
+            return f"{self.area}: + {self.key} {_short(self.after)}"
+        if self.after is None:
+            return f"{self.area}: - {self.key} {_short(self.before)}"
+        return f"{self.area}: ~ {self.key} {_short(self.before)} → {_short(self.after)}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    areas: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    async def take(cls, scope: Scope) -> "Snapshot":
+        parts = await asyncio.gather(
+            _ops_rows(scope.database_url),
+            asyncio.to_thread(_backup_files, scope.backup_dir),
+            asyncio.to_thread(_git, scope.git_repo),
+            *(_superset(env_id, instance) for env_id, instance in sorted(scope.supersets.items())),
+            asyncio.to_thread(_examples, scope.examples),
+        )
+        areas: dict[str, dict[str, str]] = {}
+        for part in parts:
+            areas.update(part)
+        return cls(areas)
+
+
+def diff(before: Snapshot, after: Snapshot) -> list[Change]:
+    """Every key added, removed or changed, area by area."""
+    changes = []
+    for area in sorted(before.areas.keys() | after.areas.keys()):
+        old, new = before.areas.get(area, {}), after.areas.get(area, {})
+        for key in sorted(old.keys() | new.keys()):
+            if old.get(key) != new.get(key):
+                changes.append(Change(area, key, old.get(key), new.get(key)))
+    return changes
+
+
+def areas(changes: list[Change]) -> set[str]:
+    return {change.area for change in changes}
+
+
+def describe(changes: list[Change], limit: int = 20) -> str:
+    """For assertion messages."""
+    lines = [str(change) for change in changes[:limit]]
+    if len(changes) > limit:
+        lines.append(f"... and {len(changes) - limit} more")
+    return "\n  ".join(["", *lines]) if lines else " nothing"
+
+
+async def settled(database_url: str, within_seconds: float = 120) -> None:
+    """Wait until ops has no task queued or running."""
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        deadline = asyncio.get_running_loop().time() + within_seconds
+        while True:
+            async with engine.connect() as connection:
+                busy = (
+                    await connection.execute(
+                        sql("SELECT count(*) FROM ops_tasks WHERE status IN ('queued', 'running')")
+                    )
+                ).scalar_one()
+            if not busy:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"{busy} ops task(s) still unfinished after {within_seconds} s")
+            await asyncio.sleep(0.2)
+    finally:
+        await engine.dispose()
+
+
+# Deleted children first: a dashboard's charts, a database's datasets and saved queries.
+_REMOVAL_ORDER = ("chart", "dashboard", "saved_query", "dataset", "database")
+
+
+async def remove_new_objects(scope: Scope, since: Snapshot) -> list[str]:
+    """Best effort: delete every Superset dashboard, chart, dataset, saved query and database
+    created since ``since``, so a session's instances are left as a test found them (what was
+    changed in place stays changed). Returns what is still there afterwards, and why."""
+    problems: list[str] = []
+    for env_id, instance in sorted(scope.supersets.items()):
+        superset = client(instance, PASSWORD_ENV)
+        try:
+            for kind in _REMOVAL_ORDER:
+                area = f"superset.{env_id}.{kind}"
+                path, fields = SUPERSET_KINDS[kind]
+                now = await _listing(superset, path, fields, select_columns=True)
+                for key in sorted(now.keys() - since.areas.get(area, {}).keys()):
+                    try:
+                        await superset.delete(f"{path}{key}")
+                    except SupersetError as error:
+                        problems.append(f"{area} {key} {now[key]}: {error}")
+            for kind in _REMOVAL_ORDER:
+                area = f"superset.{env_id}.{kind}"
+                path, fields = SUPERSET_KINDS[kind]
+                still = await _listing(superset, path, fields, select_columns=True)
+                problems += [
+                    f"{area} {key} is still there"
+                    for key in sorted(still.keys() - since.areas.get(area, {}).keys())
+                ]
+        finally:
+            await superset.aclose()
+    return problems
+
+
+def _short(value: str | None, limit: int = 240) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _marker(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+async def _ops_rows(database_url: str) -> dict[str, dict[str, str]]:
+    engine = create_engine(database_url, pool_size=1)
+    found: dict[str, dict[str, str]] = {}
+    try:
+        async with engine.connect() as connection:
+            for table in OPS_TABLES:
+                keys = [column.name for column in table.primary_key.columns]
+                rows = (await connection.execute(select(table))).mappings()
+                found[f"ops.{table.name}"] = {
+                    "/".join(str(row[name]) for name in keys): _marker(dict(row)) for row in rows
+                }
+    finally:
+        await engine.dispose()
+    return found
+
+
+def _digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _backup_files(folder: Path) -> dict[str, dict[str, str]]:
+    files = {}
+    if folder.exists():
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                files[str(path.relative_to(folder))] = f"{path.stat().st_size} bytes sha256:{_digest(path)}"
+    return {"backups": files}
+
+
+def _run_git(repo: Path, *args: str, check: bool = True) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=30
+    )
+    return result.stdout
+
+
+def _git(repo: Path) -> dict[str, dict[str, str]]:
+    if not (repo / ".git").exists():
+        return {"git": {"repository": "absent"}}
+    state = {"repository": "present"}
+    for line in _run_git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines():
+        ref, _, sha = line.partition(" ")
+        state[f"ref {ref}"] = sha
+    state["HEAD"] = _run_git(repo, "rev-parse", "--symbolic-full-name", "HEAD", check=False).strip()
+    counts = dict(
+        line.split(": ", 1) for line in _run_git(repo, "count-objects", "-v").splitlines() if ": " in line
+    )
+    state["objects"] = f"{counts.get('count', '?')} loose, {counts.get('in-pack', '?')} packed"
+    worktrees = _run_git(repo, "worktree", "list", "--porcelain").count("worktree ")
+    state["worktrees"] = str(worktrees)
+    return {"git": state}
+
+
+async def _listing(
+    superset: SupersetClient, path: str, fields: tuple[str, ...], *, select_columns: bool
+) -> dict[str, str]:
+    found: dict[str, str] = {}
+    page = 0
+    while True:
+        query: dict[str, Any] = {"page": page, "page_size": PAGE_SIZE}
+        if select_columns:
+            query["columns"] = ["id", *fields]
+        answer = await superset.get(path, q=query)
+        batch = answer.get("result") or []
+        for item in batch:
+            marker = {name.split(".")[0]: item.get(name.split(".")[0]) for name in fields}
+            if "roles" in marker:
+                marker["roles"] = sorted(role["id"] for role in marker["roles"] or [])
+            if "dashboards" in marker:
+                marker["dashboards"] = sorted(board["id"] for board in marker["dashboards"] or [])
+            found[str(item["id"])] = _marker(marker)
+        page += 1
+        if not batch or len(found) >= int(answer.get("count", 0)):
+            return found
+
+
+async def _superset(env_id: str, instance: Instance) -> dict[str, dict[str, str]]:
+    superset = client(instance, PASSWORD_ENV)
+    try:
+        found = {}
+        for kind, (path, fields) in SUPERSET_KINDS.items():
+            found[f"superset.{env_id}.{kind}"] = await _listing(superset, path, fields, select_columns=True)
+        for kind, (path, fields) in SUPERSET_SECURITY.items():
+            found[f"superset.{env_id}.{kind}"] = await _listing(superset, path, fields, select_columns=False)
+        return found
+    finally:
+        await superset.aclose()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _examples(path: Path) -> dict[str, dict[str, str]]:
+    state: dict[str, str] = {}
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        objects = connection.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+        for kind, name, table, statement in objects:
+            state[f"{kind} {name}"] = f"on {table}: {statement}"
+            if kind != "table":
+                continue
+            count = connection.execute(f"SELECT count(*) FROM {_quoted(name)}").fetchone()[0]
+            marker = f"{count} rows"
+            if count <= MAX_HASHED_ROWS:
+                rows = sorted(repr(row) for row in connection.execute(f"SELECT * FROM {_quoted(name)}"))
+                marker += f" sha256:{hashlib.sha256(chr(10).join(rows).encode()).hexdigest()}"
+            state[f"rows {name}"] = marker
+    finally:
+        connection.close()
+    return {"examples": state}
