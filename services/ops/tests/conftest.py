@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
+from sstools.devstack.demo import PASSWORD_ENV, environments
+from sstools.devstack.superset import Instance
 from sstools.devstack.testing import started_service
 from sstools.ops.main import assemble
 from sstools.ops.settings import OpsSettings
@@ -114,3 +117,15 @@ async def running_ops(
         )
         assert reply.status_code == 200, reply.text
         yield OpsApi(http, reply.json()["access_token"], tokens, database_url)
+
+
+@pytest.fixture
+async def ops(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> AsyncIterator[OpsApi]:
+    """ops over the session's real dev and prod Superset instances (a module that needs another
+    ops — a closed port, an LLM — declares its own ``ops``)."""
+    async with running_ops(
+        fresh_database_url, tracer_provider, environments(supersets, PASSWORD_ENV), tmp_path
+    ) as api:
+        yield api

@@ -4,31 +4,18 @@ on the very same judgement, sending Superset the statement as it was read, behin
 database's own read-only guard."""
 
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.catalogue import Role
-from sstools.devstack.demo import PASSWORD_ENV, client, environments
+from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
 
-from .conftest import USERS, OpsApi, running_ops
+from .conftest import USERS, OpsApi
 
 EXAMPLES = 1  # the dev instance's first database: the SQLite example data
 # One SELECT of a string to PostgreSQL; a SELECT and a CREATE TABLE to SQLite (issue 17).
 TWO_FACED = r"SELECT E'\' FROM (SELECT 1 AS E); CREATE TABLE two_faced AS SELECT 1; --'"
-
-
-@pytest.fixture
-async def ops(
-    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
-) -> AsyncIterator[OpsApi]:
-    async with running_ops(
-        fresh_database_url, tracer_provider, environments(supersets, PASSWORD_ENV), tmp_path
-    ) as api:
-        yield api
 
 
 def _examples_tables(supersets: dict[str, Instance]) -> list[str]:

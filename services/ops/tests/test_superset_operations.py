@@ -4,13 +4,11 @@ empty but for the example database), through a real ops with PostgreSQL."""
 import asyncio
 import uuid
 import zipfile
-from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, environments
@@ -18,16 +16,6 @@ from sstools.devstack.superset import Instance, default_home, prepare_instance, 
 from sstools.devstack.testing import free_port
 
 from .conftest import OpsApi, running_ops
-
-
-@pytest.fixture
-async def ops(
-    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
-) -> AsyncIterator[OpsApi]:
-    async with running_ops(
-        fresh_database_url, tracer_provider, environments(supersets, PASSWORD_ENV), tmp_path
-    ) as api:
-        yield api
 
 
 def _unique(prefix: str) -> str:
