@@ -205,7 +205,7 @@ def gate(
             )
         edited = {key: value for key, value in (answer.get("args") or {}).items() if key != "confirmed"}
         arguments = await _checked_arguments(call, {**shown, **edited}, facts, user_token)
-        confirmed_calls.add(str(call["id"]))
+        confirmed_calls.add(str(configurable.get("thread_id", "")), str(call["id"]))
         return _shown(arguments), decision
 
     async def wrapped(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
@@ -242,6 +242,7 @@ def gate(
             await adispatch_custom_event("tool_timeout", timeout)
             return error_message(call, {"code": "tool_timeout", **timeout})
         finally:
-            confirmed_calls.take(str(call["id"]))  # a confirmation is good for this one run
+            # a confirmation is good for this one run
+            confirmed_calls.take(str(configurable.get("thread_id", "")), str(call["id"]))
 
     return wrapped

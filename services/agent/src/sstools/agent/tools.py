@@ -27,21 +27,22 @@ RETRY_ATTEMPTS = 3
 
 
 class ConfirmedCalls:
-    """The calls a person confirmed, by tool call id: the gate adds one once its ``confirm``
-    came, the tool takes it when it runs (once). This is how ``confirmed`` reaches ops — the
+    """The calls a person confirmed, by conversation and tool call id (ids come from the model,
+    so only the pair names a call): the gate adds one once its ``confirm`` came, the tool takes
+    it when it runs (once). This is how ``confirmed`` reaches ops — the
     tool node strips injected arguments from the call the gate hands it, so it cannot travel
     in the call itself."""
 
     def __init__(self) -> None:
-        self._ids: set[str] = set()
+        self._calls: set[tuple[str, str]] = set()
 
-    def add(self, call_id: str) -> None:
-        self._ids.add(call_id)
+    def add(self, thread_id: str, call_id: str) -> None:
+        self._calls.add((thread_id, call_id))
 
-    def take(self, call_id: str) -> bool:
+    def take(self, thread_id: str, call_id: str) -> bool:
         """Whether the call was confirmed; after this, it is not any more."""
-        if call_id in self._ids:
-            self._ids.discard(call_id)
+        if (thread_id, call_id) in self._calls:
+            self._calls.discard((thread_id, call_id))
             return True
         return False
 
@@ -90,7 +91,8 @@ def _ops_tool(
 
     async def run(config: RunnableConfig, **values: Any) -> str:
         if "confirmed" in schema.model_fields:
-            values["confirmed"] = confirmed.take(values["tool_call_id"])
+            thread = str((config.get("configurable") or {}).get("thread_id", ""))
+            values["confirmed"] = confirmed.take(thread, values["tool_call_id"])
         arguments = schema.model_validate(values)
         call = ops_call(spec.name, arguments)
         user_token = str((config.get("configurable") or {})[USER_TOKEN])
