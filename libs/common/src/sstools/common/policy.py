@@ -74,6 +74,5 @@ def decide_call(tool_name: str, args: Mapping[str, Any], *, sql_read_only: bool 
     """:func:`decide` for a call's own arguments: its ``env_id``, and for a tool that runs SQL
     whether that SQL was judged read-only (by ops, in the target's dialect): unless it was, it
     counts as a change."""
-    mutating = tool(tool_name).mutating_sql_policy is not None and not sql_read_only
     env = args.get("env_id")
-    return decide(tool_name, str(env) if env else None, mutating_sql=mutating)
+    return decide(tool_name, str(env) if env else None, mutating_sql=not sql_read_only)

@@ -29,7 +29,7 @@ from sstools.agent.guard import permission_denied
 from sstools.agent.tools import ConfirmedCalls
 from sstools.common.catalogue import Role, Tier, tool_names
 from sstools.common.catalogue import tool as catalogue_tool
-from sstools.common.policy import Decision, decide, decide_call, resolve_env
+from sstools.common.policy import Decision, decide, resolve_env
 from sstools.common.tool_args import ARGS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
 
 ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model is not asked again
@@ -121,16 +121,14 @@ async def _decision(
 ) -> Decision:
     """The policy for this call; SQL counts as a change unless ops read it as a query."""
     env = getattr(arguments, "env_id", None)
-    if not isinstance(arguments, SqlArgs):
-        return decide(name, env)
     as_read = decide(name, env)
-    if role is not None and not as_read.allows(role):
-        return as_read  # it may not run SQL at all: the denial names the lowest role that may
+    if not isinstance(arguments, SqlArgs) or (role is not None and not as_read.allows(role)):
+        return as_read  # for SQL the role may not run at all, the denial names the lowest that may
     try:
         read_only = await facts.sql_read_only(user_token, arguments)
     except OpsError as error:
         raise Refused(error.code, f"the statement could not be judged: {error}", ends_turn=False) from None
-    return decide_call(name, {"env_id": env}, sql_read_only=read_only)
+    return decide(name, env, mutating_sql=not read_only)
 
 
 def _shown(arguments: ToolArgs) -> dict[str, Any]:

@@ -143,7 +143,6 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             conversation_id=conversation if _is_uuid(conversation) else "",
             text=text,
             action=action if action in ACTIONS else "send",
-            env_id=env_id or None,
             edited_args=edited,
             session_id=request.session_hash or "",
         )
@@ -155,9 +154,9 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
         try:
             if not turn.conversation_id:
                 raise InputRejected("INVALID_CONVERSATION_ID", "conversation_id must be a UUID")
-            parse_env_id(env_id)
+            env = parse_env_id(env_id)
             context = parse_ui_context(ui_context)
-            turn = replace(turn, files=parse_file_ids(files or ""))
+            turn = replace(turn, env_id=env, files=parse_file_ids(files or ""))
         except InputRejected as problem:
             async for event in chat.refuse(turn, problem.code, str(problem)):
                 shown.append(event)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel, Field
 
 from sstools.common.catalogue import tool_names
-from sstools.common.policy import decide_call
+from sstools.common.policy import decide
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.context import OpsContext
 from sstools.ops.environments import Environment
@@ -100,7 +100,7 @@ def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRou
             raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "unknown_tool", "tool": tool})
         # For SQL: may they run it at all (a statement is judged by the sql/shape endpoint, in
         # its database's dialect).
-        decision = decide_call(tool, {"env_id": body.env_id}, sql_read_only=True)
+        decision = decide(tool, body.env_id)
         allowed = decision.allows(caller.role)
         await ctx.audit.record(
             service=caller.service,
