@@ -43,7 +43,7 @@ class Endpoint:
     method: str
     path: str
     tool: str
-    body: Any = None  # the model of its JSON body, if it takes one
+    body: Any = None  # the model of its JSON body or its query string, if it takes one
 
     def url(self, env_id: str) -> str:
         return (
@@ -71,11 +71,8 @@ def _endpoints() -> list[Endpoint]:
         for dependency in route.dependant.dependencies:
             name = getattr(dependency.call, "__name__", "")
             if name.startswith("permit_"):
-                body = (
-                    route.dependant.body_params[0].field_info.annotation
-                    if route.dependant.body_params
-                    else None
-                )
+                models = route.dependant.body_params or route.dependant.query_params
+                body = models[0].field_info.annotation if models else None
                 found += [
                     Endpoint(method, route.path, name.removeprefix("permit_"), body)
                     for method in route.methods or ()
@@ -93,15 +90,14 @@ def test_every_tool_that_acts_through_ops_has_an_endpoint() -> None:
 
 def test_the_agent_calls_each_tool_where_ops_serves_it_with_the_same_models() -> None:
     """One declaration (``sstools.common.tool_args``) for both sides: the agent's method, path
-    template and body model of every tool are those of the ops route guarded by that tool."""
+    template and body or query model of every tool are those of the ops route guarded by that tool."""
     served = {(endpoint.tool, endpoint.method, endpoint.path): endpoint.body for endpoint in ENDPOINTS}
     for name, declared in TOOL_ENDPOINTS.items():
         key = (name, declared.method, declared.path)
         assert key in served, f"{name}: ops serves no {declared.method} {declared.path} for it"
-        if declared.method != "GET":
-            assert served[key] is declared.rest, (
-                f"{name}: ops reads {served[key]}, the agent sends {declared.rest}"
-            )
+        assert served[key] is declared.rest, (
+            f"{name}: ops reads {served[key]}, the agent sends {declared.rest}"
+        )
 
 
 @pytest.fixture(scope="module")
