@@ -6,6 +6,11 @@ from sstools.common.sql import SqlNotParsed, classify, dialect_for_backend, form
 
 # (dialect, statement, a reason it must give): writes, side effects, and what cannot be judged.
 CHANGING = [
+    # Superset's Jinja (where enabled) renders this into a quote, a COMMIT and a DELETE
+    ("postgres", """select '{{ "%c"|format(39) }}; commit; delete from orders; --'""", "template"),
+    ("sqlite", "select '{% if true %}' || name from sqlite_master", "template"),
+    # no allow-list of its own functions: nothing in this dialect is a vetted read
+    ("tsql", "select * from orders with (tablockx)", "dialect_not_vetted"),
     ("postgres", "select 1; select 2", "several_statements"),
     ("postgres", "select 1; delete from orders", "several_statements"),
     ("postgres", "insert into orders values (1)", "dml"),
