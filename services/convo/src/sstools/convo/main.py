@@ -18,9 +18,6 @@ from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
 from sstools.convo.store.uploads import UploadLimits, UploadStore
 
-# What a gRPC request may carry besides an upload's content (a name, ids).
-_ENVELOPE_BYTES = 64 * 1024
-
 
 def assemble(settings: ConvoSettings, service: Service) -> None:
     engine = create_engine(settings.database_url)
@@ -46,11 +43,7 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
     retention = timedelta(hours=settings.checkpoint_retention_hours)
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
-    service.add_grpc(
-        settings.grpc_port,
-        lambda server: register(server, servicer),
-        max_message_bytes=settings.upload_max_bytes + _ENVELOPE_BYTES,
-    )
+    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
     service.add_http(
         "rest",
         build_app(store, janitor, codec, settings.max_message_chars, uploads, settings.upload_max_bytes),
