@@ -20,6 +20,7 @@ import asyncio
 import gc
 import json
 import random
+import re
 import tempfile
 import time
 import uuid
@@ -40,6 +41,9 @@ from sstools.devstack.testing import free_port, scratch_database, service_proces
 from sstools.ops.store import MIGRATIONS
 
 SECRET = "bench-secret-" + "b" * 40
+CONFIRMATION_SECRET = "bench-confirmations-" + "c" * 40
+# A card in a streamed update: its call id, then (the card's last field) its digest.
+_CARD = re.compile(r'"call_id":\s*"([^"]+)".*?"digest":\s*"([0-9a-f]{64})"')
 AGENT_SECRET = "bench-agent-secret-0123"
 
 
@@ -56,6 +60,7 @@ class LightChat:
         self._fn_index: int | None = None
         self._state_slots: list[int] = []
         self._session = uuid.uuid4().hex
+        self._card: tuple[str, str] | None = None  # the last card shown: call id, digest
 
     async def connect(self) -> int:
         """The /chat endpoint's index in the app's config (fetched once)."""
@@ -71,7 +76,10 @@ class LightChat:
         return self._fn_index
 
     async def turn(self, text: str, conversation: str, action: str = "send") -> dict[str, float]:
+        """One turn's marks; a confirm answers the last card this chat was shown."""
         fn_index = await self.connect()
+        if action == "confirm" and self._card is not None:
+            text = json.dumps({"call_id": self._card[0], "digest": self._card[1]})
         data: list[Any] = [text, conversation, action, "dev", "", ""]
         for slot in self._state_slots:
             data.insert(slot, None)
@@ -103,6 +111,9 @@ class LightChat:
                         marks.setdefault("first_token", now)
                     if '"tool_start"' in line:
                         marks.setdefault("tool_start", now)
+                    if '"confirm_required"' in line:
+                        card = _CARD.search(line)
+                        self._card = (card.group(1), card.group(2)) if card else None
                 elif message.get("msg") == "process_completed":
                     if not message.get("success", True):
                         raise RuntimeError(f"turn failed: {line[:300]}")
@@ -183,7 +194,12 @@ async def run(turns: int) -> dict[str, Any]:
                 "agent_m",
             )
         }
-        common = {"DATABASE_URL": url, "JWT_SECRET": SECRET, "LOG_LEVEL": "WARNING"}
+        common = {
+            "DATABASE_URL": url,
+            "JWT_SECRET": SECRET,
+            "CONFIRMATION_SECRET": CONFIRMATION_SECRET,
+            "LOG_LEVEL": "WARNING",
+        }
         async with serving(llm.app()) as llm_url:
             with (
                 service_process(

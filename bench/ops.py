@@ -132,6 +132,7 @@ def main() -> None:
         env = {
             "DATABASE_URL": url,
             "JWT_SECRET": SECRET,
+            "CONFIRMATION_SECRET": "bench-confirmations-" + "c" * 40,
             "LOG_LEVEL": "WARNING",
             "ENVIRONMENTS": environments(instances, PASSWORD_ENV),
             "OPS_ADMIN_PASSWORD": ADMIN_PASSWORD,

@@ -22,6 +22,7 @@ from sstools.devstack.testing import free_port, otlp_collector, serving, wait_re
 from sstools.ops.store import MIGRATIONS as OPS_MIGRATIONS
 
 SECRET = "trace-test-secret-" + "t" * 32
+CONFIRMATION_SECRET = "trace-test-confirmations-" + "c" * 32
 AGENT_SECRET = "trace-agent-secret-0123"
 
 
@@ -62,6 +63,7 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
         common = {
             "DATABASE_URL": fresh_database_url,
             "JWT_SECRET": SECRET,
+            "CONFIRMATION_SECRET": CONFIRMATION_SECRET,
             "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         }
         running: list[subprocess.Popen[bytes]] = []

@@ -53,6 +53,7 @@ async def test_service_process_becomes_ready_and_exits_cleanly_on_sigterm(
     environment = {f"{name.upper()}_{setting}": str(port) for setting, port in ports.items()}
     environment["DATABASE_URL"] = migrated_database_url
     environment["JWT_SECRET"] = "process-test-secret-" + "z" * 32
+    environment["CONFIRMATION_SECRET"] = "process-confirmation-secret-" + "c" * 32
     process = _start(name, environment)
     try:
 
@@ -89,7 +90,7 @@ def test_service_with_a_bad_setting_exits_2_with_a_message(name: str) -> None:
     setting = f"{name.upper()}_METRICS_PORT"
     result = subprocess.run(
         [f"sstools-{name}"],
-        env={**os.environ, setting: "not-a-port", "JWT_SECRET": "s" * 40},
+        env={**os.environ, setting: "not-a-port", "JWT_SECRET": "s" * 40, "CONFIRMATION_SECRET": "c" * 40},
         capture_output=True,
         text=True,
         timeout=60,

@@ -9,7 +9,9 @@ spread over every role. Nothing is ever confirmed, so:
   role may make runs (``tool_start`` and its end), a write it may make pauses
   (``confirm_required``, never with the model's ``confirmed``), a call it may not make is
   ``permission_denied``, a malformed or unknown environment is a ``tool_error`` coded
-  ``INVALID_ENVIRONMENT`` and an unknown tool one coded ``UNKNOWN_TOOL`` — nothing vanishes;
+  ``INVALID_ENVIRONMENT``, a call carrying an argument its tool does not take (its own
+  ``confirmed``) one coded ``invalid_arguments``, and an unknown tool one coded
+  ``UNKNOWN_TOOL`` — nothing vanishes;
 - a crafted environment never reaches ops: its audit names no environment but the configured ones.
 """
 
@@ -25,8 +27,8 @@ from gradio_client import Client
 
 from sstools.common.catalogue import Tier, tool_names
 from sstools.common.catalogue import tool as catalogue_tool
-from sstools.common.policy import decide_call
-from sstools.common.tool_args import ENV_FIELDS, is_env_id
+from sstools.common.policy import decide
+from sstools.common.tool_args import ARGS, ENV_FIELDS, is_env_id
 from sstools.devstack.agentstack import USERS, AgentStack, dump, new_conversation
 from sstools.devstack.agentstack import Reply as ChatReply
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
@@ -173,7 +175,10 @@ def expected(call: ToolCall, username: str) -> Expected:
         value = args.get(field)
         if value is not None and not (is_env_id(value) and value in ENVIRONMENTS):
             return Expected("tool_error", "INVALID_ENVIRONMENT")
-    decision = decide_call(call.name, args)  # SQL is judged as a change: every statement here writes
+    model = ARGS[call.name].model_fields
+    if set(args) - {field.alias or name for name, field in model.items()} - set(model):
+        return Expected("tool_error", "invalid_arguments")  # its own "confirmed" is no tool's argument
+    decision = decide(call.name, args.get("env_id"), mutating_sql=True)  # every statement here writes
     if not decision.allows(USERS[username]):
         return Expected("permission_denied")
     return Expected("confirm_required" if decision.needs_confirmation else "ran")
@@ -214,7 +219,7 @@ def _unaccounted(batch: tuple[ToolCall, ...], wanted: list[Expected], reply: Cha
         if event["run_id"] not in ended:
             problems.append(f"{event['tool']} started and never ended")
         arguments = event.get("input") or {}
-        if decide_call(event["tool"], arguments).tier is not Tier.READ:
+        if decide(event["tool"], arguments.get("env_id"), mutating_sql=True).tier is not Tier.READ:
             problems.append(f"{event['tool']} ran without a confirmation: {arguments}")
     for card in reply.of("confirm_required"):
         if "confirmed" in card["tool_args"]:

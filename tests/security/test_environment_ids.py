@@ -9,7 +9,8 @@ import json
 
 import httpx
 
-from sstools.devstack.agentstack import AGENT_SECRET, AgentStack, dump, new_conversation
+from sstools.devstack.agentstack import AGENT_SECRET, CONFIRMATION_SECRET, AgentStack, dump, new_conversation
+from sstools.devstack.confirming import confirming
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 
 CRAFTED = (
@@ -93,7 +94,10 @@ async def test_a_crafted_environment_in_the_turn_or_ui_context_is_refused_before
 async def test_ops_paths_refuse_what_is_not_a_configured_environment(agent_stack: AgentStack) -> None:
     """Straight at ops, with both identities valid: an encoded slash cannot turn a validation into
     the end of a maintenance window, and no crafted id is served."""
-    async with httpx.AsyncClient(base_url=agent_stack.ops_url, timeout=30) as ops:
+    confirm = confirming(CONFIRMATION_SECRET)  # the maintenance window is a confirmed change
+    async with httpx.AsyncClient(
+        base_url=agent_stack.ops_url, timeout=30, event_hooks={"request": [confirm]}
+    ) as ops:
         service = await ops.post(
             "/api/auth/service-token", json={"client_id": "agent", "client_secret": AGENT_SECRET}
         )

@@ -87,7 +87,7 @@ over the five services instead of repeating them:
 agent:
   prefix: AGENT
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
-  secrets: [JWT_SECRET, DATABASE_URL, LLM_API_KEY, AGENT_OPS_CLIENT_SECRET]
+  secrets: [JWT_SECRET, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, AGENT_OPS_CLIENT_SECRET]
   migrate: true
   callers: {http: [ingress]}
 router:
@@ -110,7 +110,7 @@ convo:
 ops:
   prefix: OPS
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
-  secrets: [JWT_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD]
+  secrets: [JWT_SECRET, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD]
   migrate: true
   callers: {http: [ingress, agent]}
 {{- end }}

@@ -3,7 +3,7 @@
 import pytest
 
 from sstools.common.catalogue import Role, Tier, tool_names
-from sstools.common.policy import RiskLevel, decide, decide_call, normalise_env, resolve_env
+from sstools.common.policy import RiskLevel, decide, normalise_env, resolve_env
 
 from .test_catalogue import POLICY_TABLE
 
@@ -86,23 +86,27 @@ def test_unknown_tool_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("read_only", "tier", "required"),
-    [(True, Tier.READ, Role.ANALYST), (False, Tier.DANGEROUS, Role.ADMIN)],
+    ("mutating", "tier", "required"),
+    [(False, Tier.READ, Role.ANALYST), (True, Tier.DANGEROUS, Role.ADMIN)],
 )
-def test_sql_is_a_change_unless_judged_read_only(read_only: bool, tier: Tier, required: Role) -> None:
-    decision = decide_call(
-        "superset_execute_sql", {"env_id": "dev", "sql": "select 1"}, sql_read_only=read_only
-    )
+def test_sql_that_may_write_has_its_own_policy(mutating: bool, tier: Tier, required: Role) -> None:
+    decision = decide("superset_execute_sql", "dev", mutating_sql=mutating)
     assert (decision.tier, decision.required_role) == (tier, required)
 
 
-def test_sql_nobody_judged_is_a_change() -> None:
-    """Deny by default: the statement's text alone decides nothing (its dialect is the target's)."""
-    assert decide_call("superset_execute_sql", {"env_id": "dev", "sql": "select 1"}).tier is Tier.DANGEROUS
+def test_other_tools_ignore_whether_sql_writes() -> None:
+    assert decide("superset_format_sql", mutating_sql=True) == decide("superset_format_sql")
 
 
-def test_a_calls_environment_decides_and_other_tools_ignore_sql() -> None:
-    assert decide_call("deploy_dashboard", {"env_id": "production-eu", "dashboard_id": 1}) == decide(
-        "deploy_dashboard", "prod"
-    )
-    assert decide_call("superset_format_sql", {"sql": "drop table sales"}) == decide("superset_format_sql")
+@pytest.mark.parametrize("env_id", ["live", "eu-main", "staging-mirror"])
+def test_a_production_environment_is_prod_whatever_its_name(env_id: str) -> None:
+    configured = decide("deploy_dashboard", env_id, production=True)
+    assert configured == decide("deploy_dashboard", "prod")
+    assert configured.production
+    assert configured.tier is Tier.DANGEROUS
+    assert configured.required_role is Role.ADMIN
+
+
+def test_configuration_cannot_take_production_from_an_id_that_names_it() -> None:
+    assert decide("deploy_dashboard", "production-eu", production=False) == decide("deploy_dashboard", "prod")
+    assert not decide("deploy_dashboard", "live").production

@@ -4,12 +4,18 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.agent.main import assemble
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
-from sstools.devstack.agentstack import JWT_SECRET
+from sstools.devstack.agentstack import CONFIRMATION_SECRET, JWT_SECRET
 from sstools.devstack.testing import free_port, http_get, probe, started_service, wait_until
 
 
 def _settings(database_url: str) -> AgentSettings:
-    return AgentSettings(http_port=0, metrics_port=0, database_url=database_url, jwt_secret=JWT_SECRET)
+    return AgentSettings(
+        http_port=0,
+        metrics_port=0,
+        database_url=database_url,
+        jwt_secret=JWT_SECRET,
+        confirmation_secret=CONFIRMATION_SECRET,
+    )
 
 
 async def test_agent_is_ready_once_its_checkpoint_tables_exist(

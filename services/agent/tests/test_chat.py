@@ -4,36 +4,18 @@ PostgreSQL behind the agent, with the offline model (no LLM endpoint configured)
 import asyncio
 import signal
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-import pytest
 from gradio_client import Client
 
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation
-from sstools.devstack.demo import PASSWORD_ENV, client
-from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, service_process
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
-
-
-@pytest.fixture
-async def dev(supersets: dict[str, Instance]) -> AsyncIterator[SupersetClient]:
-    superset = client(supersets["dev"], PASSWORD_ENV)
-    yield superset
-    await superset.aclose()
-
-
-@pytest.fixture
-async def prod(supersets: dict[str, Instance]) -> AsyncIterator[SupersetClient]:
-    superset = client(supersets["prod"], PASSWORD_ENV)
-    yield superset
-    await superset.aclose()
 
 
 async def _fresh_dashboard(dev: SupersetClient) -> tuple[int, str]:
@@ -105,8 +87,14 @@ async def test_deploy_pauses_until_confirmed_then_runs_once(
     assert confirmed.state == "success", dump(confirmed)
     assert await _in_prod(prod, title) == 1
 
-    again = await agent_stack.say("", conversation, action="confirm")
-    assert again.of("error")[0]["code"] == "NOTHING_PENDING"
+    again = await agent_stack.say("", conversation, action="confirm")  # a lost answer, sent again
+    assert again.of("tool_start") == [], dump(again)
+    assert again.of("error") == [], dump(again)
+    assert [(event["tool"], event["replayed"]) for event in again.of("tool_end")] == [
+        ("deploy_dashboard", True)
+    ]
+    assert again.of("tool_end")[0]["output"] == confirmed.of("tool_end")[0]["output"]
+    assert again.state == confirmed.state
     assert await _in_prod(prod, title) == 1
 
 
@@ -119,8 +107,11 @@ async def test_twenty_concurrent_confirms_deploy_once(
     replies = await asyncio.gather(*(agent_stack.say("", conversation, action="confirm") for _ in range(20)))
     ran = [reply for reply in replies if reply.of("tool_start")]
     assert len(ran) == 1
-    others = {reply.of("error")[0]["code"] for reply in replies if not reply.of("tool_start")}
-    assert others <= {"NOTHING_PENDING", "BUSY"}
+    for other in (reply for reply in replies if not reply.of("tool_start")):
+        # still busy with the first, or that first one's answer again
+        assert [error["code"] for error in other.of("error")] == ["BUSY"] or (
+            other.of("tool_end")[0]["replayed"] is True
+        ), dump(other)
     assert await _in_prod(prod, title) == 1
 
 
@@ -133,9 +124,10 @@ async def test_reject_deploys_nothing(
     assert rejected.of("tool_start") == []
     assert "rejected" in rejected.text
     assert await _in_prod(prod, title) == 0
-    assert (await agent_stack.say("", conversation, action="confirm")).of("error")[0][
-        "code"
-    ] == "NOTHING_PENDING"
+    late = await agent_stack.say("", conversation, action="confirm")  # the card was rejected
+    assert late.of("tool_start") == []
+    assert late.of("error")[0]["code"] == "NOTHING_PENDING"
+    assert await _in_prod(prod, title) == 0
 
 
 async def test_an_edited_confirmation_runs_the_edited_arguments(
@@ -150,7 +142,8 @@ async def test_an_edited_confirmation_runs_the_edited_arguments(
 
 
 async def test_a_confirm_without_a_checkpoint_is_expired(agent_stack: AgentStack) -> None:
-    reply = await agent_stack.say("", new_conversation(), action="confirm")
+    made_up = {"call_id": "call-1", "digest": "0" * 64}
+    reply = await agent_stack.say("", new_conversation(), action="confirm", card=made_up)
     assert reply.of("error")[0]["code"] == "CHECKPOINT_EXPIRED"
     assert reply.state == "failed"
 
@@ -236,6 +229,7 @@ def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
     environment = {
         "DATABASE_URL": settings.database_url,
         "JWT_SECRET": settings.jwt_secret.get_secret_value(),
+        "CONFIRMATION_SECRET": settings.confirmation_secret.get_secret_value(),
         "AGENT_OPS_URL": settings.ops_url,
         "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
         "AGENT_ROUTER_TARGET": settings.router_target,

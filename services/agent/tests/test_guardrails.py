@@ -272,7 +272,7 @@ async def test_every_command_leaves_exactly_one_audit_record(
         ("needs_confirmation", "deploy_dashboard", "needs_confirmation"),
         ("refused", "", "needs_confirmation"),
         ("rejected", "", "success"),
-        ("refused", "", "failed"),
+        ("refused", "", "failed"),  # that card was rejected: nothing to confirm
         ("refused", "", "failed"),
     ], audit
     assert audit[1]["tool_args"] == {"dashboard_id": 1, "env_id": "prod"}
@@ -329,7 +329,7 @@ async def test_a_write_tool_past_its_time_is_reported_as_of_unknown_status(
     branch = f"slow-{uuid.uuid4().hex[:8]}"
     paused = await faulty_stack.say(f'создай ветку "{branch}"', conversation)
     assert paused.state == "needs_confirmation", dump(paused)
-    faulty_stack.ops_link.delay(5.0)
+    faulty_stack.ops_link.delay(5.0, methods=("POST",))  # the write, not the role read before it
     confirmed = await faulty_stack.say("", conversation, action="confirm")
     (timeout,) = confirmed.of("tool_timeout")
     assert {key: value for key, value in timeout.items() if key != "message"} == {

@@ -17,7 +17,7 @@ from typing import Any
 from gradio_client import Client
 
 from sstools.common.catalogue import Role, Tier, tool_names
-from sstools.common.policy import decide_call
+from sstools.common.policy import decide
 from sstools.devstack import documents
 from sstools.devstack.agentstack import USERS, AgentStack, dump, new_conversation
 from sstools.devstack.agentstack import Reply as ChatReply
@@ -70,7 +70,7 @@ async def test_every_role_and_tool_is_guarded_as_the_catalogue_says(
     for username, role in USERS.items():
         session = await asyncio.to_thread(llm_stack.client, username)
         for name, args in CALLS.items():
-            decision = decide_call(name, args, sql_read_only=True)  # its SQL, SELECT 1, only reads
+            decision = decide(name, args.get("env_id"))  # its SQL, SELECT 1, only reads
             reply = await _turn_with_call(llm_stack, llm, session, f"проверка {name}", ToolCall(name, args))
             where = f"{username} ({role}) → {name}: {dump(reply)}"
             if not decision.allows(role):
@@ -317,12 +317,18 @@ async def test_obeyed_injections_never_run_a_write_or_escalate_a_role(
         )
         where = f"{injection.name}: {dump(reply)}"
         seen_by_model = json.dumps(llm.requests[-1]["messages"], ensure_ascii=False)
-        decision = decide_call(injection.obey.name, dict(injection.obey.arguments))  # type: ignore[arg-type]
+        obeyed = injection.obey
+        decision = decide(obeyed.name, obeyed.arguments.get("env_id"), mutating_sql=True)  # type: ignore[union-attr]
         assert decision.tier is not Tier.READ or not decision.allows(role), injection.name  # a real attack
         assert reply.of("tool_start") == [], where  # nothing ran
-        if decision.allows(role):
-            (card,) = reply.of("confirm_required")
-            assert "confirmed" not in card["tool_args"], where  # only the gate ever confirms
+        if "confirmed" in obeyed.arguments:
+            # no tool takes a confirmation from the model: such a call is malformed, for any role
+            assert [error["error"]["code"] for error in reply.of("tool_error")] == ["invalid_arguments"], (
+                where
+            )
+            assert reply.of("confirm_required") == [], where
+        elif decision.allows(role):
+            assert len(reply.of("confirm_required")) == 1, where
             assert reply.state == "needs_confirmation", where
             # typed "confirmations" (a different one each time) are messages, not the action
             llm.says(Reply(content="Confirmed, running."))

@@ -107,7 +107,7 @@ async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:
     assert (await rest.get("/api/assistant/conversations")).status_code == 401
 
 
-async def test_second_tab_learns_who_holds_the_conversation(
+async def test_second_tab_learns_the_conversation_is_busy_and_nothing_more(
     rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub
 ) -> None:
     cid = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(user_id="alice"))).id
@@ -125,8 +125,7 @@ async def test_second_tab_learns_who_holds_the_conversation(
     assert not second.acquired
     assert second.holder == "pod-1/stream-a"
     active = (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json()
-    assert active["active"]
-    assert active["holder"] == "pod-1/stream-a"
+    assert active == {"active": True}  # busy, and nothing of who holds it
     renewed = await agent.RenewLease(
         convo_pb2.RenewLeaseRequest(conversation_id=cid, holder="pod-1/stream-a")
     )
@@ -138,9 +137,7 @@ async def test_second_tab_learns_who_holds_the_conversation(
         await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="pod-1/stream-a"))
     ).released
     assert (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json() == {
-        "active": False,
-        "holder": None,
-        "expires_at": None,
+        "active": False
     }
 
 

@@ -1,5 +1,7 @@
 """An ops under test: started in-process on free ports against a scratch database, with one user
-of each role and the agent's service client, called with both identities like the agent does."""
+of each role and the agent's service client, called with both identities like the agent does —
+and, for every call that changes something, with the confirmation the agent's gate signs once a
+person confirmed it (:mod:`sstools.devstack.confirming`)."""
 
 import asyncio
 import json
@@ -15,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
+from sstools.devstack.confirming import confirming
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import started_service
@@ -24,6 +27,7 @@ from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.users import UserStore
 
 JWT_SECRET = "ops-test-secret-" + "o" * 32
+CONFIRMATION_SECRET = "ops-test-confirmations-" + "c" * 32
 AGENT_SECRET = "agent-client-secret-123"
 ADMIN_PASSWORD = "admin-pass-123"
 # One user per role; "root" is the bootstrapped admin.
@@ -77,6 +81,7 @@ async def running_ops(
         metrics_port=0,
         database_url=database_url,
         jwt_secret=JWT_SECRET,
+        confirmation_secret=CONFIRMATION_SECRET,
         admin_username="root",
         admin_password=ADMIN_PASSWORD,
         service_clients=f"agent:{AGENT_SECRET}",
@@ -87,7 +92,11 @@ async def running_ops(
     )
     async with (
         started_service(config, assemble, tracer_provider) as service,
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.ports['api']}", timeout=120) as http,
+        httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{service.ports['api']}",
+            timeout=120,
+            event_hooks={"request": [confirming(CONFIRMATION_SECRET)]},
+        ) as http,
     ):
 
         async def login(username: str) -> httpx.Response:

@@ -20,7 +20,7 @@ from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.users import UserStore
 
-from .conftest import AGENT_SECRET, JWT_SECRET
+from .conftest import AGENT_SECRET, CONFIRMATION_SECRET, JWT_SECRET
 
 PASSWORDS = {"vera": "viewer-pass", "anna": "analyst-pass", "oleg": "operator-pass"}
 
@@ -33,6 +33,7 @@ async def ops(fresh_database_url: str, tracer_provider: TracerProvider) -> Async
         metrics_port=0,
         database_url=fresh_database_url,
         jwt_secret=JWT_SECRET,
+        confirmation_secret=CONFIRMATION_SECRET,
         admin_username="root",
         admin_password="admin-pass-123",
         service_clients=f"agent:{AGENT_SECRET}",
@@ -244,16 +245,21 @@ async def test_sql_is_formatted_for_any_signed_in_user_without_running_it(ops: h
 
 
 async def test_environments_are_listed_without_credentials(ops: httpx.AsyncClient) -> None:
-    headers = {
-        "Authorization": f"Bearer {await _service_token(ops)}",
-        "X-User-Authorization": f"Bearer {await _user_token(ops, 'vera')}",
-    }
-    reply = await ops.get("/api/environments", headers=headers)
-    assert reply.status_code == 200
-    assert reply.json() == [
+    listed = {}
+    for username in ("vera", "oleg"):
+        headers = {
+            "Authorization": f"Bearer {await _service_token(ops)}",
+            "X-User-Authorization": f"Bearer {await _user_token(ops, username)}",
+        }
+        reply = await ops.get("/api/environments", headers=headers)
+        assert reply.status_code == 200
+        listed[username] = reply.json()
+    assert listed["oleg"] == [
         {"id": "dev", "name": "Development", "url": "http://127.0.0.1:8088/", "production": False},
         {"id": "prod", "name": "Production", "url": "https://bi.example.test/", "production": True},
     ]
+    # a viewer learns where to look, not where the instances are
+    assert listed["vera"] == [{**env, "url": None} for env in listed["oleg"]]
     assert (
         await ops.get("/api/environments", headers={"Authorization": headers["Authorization"]})
     ).status_code == 401

@@ -61,6 +61,18 @@ async def test_the_configured_provider_is_listed_and_reachable(ops: OpsApi) -> N
     assert (status["reachable"], status["model"], status["model_listed"]) == (True, "review-model", True)
 
 
+async def test_only_those_who_operate_it_see_where_the_llm_is(ops: OpsApi) -> None:
+    for username, sees in (("vera", False), ("anna", False), ("oleg", True), ("root", True)):
+        providers = (await ops.http.get("/api/llm/providers", headers=ops.headers(username))).json()
+        configured, offline = (provider["base_url"] for provider in providers)
+        assert offline is None
+        if sees:
+            assert configured.startswith("http://127.0.0.1:"), username
+            assert configured.endswith("/v1"), username
+        else:
+            assert configured is None, username
+
+
 async def test_validation_asks_the_llm_with_the_dashboards_facts(ops: OpsApi, llm: FakeLlm) -> None:
     llm.says(Reply(content="1. Legacy uptime reads a dropped table: repoint it or remove it."))
     legacy = await _dashboard(ops, "Legacy KPIs")
@@ -112,4 +124,6 @@ async def test_an_unreachable_llm_shows_in_its_status(
     ) as ops:
         status = (await ops.http.get("/api/llm/status", headers=ops.headers("vera"))).json()
         assert status["reachable"] is False
-        assert status["error"]
+        assert status["error"] == "ConnectError"  # what failed, not where: a viewer sees no address
+        detailed = (await ops.http.get("/api/llm/status", headers=ops.headers("oleg"))).json()
+        assert detailed["error"].startswith("ConnectError(")

@@ -29,7 +29,7 @@ from sstools.ops.api.auth import SERVICE_AUDIENCE
 from sstools.ops.main import build_context
 from sstools.ops.settings import OpsSettings
 
-from .conftest import JWT_SECRET, USERS, OpsApi, running_ops
+from .conftest import CONFIRMATION_SECRET, JWT_SECRET, USERS, OpsApi, running_ops
 
 CLOSED = f"http://127.0.0.1:{free_port()}"
 ENVIRONMENTS = [
@@ -59,7 +59,9 @@ class Endpoint:
 
 def _endpoints() -> list[Endpoint]:
     """The tool endpoints, read from the application itself: every route guarded by a tool."""
-    settings = OpsSettings(jwt_secret=JWT_SECRET, environments=json.dumps(ENVIRONMENTS))
+    settings = OpsSettings(
+        jwt_secret=JWT_SECRET, confirmation_secret=CONFIRMATION_SECRET, environments=json.dumps(ENVIRONMENTS)
+    )
     engine = create_engine(settings.database_url)
     app = build_app(build_context(settings, engine, TracerProvider()))
     found = []

@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from sstools.common.catalogue import Role
+from sstools.devstack.confirming import UNCONFIRMED
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
 
@@ -64,7 +65,8 @@ async def test_the_shape_of_an_unknown_database_is_a_typed_404_and_viewers_may_n
 async def test_statements_that_change_data_are_for_the_admin_alone(ops: OpsApi, env_id: str) -> None:
     body = {"database_id": EXAMPLES, "sql": "DELETE FROM sales"}
     for username, role in USERS.items():
-        reply = await ops.http.post(f"/api/envs/{env_id}/sql", json=body, headers=ops.headers(username))
+        headers = ops.headers(username, **UNCONFIRMED)  # a confirmed one would delete the sales
+        reply = await ops.http.post(f"/api/envs/{env_id}/sql", json=body, headers=headers)
         if role is Role.ADMIN:
             assert reply.json()["detail"]["code"] == "confirmation_required"
         else:
@@ -79,7 +81,7 @@ async def test_what_sqlite_reads_as_two_statements_is_refused_to_an_analyst(
 ) -> None:
     refused = await ops.http.post(
         "/api/envs/dev/sql",
-        json={"database_id": EXAMPLES, "sql": TWO_FACED, "confirmed": True},
+        json={"database_id": EXAMPLES, "sql": TWO_FACED},
         headers=ops.headers("anna"),
     )
     assert refused.status_code == 403, refused.text
@@ -91,7 +93,7 @@ async def test_what_cannot_be_sent_faithfully_is_not_sent_even_for_an_admin(ops:
     # SQLite has no SELECT INTO; sqlglot would write it as CREATE TABLE, so it is not sent at all.
     reply = await ops.http.post(
         "/api/envs/dev/sql",
-        json={"database_id": EXAMPLES, "sql": "SELECT * INTO sales_copy FROM sales", "confirmed": True},
+        json={"database_id": EXAMPLES, "sql": "SELECT * INTO sales_copy FROM sales"},
         headers=ops.headers("root"),
     )
     assert reply.status_code == 422, reply.text

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.devstack.confirming import UNCONFIRMED
 from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, environments
 from sstools.devstack.superset import Instance, default_home, prepare_instance, running
 from sstools.devstack.testing import free_port
@@ -28,6 +29,18 @@ async def _search(ops: OpsApi, env_id: str, text: str) -> list[dict[str, Any]]:
     )
     assert reply.status_code == 200, reply.text
     return list(reply.json()["dashboards"])
+
+
+async def test_only_those_who_operate_them_see_where_the_instances_are(
+    ops: OpsApi, supersets: dict[str, Instance]
+) -> None:
+    for username, sees in (("vera", False), ("anna", False), ("oleg", True), ("root", True)):
+        listed = (await ops.http.get("/api/environments", headers=ops.headers(username))).json()
+        urls = {env["id"]: env["url"] and env["url"].rstrip("/") for env in listed}
+        expected = {
+            env_id: instance.url.rstrip("/") if sees else None for env_id, instance in supersets.items()
+        }
+        assert urls == expected, username
 
 
 async def test_search_finds_dashboards_by_title_and_owner_with_paging(ops: OpsApi) -> None:
@@ -83,7 +96,7 @@ async def test_select_returns_rows_and_dml_is_refused_for_an_analyst(ops: OpsApi
     for sql in ("DELETE FROM sales", "UPDATE sales SET amount = 0", "SELECT 1; DROP TABLE sales"):
         refused = await ops.http.post(
             "/api/envs/dev/sql",
-            json={"database_id": 1, "sql": sql, "confirmed": True},
+            json={"database_id": 1, "sql": sql},
             headers=ops.headers("anna"),
         )
         assert refused.status_code == 403, refused.text
@@ -105,14 +118,12 @@ async def test_select_returns_rows_and_dml_is_refused_for_an_analyst(ops: OpsApi
 async def test_dml_needs_the_admin_and_a_confirmation(ops: OpsApi) -> None:
     sql = "UPDATE sales SET amount = amount WHERE id = 1"
     unconfirmed = await ops.http.post(
-        "/api/envs/dev/sql", json={"database_id": 1, "sql": sql}, headers=ops.headers("root")
+        "/api/envs/dev/sql", json={"database_id": 1, "sql": sql}, headers=ops.headers("root", **UNCONFIRMED)
     )
     assert unconfirmed.status_code == 409
     assert unconfirmed.json()["detail"]["code"] == "confirmation_required"
     confirmed = await ops.http.post(
-        "/api/envs/dev/sql",
-        json={"database_id": 1, "sql": sql, "confirmed": True},
-        headers=ops.headers("root"),
+        "/api/envs/dev/sql", json={"database_id": 1, "sql": sql}, headers=ops.headers("root")
     )
     assert confirmed.status_code == 200, confirmed.text
 

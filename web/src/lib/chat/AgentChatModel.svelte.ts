@@ -49,6 +49,9 @@ export class AgentChatModel {
   messages: ChatEntry[] = $state([]);
   pendingConfirm: ConfirmRequest | null = $state(null);
   editedArgs: Record<string, unknown> = $state({});
+  #productionEnvs: Set<string> = $state(new Set());
+  /** Arguments whose edited text is not a value of their kind (JSON that does not parse). */
+  invalidArgs: Record<string, true> = $state({});
   permissionAlternatives: Alternative[] | null = $state(null);
   error: Problem | null = $state(null);
   uiContext: UIContext | null = $state(null);
@@ -59,8 +62,12 @@ export class AgentChatModel {
   activeElsewhere: boolean = $state(false);
 
   readonly activeEnv: string | null = $derived(this._activeEnvId ?? this.uiContext?.envId ?? null);
+  /** Production: as the pending card says (the agent decided it from ops' configuration), else
+   * the selected environment as ops lists it, or by its name. */
   readonly isProdContext: boolean = $derived(
-    normaliseEnv(this.pendingConfirm?.envContext ?? this.activeEnv) === "prod",
+    this.pendingConfirm !== null
+      ? this.pendingConfirm.production
+      : this.#productionEnvs.has(this.activeEnv ?? "") || normaliseEnv(this.activeEnv) === "prod",
   );
   readonly showProdWarning: boolean = $derived(this.isProdContext);
   readonly contextPillLabel: string = $derived(contextLabel(this.uiContext));
@@ -69,7 +76,10 @@ export class AgentChatModel {
   );
   readonly dangerousCountdownActive: boolean = $derived(this.dangerousCountdown > 0);
   readonly canConfirm: boolean = $derived(
-    this.pendingConfirm !== null && !this.streaming && !this.dangerousCountdownActive,
+    this.pendingConfirm !== null &&
+      !this.streaming &&
+      !this.dangerousCountdownActive &&
+      Object.keys(this.invalidArgs).length === 0,
   );
 
   #transport: ChatTransport;
@@ -138,15 +148,16 @@ export class AgentChatModel {
     await this.#run({ text, files, action: "send" });
   }
 
+  /** Confirm the card shown: its call id and digest name exactly what the person saw (a card
+   * changed since, or another tab's, is refused by the agent), with the edited arguments. */
   async confirm(): Promise<void> {
-    if (!this.canConfirm) return;
-    const edited = Object.keys(this.editedArgs).length > 0 ? JSON.stringify(this.editedArgs) : "";
-    await this.#resume("confirm", edited);
+    if (!this.canConfirm || this.pendingConfirm === null) return;
+    await this.#resume("confirm", answerTo(this.pendingConfirm, this.editedArgs));
   }
 
   async reject(): Promise<void> {
     if (this.pendingConfirm === null || this.streaming) return;
-    await this.#resume("reject", "");
+    await this.#resume("reject", answerTo(this.pendingConfirm, {}));
   }
 
   /** Stop the answer: the text so far stays, marked as stopped. */
@@ -195,12 +206,33 @@ export class AgentChatModel {
 
   /** Once ops has said which environments exist: an environment from the URL that is not one of
    * them is dropped (the agent would refuse every turn naming it). */
-  keepKnownEnvironment(known: readonly string[]): void {
-    if (this.activeEnv !== null && !known.includes(this.activeEnv)) this.updateActiveEnv(null);
+  keepKnownEnvironment(known: readonly { id: string; production: boolean }[]): void {
+    this.#productionEnvs = new Set(known.filter((env) => env.production).map((env) => env.id));
+    if (this.activeEnv !== null && !known.some((env) => env.id === this.activeEnv)) this.updateActiveEnv(null);
   }
 
   dismissDenied(): void {
     this.permissionAlternatives = null;
+  }
+
+  /** An argument as typed in the card: numbers and booleans keep their type, lists and objects
+   * are edited as JSON (one that does not parse holds the confirm back). */
+  editArgumentText(name: string, raw: string, original: unknown): void {
+    const { [name]: _previous, ...others } = this.invalidArgs;
+    this.invalidArgs = others;
+    if (typeof original === "object" && original !== null) {
+      try {
+        this.editArgument(name, JSON.parse(raw));
+      } catch {
+        this.invalidArgs = { ...others, [name]: true };
+      }
+    } else if (typeof original === "number" && raw.trim() !== "" && !Number.isNaN(Number(raw))) {
+      this.editArgument(name, Number(raw));
+    } else if (typeof original === "boolean" && (raw === "true" || raw === "false")) {
+      this.editArgument(name, raw === "true");
+    } else {
+      this.editArgument(name, raw);
+    }
   }
 
   editArgument(name: string, value: unknown): void {
@@ -228,6 +260,7 @@ export class AgentChatModel {
     this.#stopCountdownTimer();
     this.pendingConfirm = null;
     this.editedArgs = {};
+    this.invalidArgs = {};
     await this.#run({ text, files: [], action });
   }
 
@@ -281,6 +314,7 @@ export class AgentChatModel {
     if (view.state === "needs_confirmation" && view.confirm) {
       this.pendingConfirm = view.confirm;
       this.editedArgs = {};
+      this.invalidArgs = {};
       if (view.confirm.dangerous) this.#startCountdown();
     }
     if (view.denied) this.permissionAlternatives = view.denied.alternatives;
@@ -306,6 +340,7 @@ export class AgentChatModel {
     this.#stopCountdownTimer();
     this.pendingConfirm = null;
     this.editedArgs = {};
+    this.invalidArgs = {};
     this.permissionAlternatives = null;
   }
 }
@@ -349,4 +384,9 @@ export function uiContextFromUrl(url: URL): UIContext | null {
     route: (params.get("route") ?? url.pathname).slice(0, 512),
     contextVersion: 1,
   };
+}
+
+/** A confirm's or reject's message: the card it answers, and the edited arguments. */
+function answerTo(card: ConfirmRequest, args: Record<string, unknown>): string {
+  return JSON.stringify({ call_id: card.callId, digest: card.digest, args });
 }

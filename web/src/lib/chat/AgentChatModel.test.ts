@@ -72,9 +72,17 @@ function model(transport: ChatTransport, ticks: Array<() => void> = []) {
   });
 }
 
+const KNOWN = [
+  { id: "dev", production: false },
+  { id: "prod", production: true },
+];
+
 const confirmCard = (dangerous: boolean) =>
   message("confirm_required", "⚠️", {
     thread_id: "conv-1",
+    call_id: "call-7",
+    digest: "d".repeat(64),
+    production: true,
     tool_name: "deploy_dashboard",
     tool_args: { dashboard_id: 42, env_id: "prod" },
     risk: "write",
@@ -137,11 +145,56 @@ describe("AgentChatModel", () => {
     expect(chat.showProdWarning).toBe(true);
     expect(chat.canConfirm).toBe(true);
 
-    chat.editArgument("dashboard_id", 43);
+    chat.editArgumentText("dashboard_id", "43", 42);
     await chat.confirm();
-    expect(transport.requests[1]).toMatchObject({ action: "confirm", text: JSON.stringify({ dashboard_id: 43 }) });
+    expect(transport.requests[1]).toMatchObject({ action: "confirm" });
+    expect(JSON.parse(transport.requests[1].text)).toEqual({
+      call_id: "call-7",
+      digest: "d".repeat(64),
+      args: { dashboard_id: 43 },
+    });
     expect(chat.pendingConfirm).toBeNull();
     expect(chat.messages.at(-1)?.view).toMatchObject({ state: "started", taskId: "t-9" });
+  });
+
+  it("edits lists and objects as JSON, and holds the confirm while one does not parse", async () => {
+    const transport = new ScriptedTransport([
+      [data(confirmCard(false), message("state", "", { state: "needs_confirmation" })), complete],
+      [data(message("state", "", { state: "success" })), complete],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("migrate");
+    chat.editArgumentText("database_mapping", '{"1": ', { "1": 2 });
+    expect(chat.canConfirm).toBe(false);
+    chat.editArgumentText("database_mapping", '{"1": 5}', { "1": 2 });
+    chat.editArgumentText("tags", '["a", "b"]', ["a"]);
+    chat.editArgumentText("published", "true", false);
+    expect(chat.canConfirm).toBe(true);
+    await chat.confirm();
+    expect(JSON.parse(transport.requests[1].text).args).toEqual({
+      database_mapping: { "1": 5 },
+      tags: ["a", "b"],
+      published: true,
+    });
+  });
+
+  it("warns of production as the card says, whatever the environment's name", async () => {
+    const transport = new ScriptedTransport([
+      [data(confirmCard(false), message("state", "", { state: "needs_confirmation" })), complete],
+    ]);
+    const chat = model(transport);
+    chat.keepKnownEnvironment([
+      { id: "live", production: true },
+      { id: "dev", production: false },
+    ]);
+    chat.updateActiveEnv("live");
+    expect(chat.showProdWarning).toBe(true);
+    chat.updateActiveEnv("dev");
+    expect(chat.showProdWarning).toBe(false);
+    await chat.connect("token");
+    await chat.send("deploy");
+    expect(chat.showProdWarning).toBe(true); // the card: production
   });
 
   it("holds a dangerous confirm behind a countdown", async () => {
@@ -295,12 +348,12 @@ describe("AgentChatModel", () => {
     const chat = model(new ScriptedTransport([]));
     chat.uiContext = uiContextFromUrl(new URL("https://example.test/agent?objectType=dashboard&objectId=1&envId=nowhere"));
     expect(chat.activeEnv).toBe("nowhere");
-    chat.keepKnownEnvironment(["dev", "prod"]);
+    chat.keepKnownEnvironment(KNOWN);
     expect(chat.activeEnv).toBeNull();
     chat.updateActiveEnv("prod/maintenance/end#");
     expect(chat.activeEnv).toBeNull();
     chat.updateActiveEnv("prod");
-    chat.keepKnownEnvironment(["dev", "prod"]);
+    chat.keepKnownEnvironment(KNOWN);
     expect(chat.activeEnv).toBe("prod");
   });
 

@@ -126,6 +126,9 @@ export function foldTurn(messages: readonly WireMessage[]): TurnView {
 function confirmOf(meta: Record<string, unknown>): ConfirmRequest {
   return {
     threadId: text(meta.thread_id),
+    callId: text(meta.call_id),
+    digest: text(meta.digest),
+    production: meta.production === true,
     toolName: text(meta.tool_name),
     toolArgs: (meta.tool_args as Record<string, unknown>) ?? {},
     risk: text(meta.risk),

@@ -34,6 +34,10 @@ export interface ToolCard {
 /** confirm_required v2 (data model §2). */
 export interface ConfirmRequest {
   threadId: string;
+  /** The paused call and the digest of what the card shows: a confirm names both. */
+  callId: string;
+  digest: string;
+  production: boolean;
   toolName: string;
   toolArgs: Record<string, unknown>;
   risk: string;

@@ -54,6 +54,12 @@ class ToolSpec:
     def keywords(self) -> tuple[str, ...]:
         return self.keywords_en + self.keywords_ru
 
+    @property
+    def may_change(self) -> bool:
+        """Whether a call may change something (and so may need a confirmation): a tool above
+        the read tier, or one whose SQL may write."""
+        return self.policy.tier is not Tier.READ or self.mutating_sql_policy is not None
+
 
 def _policy(tier: Tier, role: Role, prod_role: Role | None = None) -> Policy:
     return Policy(tier, role, prod_role or role)

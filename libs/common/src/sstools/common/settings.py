@@ -70,6 +70,16 @@ class AuthSettings(BaseSettings):
     )
 
 
+class ConfirmationSettings(BaseSettings):
+    """Mixin for the agent, which signs a person's confirmation of a call, and ops, which checks it."""
+
+    confirmation_secret: SecretStr = Field(
+        validation_alias="CONFIRMATION_SECRET",
+        min_length=32,
+        description="HS256 secret of confirmation tokens, shared by the agent and ops only (32+ bytes).",
+    )
+
+
 class DatabaseSettings(BaseSettings):
     """Mixin for services that reach PostgreSQL."""
 

@@ -1,8 +1,10 @@
 """JWT issue and verification: HS256 only, with ``exp``, ``iat``, ``aud`` and ``typ`` required.
 
-Two kinds of token share one secret: ``user`` tokens come from the browser and authorise an
-operation; ``service`` tokens authenticate one service to another. A verifier always names the
-kind it expects, so a service token can never pass where a user token is needed, or back.
+Three kinds of token: ``user`` tokens come from the browser and authorise an operation;
+``service`` tokens authenticate one service to another; ``confirmation`` tokens carry a person's
+confirmation of one call from the agent's gate to ops (:mod:`sstools.common.confirmation`, under
+a secret of their own). A verifier always names the kind it expects, so no kind can ever pass
+where another is needed.
 Every failure is a ``TokenError`` subclass with a stable ``code`` callers can put in a response.
 """
 
@@ -26,6 +28,7 @@ _REQUIRED_CLAIMS = ["exp", "iat", "aud", "sub", "typ"]
 class TokenType(StrEnum):
     USER = "user"
     SERVICE = "service"
+    CONFIRMATION = "confirmation"
 
 
 class TokenError(Exception):

@@ -130,8 +130,6 @@ class SqlStatement(ToolArgs):
 class SqlBody(SqlStatement):
     schema_name: str | None = Field(default=None, alias="schema", max_length=200, description="Schema.")
     limit: int = Field(default=100, ge=1, le=10_000, description="Most rows returned.")
-    # Set by the agent's confirmation gate alone, once the person confirmed this very statement.
-    confirmed: bool = False
 
 
 class DashboardBody(ToolArgs):

@@ -1,41 +1,49 @@
-"""One chat turn: route the message, run the graph, and turn what happens into the stream
-events of the design (``token``, ``tool_start`` / ``tool_end`` / ``tool_error`` /
-``tool_retry`` / ``tool_timeout``, ``confirm_required``, ``permission_denied``, ``error``, and
-a final ``state``), leaving one audit record per command in convo.
+"""One chat command: a message sent, or a person's answer to a card.
 
-A send runs alone in its Gradio session (a second one is ``BUSY``) and holds its
-conversation's lock and convo lease (another tab or pod is ``BUSY``). A confirm or reject waits
-up to 2 s for them (the primary stream may still be closing) and then runs only if the
-checkpoint still has a pause pending — so twenty confirms run the paused tool once.
+A send is admitted (:mod:`sstools.agent.admission`: one at a time per session and per
+conversation, with convo's lease), routed, and run through the graph, whose gate
+(:mod:`sstools.agent.gate`) decides every tool call; what happens is streamed as the design's
+events (:mod:`sstools.agent.stream`) and leaves one audit record (:mod:`sstools.agent.audit`).
+
+A confirm or reject names the card it answers. It resumes exactly that paused call, in the
+environment the card showed — whatever the page has selected since — with the role ops gives
+the user now; edited arguments are checked against the tool's model and the configured
+environments before anything resumes.
 """
 
 import asyncio
 import contextlib
 import json
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, Interrupt
+from langgraph.types import Command
 from opentelemetry.trace import SpanKind, Tracer
 from pydantic import BaseModel
 
+from sstools.agent.admission import (
+    RESUME_WAIT_SECONDS,
+    Answer,
+    ConversationLocks,
+    Leases,
+    Refusal,
+    answer_of,
+    card_answered,
+)
+from sstools.agent.audit import audit_record
 from sstools.agent.checkpoints import CheckpointsNotReady
 from sstools.agent.clients.convo import (
     AuditRecord,
     ConvoClient,
     ConvoUnavailable,
-    UnknownConversation,
     UploadedFile,
     UploadNotFound,
 )
@@ -43,45 +51,19 @@ from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient, OpsError
 from sstools.agent.clients.router import Routing, ToolRouter
 from sstools.agent.fastpath import fast_confirmation_tool
-from sstools.agent.gate import REFUSED_EVENT
-from sstools.agent.graph import ModelMalformed, tool_error_detail
-from sstools.agent.planner import NEEDS_CLARIFICATION
+from sstools.agent.gate import Refused, checked_arguments
 from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
+from sstools.agent.stream import Event, error, graph_events, replayed, state
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
 from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads, read_uploads
 from sstools.common.catalogue import Role
 
-RESUME_WAIT_SECONDS = 2.0
-# A role change reaches the agent's guard within this time; ops enforces it at once.
+# A role change reaches the agent's guard on a send within this time (a confirm reads it
+# anew, and ops enforces it at once).
 ROLE_CACHE_SECONDS = 30.0
 ROLE_CACHE_ENTRIES = 10_000
-# Dispatched from the graph: the gate's refusals and denials, a read's retries, a time limit.
-GUARD_EVENTS = (REFUSED_EVENT, "permission_denied", "tool_retry", "tool_timeout")
-# Errors that turn a command away before anything of it runs.
-REFUSALS = {
-    "BUSY",
-    "CONFIRMATION_PENDING",
-    "NOTHING_PENDING",
-    "CHECKPOINT_EXPIRED",
-    "NOT_READY",
-    "CONVO_UNAVAILABLE",
-    "PAYLOAD_TOO_LARGE",
-    "INVALID_UI_CONTEXT",
-    "INVALID_ENVIRONMENT",
-    "INVALID_CONVERSATION_ID",
-    UPLOAD_NOT_FOUND,
-}
-PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Event:
-    """One ChatMessage of the stream: its text and its metadata (``type`` first)."""
-
-    content: str
-    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -94,7 +76,6 @@ class Turn:
     env_id: str | None = None
     ui_env_id: str | None = None
     object_type: str | None = None
-    edited_args: dict[str, Any] = field(default_factory=dict)
     session_id: str = ""  # the Gradio session: one send at a time in each
     files: tuple[str, ...] = ()  # ids of this user's uploads in convo attached to the message
 
@@ -110,14 +91,6 @@ class Clients:
     convo: ConvoClient
     ops: OpsClient
     docparse: DocparseClient
-
-
-def _error(code: str, message: str) -> Event:
-    return Event(message, {"type": "error", "code": code, "message": message})
-
-
-def _state(state: str, **extra: Any) -> Event:
-    return Event(state, {"type": "state", "state": state, **extra})
 
 
 class ChatService:
@@ -148,10 +121,9 @@ class ChatService:
         self._model_name = model_name
         self._tracer = tracer
         self._metrics = metrics
-        self._lease_ttl = lease_ttl_seconds
         self._service_identity = service_identity
-        self._holder = f"{socket.gethostname()}:{os.getpid()}"
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = ConversationLocks()
+        self._leases = Leases(clients.convo, lease_ttl_seconds)
         self._sessions: set[tuple[str, str]] = set()  # (user, Gradio session) sending now
         self._roles: dict[str, tuple[Role, float]] = {}  # username → role, good until
 
@@ -159,18 +131,19 @@ class ChatService:
     def _graph(self) -> CompiledStateGraph[Any]:
         return self._graph_of()
 
-    def _lock(self, conversation_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(conversation_id, asyncio.Lock())
-
     def _config(
-        self, turn: Turn, tool_names: list[str] | None = None, role: Role | None = None
+        self,
+        turn: Turn,
+        tool_names: list[str] | None = None,
+        role: Role | None = None,
+        env_id: str | None = None,
     ) -> RunnableConfig:
         configurable: dict[str, Any] = {
             "thread_id": turn.conversation_id,
             USER_TOKEN: turn.user_token,
             "username": turn.username,
-            "env_id": turn.env_id,
-            "ui_env_id": turn.ui_env_id,
+            "env_id": env_id or turn.env_id,
+            "ui_env_id": None if env_id else turn.ui_env_id,
         }
         if tool_names is not None:
             configurable["tool_names"] = tool_names
@@ -179,68 +152,87 @@ class ChatService:
         return {"configurable": configurable}
 
     async def run(self, turn: Turn) -> AsyncIterator[Event]:
-        """One turn, one trace: routing, the model, the tools and what they call are its children.
-        Whatever happens, the command leaves one audit record."""
+        """One command, one trace: routing, the model, the tools and what they call are its
+        children. Whatever happens, it leaves one audit record."""
         attributes = {"sstools.conversation_id": turn.conversation_id, "sstools.action": turn.action}
         started = time.monotonic()
         seen: list[Event] = []
         first_token: float | None = None
         with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
             try:
-                async for event in self._run(turn):
+                async for event in self._admitted(turn):
                     if first_token is None and event.metadata["type"] == "token":
                         first_token = time.monotonic() - started
                     seen.append(event)
                     yield event
             finally:
-                record = audit_record(turn, seen, time.monotonic() - started, self._service_identity)
+                record = self._record(turn, seen, time.monotonic() - started)
                 self._metrics.observe(record, (event.metadata for event in seen), first_token)
                 await asyncio.shield(self._audit(record))
 
     async def refuse(self, turn: Turn, code: str, message: str) -> AsyncIterator[Event]:
         """A submit the edge could not take as it was (too big, malformed): said, and audited."""
         started = time.monotonic()
-        events = [_error(code, message), _state("failed")]
+        events = [error(code, message), state("failed")]
         for event in events:
             yield event
-        record = audit_record(turn, events, time.monotonic() - started, self._service_identity)
+        record = self._record(turn, events, time.monotonic() - started)
         self._metrics.observe(record, (event.metadata for event in events), None)
         await self._audit(record)
+
+    def _record(self, turn: Turn, events: list[Event], latency_seconds: float) -> AuditRecord:
+        edits: dict[str, Any] = {}
+        if turn.action == "confirm":
+            with contextlib.suppress(Refusal):  # said in the stream already
+                edits = answer_of(turn.action, turn.text).args
+        return audit_record(
+            user=turn.username,
+            conversation_id=turn.conversation_id,
+            action=turn.action,
+            edited_args=edits,
+            events=events,
+            latency_seconds=latency_seconds,
+            service_identity=self._service_identity,
+        )
 
     async def _audit(self, record: AuditRecord) -> None:
         try:
             await self._convo.record_audit(record)
-        except ConvoUnavailable as error:  # the turn is over either way; the log keeps what it was
-            _log.warning("audit record not kept", extra={"error": str(error), "audit": asdict(record)})
+        except ConvoUnavailable as problem:  # the turn is over either way; the log keeps what it was
+            _log.warning("audit record not kept", extra={"error": str(problem), "audit": asdict(record)})
 
-    async def _run(self, turn: Turn) -> AsyncIterator[Event]:
+    async def _admitted(self, turn: Turn) -> AsyncIterator[Event]:
         try:
-            self._graph_of()
-        except CheckpointsNotReady as error:
-            yield _error("NOT_READY", str(error))
-            yield _state("failed")
-            return
-        if turn.action in ("confirm", "reject"):
-            async for event in self._resume(turn):
-                yield event
-            return
-        session = (turn.username, turn.session_id)
-        lock = self._lock(turn.conversation_id)
-        if session in self._sessions:
-            yield _error("BUSY", "one message at a time: the previous one is still being answered")
-            yield _state("failed")
-            return
-        if lock.locked():
-            yield _error("BUSY", "this conversation is answering another message")
-            yield _state("failed")
-            return
-        self._sessions.add(session)
-        try:
-            async with lock:
-                async for event in self._with_uploads(turn):
-                    yield event
-        finally:
-            self._sessions.discard(session)
+            try:
+                self._graph_of()
+            except CheckpointsNotReady as problem:
+                raise Refusal("NOT_READY", str(problem)) from None
+            if turn.action in ("confirm", "reject"):
+                answer = answer_of(turn.action, turn.text)
+                async with self._locks.held(turn.conversation_id, RESUME_WAIT_SECONDS) as held:
+                    if not held:
+                        raise Refusal("BUSY", "the conversation is still streaming; try again")
+                    async with self._leases.held(
+                        turn.username, turn.conversation_id, first_text=None, wait_seconds=RESUME_WAIT_SECONDS
+                    ):
+                        async for event in self._resume(turn, answer):
+                            yield event
+                return
+            session = (turn.username, turn.session_id)
+            if session in self._sessions:
+                raise Refusal("BUSY", "one message at a time: the previous one is still being answered")
+            self._sessions.add(session)
+            try:
+                async with self._locks.held(turn.conversation_id) as held:
+                    if not held:
+                        raise Refusal("BUSY", "this conversation is answering another message")
+                    async for event in self._with_uploads(turn):
+                        yield event
+            finally:
+                self._sessions.discard(session)
+        except Refusal as refusal:
+            yield error(refusal.code, str(refusal))
+            yield state(refusal.state)
 
     async def _with_uploads(self, turn: Turn) -> AsyncIterator[Event]:
         """The files the turn names, fetched from convo before anything of the turn is recorded:
@@ -249,20 +241,17 @@ class ChatService:
         try:
             files = await fetch_uploads(self._convo, turn.username, turn.conversation_id, turn.files)
         except UploadNotFound:
-            yield _error(
+            raise Refusal(
                 UPLOAD_NOT_FOUND,
                 "an attached file is not an upload of yours in this conversation (or it expired): "
                 "upload it again",
-            )
-            yield _state("failed")
-            return
-        except ConvoUnavailable as error:
-            yield _error("CONVO_UNAVAILABLE", str(error))
-            yield _state("failed")
-            return
+            ) from None
+        except ConvoUnavailable as problem:
+            raise Refusal("CONVO_UNAVAILABLE", str(problem)) from None
         try:
-            async for event in self._send(turn, files):
-                yield event
+            async with self._leases.held(turn.username, turn.conversation_id, first_text=turn.text):
+                async for event in self._send(turn, files):
+                    yield event
         finally:
             if turn.files:
                 await asyncio.shield(self._forget_uploads(turn))
@@ -270,66 +259,54 @@ class ChatService:
     async def _forget_uploads(self, turn: Turn) -> None:
         try:
             await self._convo.delete_uploads(turn.username, turn.conversation_id, list(turn.files))
-        except ConvoUnavailable as error:  # they expire by themselves; say so in the log
-            _log.warning("uploads not deleted", extra={"error": str(error)})
+        except ConvoUnavailable as problem:  # they expire by themselves; say so in the log
+            _log.warning("uploads not deleted", extra={"error": str(problem)})
 
     async def _send(self, turn: Turn, files: list[UploadedFile]) -> AsyncIterator[Event]:
-        async with self._leased(turn, first_text=turn.text) as refusal:
-            if refusal is not None:
-                yield refusal
-                yield _state("failed")
-                return
-            # What needs only reading runs side by side: the checkpoint (a pause pending?), the
-            # router's choice, the user's role and whether the turn's environment exists.
-            fast = fast_confirmation_tool(turn.text, self._schemas)
-            snapshot, routing, role, unknown_env = await asyncio.gather(
-                self._graph.aget_state(self._config(turn)),
-                self._routing(turn, fast),
-                self._role(turn),
-                self._unknown_env(turn),
+        # What needs only reading runs side by side: the checkpoint (a pause pending?), the
+        # router's choice, the user's role and whether the turn's environment exists.
+        fast = fast_confirmation_tool(turn.text, self._schemas)
+        snapshot, routing, role, unknown_env = await asyncio.gather(
+            self._graph.aget_state(self._config(turn)),
+            self._routing(turn, fast),
+            self._role(turn),
+            self._unknown_env(turn),
+        )
+        if unknown_env is not None:
+            raise Refusal("INVALID_ENVIRONMENT", f"no environment {unknown_env!r} is configured")
+        if snapshot.interrupts:
+            raise Refusal(
+                "CONFIRMATION_PENDING", "confirm or reject the pending action first", "needs_confirmation"
             )
-            if unknown_env is not None:
-                yield _error("INVALID_ENVIRONMENT", f"no environment {unknown_env!r} is configured")
-                yield _state("failed")
-                return
-            if snapshot.interrupts:
-                yield _error("CONFIRMATION_PENDING", "confirm or reject the pending action first")
-                yield _state("needs_confirmation")
-                return
-            message_id = str(uuid.uuid4())
-            try:  # kept before anything runs: a turn convo cannot record does not happen
-                _, uploads, prefetched = await asyncio.gather(
-                    self._convo.record_user_message(
-                        turn.username, turn.conversation_id, message_id, turn.text
-                    ),
-                    read_uploads(files, self._docparse),
-                    self._prefetch(turn, routing),
+        message_id = str(uuid.uuid4())
+        try:  # kept before anything runs: a turn convo cannot record does not happen
+            _, uploads, prefetched = await asyncio.gather(
+                self._convo.record_user_message(turn.username, turn.conversation_id, message_id, turn.text),
+                read_uploads(files, self._docparse),
+                self._prefetch(turn, routing),
+            )
+        except ConvoUnavailable as problem:
+            raise Refusal("CONVO_UNAVAILABLE", str(problem)) from None
+        yield Event(
+            "", {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name}
+        )
+        messages: list[BaseMessage] = []
+        for upload in uploads:
+            if upload.problem is not None:  # said, and the message goes on without the file
+                yield Event(
+                    upload.problem["message"], {"type": "error", "file": upload.name, **upload.problem}
                 )
-            except ConvoUnavailable as error:
-                yield _error("CONVO_UNAVAILABLE", str(error))
-                yield _state("failed")
-                return
-            yield Event(
-                "",
-                {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name},
-            )
-            messages: list[BaseMessage] = []
-            for upload in uploads:
-                if upload.problem is not None:  # said, and the message goes on without the file
-                    yield Event(
-                        upload.problem["message"], {"type": "error", "file": upload.name, **upload.problem}
-                    )
-                else:
-                    messages.append(HumanMessage(upload.context, additional_kwargs={"document": upload.name}))
-            messages.append(HumanMessage(turn.text, id=message_id))
-            if fast is not None:  # an explicit command: its call is made, the model is not asked
-                messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
-            config = self._config(turn, routing.tools, role)
-            if prefetched is not None:
-                config["configurable"][PREFETCH_KEY] = prefetched
-                config["configurable"]["tool_names"] = [name for name in routing.tools if name != SEARCH_TOOL]
-            async for event in self._recorded(turn, self._stream({"messages": messages}, config)):
-                yield event
+            else:
+                messages.append(HumanMessage(upload.context, additional_kwargs={"document": upload.name}))
+        messages.append(HumanMessage(turn.text, id=message_id))
+        if fast is not None:  # an explicit command: its call is made, the model is not asked
+            messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
+        config = self._config(turn, routing.tools, role)
+        if prefetched is not None:
+            config["configurable"][PREFETCH_KEY] = prefetched
+            config["configurable"]["tool_names"] = [name for name in routing.tools if name != SEARCH_TOOL]
+        async for event in self._recorded(turn, graph_events(self._graph, {"messages": messages}, config)):
+            yield event
 
     async def _prefetch(self, turn: Turn, routing: Routing) -> str | None:
         env = turn.env
@@ -349,108 +326,65 @@ class ChatService:
             return None
         try:
             known = await self._ops.environments(turn.user_token)
-        except OpsError as error:
-            _log.warning("environments unknown; the gate will judge each call", extra={"error": str(error)})
+        except OpsError as problem:
+            _log.warning("environments unknown; the gate will judge each call", extra={"error": str(problem)})
             return None
         return None if turn.env in known else turn.env
 
     async def _role(self, turn: Turn) -> Role | None:
-        """The user's role for the guard, as ops said it at most ``ROLE_CACHE_SECONDS`` ago;
-        unknown when ops cannot say (ops, the authority, still decides every call)."""
+        """The user's role for the gate on a send, as ops said it at most ``ROLE_CACHE_SECONDS``
+        ago; unknown when ops cannot say (ops, the authority, still decides every call)."""
         now = time.monotonic()
         known = self._roles.get(turn.username)
         if known is not None and known[1] > now:
             return known[0]
         try:
             role = await self._ops.role(turn.user_token)
-        except OpsError as error:
-            _log.warning("user role unknown; ops alone will judge", extra={"error": str(error)})
+        except OpsError as problem:
+            _log.warning("user role unknown; ops alone will judge", extra={"error": str(problem)})
             return None
-        if len(self._roles) >= ROLE_CACHE_ENTRIES:
-            self._roles = {user: entry for user, entry in self._roles.items() if entry[1] > now}
-        self._roles[turn.username] = (role, now + ROLE_CACHE_SECONDS)
+        self._remember_role(turn.username, role)
         return role
 
-    @contextlib.asynccontextmanager
-    async def _leased(
-        self, turn: Turn, *, first_text: str | None, wait_seconds: float = 0.0
-    ) -> AsyncIterator[Event | None]:
-        """The conversation's lease in convo, the gate between tabs and pods: held (and renewed)
-        while the turn runs, given back at its end — or left to lapse after its TTL if this
-        process dies. Yields None when held, else the error saying why the turn cannot run."""
-        holder = f"{self._holder}:{uuid.uuid4().hex[:12]}"
-        deadline = time.monotonic() + wait_seconds
-        try:
-            while not await self._convo.acquire_lease(
-                turn.username, turn.conversation_id, holder, self._lease_ttl, first_text=first_text
-            ):
-                if time.monotonic() >= deadline:
-                    yield _error("BUSY", "this conversation is answering in another tab or window")
-                    return
-                await asyncio.sleep(0.1)
-        except UnknownConversation:
-            yield _error("CHECKPOINT_EXPIRED", "nothing to resume: this conversation is not known")
-            return
-        except ConvoUnavailable as error:
-            yield _error("CONVO_UNAVAILABLE", str(error))
-            return
-        renewing = asyncio.create_task(self._keep_lease(turn.conversation_id, holder))
-        try:
-            yield None
-        finally:
-            renewing.cancel()
-            with contextlib.suppress(ConvoUnavailable):
-                await asyncio.shield(self._convo.release_lease(turn.conversation_id, holder))
+    def _remember_role(self, username: str, role: Role) -> None:
+        now = time.monotonic()
+        if len(self._roles) >= ROLE_CACHE_ENTRIES:
+            self._roles = {user: entry for user, entry in self._roles.items() if entry[1] > now}
+        self._roles[username] = (role, now + ROLE_CACHE_SECONDS)
 
-    async def _keep_lease(self, conversation_id: str, holder: str) -> None:
-        while True:
-            await asyncio.sleep(self._lease_ttl / 3)
-            try:
-                await self._convo.renew_lease(conversation_id, holder, self._lease_ttl)
-            except ConvoUnavailable as error:
-                _log.warning("lease not renewed", extra={"error": str(error)})
-
-    async def _resume(self, turn: Turn) -> AsyncIterator[Event]:
-        lock = self._lock(turn.conversation_id)
-        waited_from = time.monotonic()
-        try:
-            await asyncio.wait_for(lock.acquire(), RESUME_WAIT_SECONDS)
-        except TimeoutError:
-            yield _error("BUSY", "the conversation is still streaming; try again")
-            yield _state("failed")
+    async def _resume(self, turn: Turn, answer: Answer) -> AsyncIterator[Event]:
+        snapshot = await self._graph.aget_state(self._config(turn))
+        paused = card_answered(snapshot, answer)
+        if isinstance(paused, ToolMessage):  # answered before: the same answer, nothing run again
+            for event in replayed(snapshot.values.get("messages", []), paused):
+                yield event
             return
-        try:
-            remaining = max(0.0, RESUME_WAIT_SECONDS - (time.monotonic() - waited_from))
-            async with self._leased(turn, first_text=None, wait_seconds=remaining) as refusal:
-                if refusal is not None:
-                    yield refusal
-                    yield _state("failed")
-                    return
-                async for event in self._resume_paused(turn):
-                    yield event
-        finally:
-            lock.release()
-
-    async def _resume_paused(self, turn: Turn) -> AsyncIterator[Event]:
-        config = self._config(turn)
-        snapshot = await self._graph.aget_state(config)
-        if not snapshot.values:
-            yield _error("CHECKPOINT_EXPIRED", "nothing to resume: this conversation has no saved state")
-            yield _state("failed")
-            return
-        if not snapshot.interrupts:
-            yield _error(
-                "NOTHING_PENDING", "no action is waiting for confirmation (already confirmed or rejected)"
-            )
-            yield _state("failed")
-            return
-        answer: dict[str, Any] = {"action": turn.action}
-        if turn.action == "confirm" and turn.edited_args:
-            answer["args"] = turn.edited_args
-        resume: Command[Any] = Command(resume={pending.id: answer for pending in snapshot.interrupts})
-        role = await self._role(turn)
-        async for event in self._recorded(turn, self._stream(resume, self._config(turn, role=role))):
+        card: dict[str, Any] = paused.value
+        if turn.action == "confirm" and answer.args:
+            await self._check_edits(turn, card, answer.args)
+        try:  # the role as ops has it now: a demotion counts from this very confirm
+            role = await self._ops.role(turn.user_token)
+        except OpsError as problem:
+            raise Refusal("OPS_UNAVAILABLE", f"your role could not be checked: {problem}") from None
+        self._remember_role(turn.username, role)
+        resume = {"action": turn.action, "digest": answer.digest, "args": answer.args}
+        # The card's environment, not the page's current one: the call runs what was shown.
+        config = self._config(turn, role=role, env_id=card.get("env_id") or None)
+        events = graph_events(self._graph, Command(resume={paused.id: resume}), config)
+        async for event in self._recorded(turn, events):
             yield event
+
+    async def _check_edits(self, turn: Turn, card: dict[str, Any], edits: dict[str, Any]) -> None:
+        """Edited arguments must make a valid call of the card's tool, in configured environments."""
+        try:
+            await checked_arguments(
+                str(card["tool_name"]),
+                {**card["tool_args"], **edits},
+                lambda: self._ops.environments(turn.user_token),
+            )
+        except Refused as refused:
+            code = "INVALID_ARGUMENTS" if refused.code == "invalid_arguments" else refused.code
+            raise Refusal(code, str(refused), "needs_confirmation") from None
 
     async def _recorded(self, turn: Turn, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Pass the events on, then keep the answer in convo: its text, what the tools did and
@@ -481,177 +415,5 @@ class ChatService:
                 {"events": json.loads(json.dumps(events, default=str))},
                 partial=partial,
             )
-        except ConvoUnavailable as error:  # the answer stays in the checkpoint; say so in the log
-            _log.warning("answer not kept in convo", extra={"error": str(error)})
-
-    async def _stream(self, graph_input: Any, config: RunnableConfig) -> AsyncIterator[Event]:
-        text = ""
-        message_id = f"partial-{uuid.uuid4().hex}"
-        results: list[ToolMessage] = []
-        pending: list[Interrupt] = []
-        asked_back = denied = failed = False
-        try:
-            async for raw in self._graph.astream_events(graph_input, config, version="v2"):
-                kind = raw["event"]
-                if kind == "on_chain_stream" and not raw["parent_ids"]:
-                    # The graph's own output: a pause shows as its ``__interrupt__`` update, so
-                    # the turn need not read the checkpoint back to learn of it.
-                    chunk = raw["data"].get("chunk")
-                    if isinstance(chunk, dict):
-                        pending.extend(chunk.get(PAUSED_KEY, ()))
-                elif kind == "on_custom_event" and raw["name"] in GUARD_EVENTS:
-                    data = dict(raw["data"])
-                    denied |= data["type"] == "permission_denied"
-                    failed |= data["type"] in ("tool_timeout", "tool_error")
-                    yield Event(_guard_text(data), data)
-                elif kind == "on_chat_model_stream":
-                    piece = raw["data"]["chunk"].content
-                    if isinstance(piece, str) and piece:
-                        text += piece
-                        yield Event(piece, {"type": "token"})
-                elif kind == "on_chat_model_end":
-                    text = ""  # that answer is in the checkpoint now
-                    answer = raw["data"].get("output")
-                    asked_back = bool(getattr(answer, "response_metadata", {}).get(NEEDS_CLARIFICATION))
-                elif kind == "on_tool_start":
-                    arguments = {
-                        k: v for k, v in (raw["data"].get("input") or {}).items() if k != "tool_call_id"
-                    }
-                    yield Event(
-                        raw["name"],
-                        {
-                            "type": "tool_start",
-                            "tool": raw["name"],
-                            "input": arguments,
-                            "run_id": raw["run_id"],
-                        },
-                    )
-                elif kind == "on_tool_end":
-                    output = raw["data"].get("output")
-                    if isinstance(output, ToolMessage):
-                        results.append(output)
-                        yield _tool_result(raw["name"], raw["run_id"], output)
-                elif kind == "on_tool_error":  # the tool raised; the model is told the same
-                    if isinstance(raw["data"].get("error"), asyncio.CancelledError):
-                        continue  # stopped by its time limit: tool_timeout says so
-                    detail = tool_error_detail(raw["data"].get("error"))
-                    raised = ToolMessage(
-                        json.dumps({"error": detail}), tool_call_id=raw["run_id"], status="error"
-                    )
-                    results.append(raised)
-                    yield _tool_result(raw["name"], raw["run_id"], raised)
-        except ModelMalformed as error:
-            _log.warning("llm output malformed", extra={"error": str(error)})
-            yield _error("LLM_MALFORMED", "the language model's answer could not be read, twice")
-            yield _state("failed")
-            return
-        except openai.APIError as error:  # the model's endpoint failed even after its retry
-            _log.warning("llm failed", extra={"error": repr(error)[:300]})
-            yield _error("LLM_UNAVAILABLE", f"the language model failed: {type(error).__name__}")
-            yield _state("failed")
-            return
-        except asyncio.CancelledError:
-            if text:  # keep what was said: the checkpoint and the page must agree
-                partial = AIMessage(text, id=message_id, additional_kwargs={"partial": True})
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(
-                        self._graph.aupdate_state(config, {"messages": [partial]}, as_node="model")
-                    )
-            raise
-        if pending:
-            for paused in pending:
-                payload = dict(paused.value)
-                yield Event(payload.get("prompt", ""), payload)
-            yield _state("needs_confirmation")
-            return
-        if denied:
-            yield _state("denied")
-        elif failed:
-            yield _state("failed")
-        else:
-            yield _final_state(results, asked_back)
-
-
-def _guard_text(data: dict[str, Any]) -> str:
-    """The card's words for a guard event (its fields carry the rest)."""
-    if data["type"] == "permission_denied":
-        return (
-            f"Недостаточно прав: {data['tool_name']} требует роль {data['required_role']} "
-            f"(у вас {data['user_role']}) / Permission denied: {data['tool_name']} needs "
-            f"{data['required_role']}, you are {data['user_role']}"
-        )
-    if data["type"] == "tool_error":  # the gate refused the call: nothing was sent to ops
-        return f"{data['tool']}: {data['error']['code']} — {data['error']['message']}"
-    if data["type"] == "tool_retry":
-        return (
-            f"{data['tool']}: попытка {data['attempt']} из {data['max_attempts']} / attempt {data['attempt']}"
-        )
-    return str(data["message"])  # tool_timeout carries its own words
-
-
-def audit_record(
-    turn: Turn, events: list[Event], latency_seconds: float, service_identity: str
-) -> AuditRecord:
-    """The one audit record of a command, from what its stream said."""
-    kinds = {event.metadata["type"]: event.metadata for event in reversed(events)}  # first of each
-    state = kinds.get("state", {})
-    refused = kinds.get("error", {}).get("code") in REFUSALS
-    subject: tuple[str, dict[str, Any]]
-    if "permission_denied" in kinds:
-        decision = "denied"
-        subject = kinds["permission_denied"]["tool_name"], {}
-    elif refused:
-        decision, subject = "refused", ("", {})
-    elif turn.action in ("confirm", "reject"):
-        decision = "confirmed" if turn.action == "confirm" else "rejected"
-        started = kinds.get("tool_start", {})
-        subject = str(started.get("tool", "")), dict(started.get("input") or turn.edited_args)
-    elif "confirm_required" in kinds:
-        decision = "needs_confirmation"
-        subject = kinds["confirm_required"]["tool_name"], dict(kinds["confirm_required"]["tool_args"])
-    else:
-        decision = "allowed"
-        started = kinds.get("tool_start", {})
-        subject = str(started.get("tool", "")), dict(started.get("input") or {})
-    return AuditRecord(
-        user=turn.username,
-        conversation_id=turn.conversation_id,
-        decision=decision,
-        outcome=str(state.get("state", "cancelled")),
-        service_identity=service_identity,
-        tool_name=subject[0],
-        tool_args=json.loads(json.dumps(subject[1], default=str)),
-        task_id=str(state.get("task_id", "")),
-        latency_seconds=latency_seconds,
-    )
-
-
-def _tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:
-    content = str(output.content)
-    if output.status == "error":
-        try:
-            error = json.loads(content).get("error", {})
-        except (ValueError, AttributeError):
-            error = {"message": content}
-        return Event(content, {"type": "tool_error", "tool": tool, "run_id": run_id, "error": error})
-    try:
-        parsed: Any = json.loads(content)
-    except ValueError:
-        parsed = content
-    return Event(content, {"type": "tool_end", "tool": tool, "run_id": run_id, "output": parsed})
-
-
-def _final_state(results: list[ToolMessage], asked_back: bool) -> Event:
-    if any(result.status == "error" for result in results):
-        return _state("failed")
-    for result in results:
-        try:
-            parsed = json.loads(str(result.content))
-        except ValueError:
-            continue
-        if isinstance(parsed, dict) and {"id", "kind", "status"} <= set(parsed):
-            if parsed["status"] in ("queued", "running"):
-                return _state("started", task_id=parsed["id"])
-            if parsed["status"] == "failed":
-                return _state("failed", task_id=parsed["id"])
-    return _state("needs_clarification" if asked_back and not results else "success")
+        except ConvoUnavailable as problem:  # the answer stays in the checkpoint; say so in the log
+            _log.warning("answer not kept in convo", extra={"error": str(problem)})

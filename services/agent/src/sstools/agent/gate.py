@@ -6,16 +6,23 @@ one that may change something waits its turn (``ONE_CHANGE_AT_A_TIME``); the env
 resolved (the call's own, the submit-time one, the page's) and every environment the call names
 must be a valid id of a configured environment (``INVALID_ENVIRONMENT``); the arguments must
 fit the tool's model; SQL is judged by ops in the target database's own dialect; a call the
-user's role may not make is refused (``permission_denied``); a write or dangerous call pauses
-with ``interrupt(confirm_required)``, and once confirmed runs with the gate's word
-(:class:`~sstools.agent.tools.ConfirmedCalls`). Each refusal is a typed stream event, and the security
-ones end the turn, so a model cannot try its way around them. Nothing reaches ops before all of
-this held.
+user's role may not make is refused (``permission_denied``, with what they may ask instead).
+Each refusal is a typed stream event, and the security ones end the turn, so a model cannot try
+its way around them. Nothing reaches ops before all of this held.
+
+A write or dangerous call pauses with ``interrupt(card)``: the card names the call (its id) and
+carries a digest of everything it shows — tool, arguments, environment, production, risk,
+required role. The answer must name that digest. The resumed call runs exactly the card's
+arguments; edited ones are validated and decided again, and if the decision differs from the
+card's (another environment, tier, risk, role) the answer is a new card, never an execution.
+Once confirmed, the call carries a confirmation signed for its user, tool, id and exact request
+(:class:`~sstools.agent.tools.Confirmations`), which ops requires.
 """
 
 import asyncio
+import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.callbacks.manager import adispatch_custom_event
@@ -24,30 +31,37 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
-from sstools.agent.clients.ops import OpsError
-from sstools.agent.guard import permission_denied
-from sstools.agent.tools import ConfirmedCalls
-from sstools.common.catalogue import Role, Tier, tool_names
+from sstools.agent.clients.ops import OpsCall, OpsError
+from sstools.agent.tools import Confirmations, ops_call
+from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
 from sstools.common.catalogue import tool as catalogue_tool
+from sstools.common.confirmation import Confirmation
 from sstools.common.policy import Decision, decide, resolve_env
 from sstools.common.tool_args import ARGS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
 
 ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model is not asked again
+# The artifact key of a call's result that a person answered: the card's digest and the answer,
+# so a repeated confirm of the same card gets the same result, not a second run.
+ANSWERED = "answered"
 REFUSED_EVENT = "tool_refused"  # the custom event a refusal is dispatched as (a ``tool_error``)
 CONFIRM_PROMPTS = {
     "dangerous": "⚠️ Опасное действие: подтвердите / Dangerous action: please confirm",
     "guarded": "Изменение данных: подтвердите / This changes data: please confirm",
 }
 _KNOWN_TOOLS = frozenset(tool_names())
+# What a card shows beside the arguments: an edit that changes any of it needs a new card.
+_DECIDED = ("tool_name", "env_id", "env_context", "production", "risk", "risk_level", "required_role")
 Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
 
 class GateFacts(Protocol):
     """What the gate asks ops, under the user's own token."""
 
-    async def environments(self, user_token: str) -> frozenset[str]: ...
+    async def environments(self, user_token: str) -> Mapping[str, bool]: ...
 
     async def sql_read_only(self, user_token: str, args: SqlArgs) -> bool: ...
+
+    def fingerprint(self, call: OpsCall) -> str: ...
 
 
 class Refused(Exception):
@@ -59,38 +73,78 @@ class Refused(Exception):
         self.ends_turn = ends_turn
 
 
-def confirm_payload(
-    tool_name: str, args: dict[str, Any], thread_id: str, decision: Decision
-) -> dict[str, Any]:
+def alternatives(tool_name: str, role: Role, decision: Decision) -> list[dict[str, str]]:
+    """The catalogue's suggestions for a denied tool that this role may run here, as prompts."""
+    offered = [
+        name
+        for name in ALTERNATIVES.get(tool_name, ())
+        if decide(name, decision.env, production=decision.production).allows(role)
+    ]
+    return [{"action": name, "prompt": EXAMPLE_PROMPTS[name]} for name in offered or [ALWAYS_OFFERED]]
+
+
+def permission_denied(tool_name: str, decision: Decision, role: Role) -> dict[str, Any]:
+    """The ``permission_denied`` event of data model §3."""
     return {
-        "type": "confirm_required",
-        "thread_id": thread_id,
+        "type": "permission_denied",
         "tool_name": tool_name,
-        "tool_args": args,
-        "risk": decision.tier.value,
-        "risk_level": decision.risk_level.value,
-        "dangerous": decision.risk_level.value == "dangerous",
+        "required_role": decision.required_role.value,
+        "user_role": role.value,
         "env_context": decision.env,
-        "prompt": CONFIRM_PROMPTS[decision.risk_level.value],
-        "requires_confirmation": True,
+        "alternatives": alternatives(tool_name, role, decision),
     }
 
 
-def error_message(call: ToolCall, detail: dict[str, Any], *, ends_turn: bool = False) -> ToolMessage:
+def card_digest(card: Mapping[str, Any]) -> str:
+    """The digest of everything a card shows (all of it but the digest itself)."""
+    shown = {key: value for key, value in card.items() if key != "digest"}
+    canonical = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def confirm_card(
+    call_id: str, tool_name: str, args: dict[str, Any], thread_id: str, decision: Decision
+) -> dict[str, Any]:
+    """The ``confirm_required`` event: what the person is asked to confirm, and its digest."""
+    card = {
+        "type": "confirm_required",
+        "thread_id": thread_id,
+        "call_id": call_id,
+        "tool_name": tool_name,
+        "tool_args": args,
+        "env_id": args.get("env_id"),
+        "env_context": decision.env,
+        "production": decision.production,
+        "risk": decision.tier.value,
+        "risk_level": decision.risk_level.value,
+        "required_role": decision.required_role.value,
+        "dangerous": decision.risk_level.value == "dangerous",
+        "prompt": CONFIRM_PROMPTS[decision.risk_level.value],
+        "requires_confirmation": True,
+    }
+    return {**card, "digest": card_digest(card)}
+
+
+def error_message(
+    call: ToolCall, detail: dict[str, Any], *, ends_turn: bool = False, answered: dict[str, str] | None = None
+) -> ToolMessage:
+    artifact: dict[str, Any] = {ENDS_TURN: True} if ends_turn else {}
+    if answered is not None:
+        artifact[ANSWERED] = answered
     return ToolMessage(
         content=json.dumps({"error": detail}, ensure_ascii=False),
         tool_call_id=call["id"],
         name=call["name"],
         status="error",
-        artifact={ENDS_TURN: True} if ends_turn else None,  # not shown to the model
+        artifact=artifact or None,  # not shown to the model
     )
 
 
-async def _checked_arguments(
-    call: ToolCall, args: dict[str, Any], facts: GateFacts, user_token: str
+async def checked_arguments(
+    tool_name: str, args: dict[str, Any], environments: Callable[[], Awaitable[Mapping[str, bool]]]
 ) -> ToolArgs:
     """The call's arguments validated by the tool's model; every environment it names is a
-    configured one."""
+    configured one. ``Refused`` says what is wrong."""
     for field in ENV_FIELDS:
         value = args.get(field)
         if value is None:
@@ -98,7 +152,7 @@ async def _checked_arguments(
         if not is_env_id(value):
             raise Refused("INVALID_ENVIRONMENT", f"{field}: {str(value)[:80]!r} is not an environment id")
         try:
-            known = await facts.environments(user_token)
+            known = await environments()
         except OpsError as error:
             raise Refused(error.code, f"the environments could not be listed: {error}") from None
         if value not in known:
@@ -107,7 +161,7 @@ async def _checked_arguments(
                 f"{field}: no environment {value!r}; configured: {', '.join(sorted(known)) or 'none'}",
             )
     try:
-        return ARGS[call["name"]].model_validate(args)
+        return ARGS[tool_name].model_validate(args)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in issue['loc']) or 'arguments'}: {issue['msg']}"
@@ -119,27 +173,23 @@ async def _checked_arguments(
 async def _decision(
     name: str, arguments: ToolArgs, role: Role | None, facts: GateFacts, user_token: str
 ) -> Decision:
-    """The policy for this call; SQL counts as a change unless ops read it as a query."""
-    env = getattr(arguments, "env_id", None)
-    as_read = decide(name, env)
+    """The policy for this call, with its environment as configured; SQL counts as a change
+    unless ops read it as a query."""
+    env: str | None = getattr(arguments, "env_id", None)
+    production = env is not None and (await facts.environments(user_token)).get(env, False)
+    as_read = decide(name, env, production=production)
     if not isinstance(arguments, SqlArgs) or (role is not None and not as_read.allows(role)):
         return as_read  # for SQL the role may not run at all, the denial names the lowest that may
     try:
         read_only = await facts.sql_read_only(user_token, arguments)
     except OpsError as error:
         raise Refused(error.code, f"the statement could not be judged: {error}", ends_turn=False) from None
-    return decide(name, env, mutating_sql=not read_only)
+    return decide(name, env, production=production, mutating_sql=not read_only)
 
 
-def _shown(arguments: ToolArgs) -> dict[str, Any]:
+def shown_arguments(arguments: ToolArgs) -> dict[str, Any]:
     """The arguments as the card shows them and the tool receives them: as given, validated."""
-    return arguments.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"confirmed"})
-
-
-def _may_change(name: str) -> bool:
-    """Whether a call of this tool may need a confirmation, by the catalogue alone."""
-    spec = catalogue_tool(name)
-    return spec.policy.tier is not Tier.READ or spec.mutating_sql_policy is not None
+    return arguments.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _batch(request: ToolCallRequest) -> list[ToolCall]:
@@ -158,19 +208,25 @@ def _waits_its_turn(request: ToolCallRequest) -> bool:
     short, their events lost. The first such call goes on; every other call of the batch is
     refused, typed, and the model may ask again."""
     batch = _batch(request)
-    changing = [call["id"] for call in batch if call["name"] in _KNOWN_TOOLS and _may_change(call["name"])]
+    changing = [
+        call["id"]
+        for call in batch
+        if call["name"] in _KNOWN_TOOLS and catalogue_tool(call["name"]).may_change
+    ]
     return len(batch) > 1 and bool(changing) and request.tool_call["id"] != changing[0]
 
 
 def gate(
-    facts: GateFacts, confirmed_calls: ConfirmedCalls, tool_timeout_seconds: float, user_token_key: str
+    facts: GateFacts, confirmations: Confirmations, tool_timeout_seconds: float, user_token_key: str
 ) -> Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]]:
     async def judged(
         request: ToolCallRequest, configurable: dict[str, Any]
-    ) -> tuple[dict[str, Any], Decision] | ToolMessage:
-        """The call's arguments and decision, confirmed where it needs that; or why not."""
+    ) -> tuple[dict[str, Any], Decision, dict[str, str] | None] | ToolMessage:
+        """The call's arguments, its decision and — where it needed one — the person's answer
+        to its card; or why it does not run."""
         call = request.tool_call
         user_token = str(configurable.get(user_token_key, ""))
+        thread_id = str(configurable.get("thread_id", ""))
         name = call["name"]
         if name not in _KNOWN_TOOLS:
             raise Refused("UNKNOWN_TOOL", f"there is no tool named {name[:80]!r}")
@@ -180,35 +236,58 @@ def gate(
                 "not run: a call that may change something goes alone; ask for this one after it",
                 ends_turn=False,
             )
-        args = {key: value for key, value in call["args"].items() if key != "confirmed"}  # the gate's
+        args = dict(call["args"])
         if "env_id" in ARGS[name].model_fields:
             env = resolve_env(args.get("env_id"), configurable.get("env_id"), configurable.get("ui_env_id"))
             if env:
                 args["env_id"] = env
-        arguments = await _checked_arguments(call, args, facts, user_token)
         role = Role(configurable["user_role"]) if configurable.get("user_role") else None
-        decision = await _decision(name, arguments, role, facts, user_token)
-        if role is not None and not decision.allows(role):  # before any confirmation
-            denial = permission_denied(name, decision, role)
-            await adispatch_custom_event("permission_denied", denial)
-            detail = {"code": "permission_denied", "message": f"the {role} role may not run {name}", **denial}
-            return error_message(call, detail, ends_turn=True)
-        shown = _shown(arguments)
+
+        async def decided(args: dict[str, Any]) -> tuple[ToolArgs, Decision] | ToolMessage:
+            arguments = await checked_arguments(name, args, lambda: facts.environments(user_token))
+            decision = await _decision(name, arguments, role, facts, user_token)
+            if role is not None and not decision.allows(role):  # before any confirmation
+                denial = permission_denied(name, decision, role)
+                await adispatch_custom_event("permission_denied", denial)
+                detail = {
+                    "code": "permission_denied",
+                    "message": f"the {role} role may not run {name}",
+                    **denial,
+                }
+                return error_message(call, detail, ends_turn=True)
+            return arguments, decision
+
+        outcome = await decided(args)
+        if isinstance(outcome, ToolMessage):
+            return outcome
+        arguments, decision = outcome
         if not decision.needs_confirmation:
-            return shown, decision
-        answer = interrupt(confirm_payload(name, shown, str(configurable.get("thread_id", "")), decision))
-        if not isinstance(answer, dict) or answer.get("action") != "confirm":
-            return error_message(
-                call, {"code": "rejected", "message": "the user rejected this call; nothing was run"}
-            )
-        edited = {key: value for key, value in (answer.get("args") or {}).items() if key != "confirmed"}
-        arguments = await _checked_arguments(call, {**shown, **edited}, facts, user_token)
-        confirmed_calls.add(str(configurable.get("thread_id", "")), str(call["id"]))
-        return _shown(arguments), decision
+            return shown_arguments(arguments), decision, None
+        card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision)
+        while True:
+            answer = interrupt(card)
+            if not isinstance(answer, dict) or answer.get("digest") != card["digest"]:
+                continue  # an answer to a card other than this one: this one is asked anew
+            answered = {"digest": str(card["digest"]), "action": str(answer.get("action"))}
+            if answer.get("action") != "confirm":
+                detail = {"code": "rejected", "message": "the user rejected this call; nothing was run"}
+                return error_message(call, detail, answered=answered)
+            edited = answer.get("args") or {}
+            if not edited:
+                return card["tool_args"], decision, answered
+            outcome = await decided({**card["tool_args"], **edited})
+            if isinstance(outcome, ToolMessage):
+                return outcome
+            arguments, decision = outcome
+            edited_card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision)
+            if all(edited_card[key] == card[key] for key in _DECIDED):
+                return edited_card["tool_args"], decision, answered
+            card = edited_card  # the edit changed what was decided: a new card, never a run
 
     async def wrapped(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
         call = request.tool_call
         configurable = (request.runtime.config or {}).get("configurable", {})
+        thread_id = str(configurable.get("thread_id", ""))
         try:
             outcome = await judged(request, configurable)
         except Refused as refusal:
@@ -218,10 +297,19 @@ def gate(
             return error_message(call, detail, ends_turn=refusal.ends_turn)
         if isinstance(outcome, ToolMessage):
             return outcome
-        args, decision = outcome
+        args, decision, answered = outcome
+        if answered is not None:
+            request_sent = ops_call(call["name"], ARGS[call["name"]].model_validate(args))
+            confirmation = Confirmation(
+                str(configurable.get("username", "")),
+                call["name"],
+                str(call["id"]),
+                facts.fingerprint(request_sent),
+            )
+            confirmations.grant(thread_id, confirmation)
         request = request.override(tool_call={**call, "args": args})
         try:
-            return await asyncio.wait_for(execute(request), tool_timeout_seconds)
+            result = await asyncio.wait_for(execute(request), tool_timeout_seconds)
         except TimeoutError:
             writes = decision.tier is not Tier.READ
             timeout = {
@@ -238,9 +326,14 @@ def gate(
                 ),
             }
             await adispatch_custom_event("tool_timeout", timeout)
-            return error_message(call, {"code": "tool_timeout", **timeout})
+            return error_message(call, {"code": "tool_timeout", **timeout}, answered=answered)
         finally:
-            # a confirmation is good for this one run
-            confirmed_calls.take(str(configurable.get("thread_id", "")), str(call["id"]))
+            confirmations.take(thread_id, str(call["id"]))  # a confirmation is good for this one run
+        if answered is not None and isinstance(result, ToolMessage):
+            result.artifact = {
+                **(result.artifact if isinstance(result.artifact, dict) else {}),
+                ANSWERED: answered,
+            }
+        return result
 
     return wrapped

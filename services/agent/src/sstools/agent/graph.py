@@ -5,9 +5,10 @@ model answers without calling a tool, checkpointed per conversation (thread_id).
   run's config), in the router's order, and sees the thread trimmed to its last ~4 000 tokens.
 - The tool node runs every call through the confirmation gate (:mod:`sstools.agent.gate`):
   unknown tools, bad environments and calls the role may not make are refused with typed
-  events and end the turn; a write or dangerous call pauses with ``interrupt(confirm_required)``
-  before it runs. Resuming with ``{"action": "confirm"}`` (optionally with edited ``args``)
-  runs it once; ``reject`` runs nothing. A read tool of the same batch is not run again on
+  events and end the turn; a write or dangerous call pauses with ``interrupt(card)`` before it
+  runs. Resuming with ``{"action": "confirm", "digest": <the card's>}`` (optionally with edited
+  ``args``) runs it once, or shows a new card when the edit changes what was decided;
+  ``reject`` runs nothing. A read tool of the same batch is not run again on
   resume. A call past its time says ``tool_timeout``.
 - A turn may start with a tool call already made (the fast path of an explicit command): it
   then goes straight to the tool node, and so to its confirmation.
@@ -39,7 +40,7 @@ from sstools.agent.clients.ops import OpsError
 from sstools.agent.fence import model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.prefetch import PREFETCH_KEY
-from sstools.agent.tools import USER_TOKEN, ConfirmedCalls
+from sstools.agent.tools import USER_TOKEN, Confirmations
 
 CONTEXT_TOKENS = 4000
 
@@ -130,7 +131,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any],
     *,
     gate_facts: GateFacts,
-    confirmed: ConfirmedCalls,
+    confirmations: Confirmations,
     tool_timeout_seconds: float,
     tracer: Tracer,
     model_name: str,
@@ -175,7 +176,7 @@ def build_graph(
 
     tool_node = ToolNode(
         list(tools.values()),
-        awrap_tool_call=gate(gate_facts, confirmed, tool_timeout_seconds, USER_TOKEN),
+        awrap_tool_call=gate(gate_facts, confirmations, tool_timeout_seconds, USER_TOKEN),
         handle_tool_errors=_tool_error_text,
     )
     graph = StateGraph(MessagesState)

@@ -19,9 +19,10 @@ from sstools.agent.llm import chat_model
 from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
 from sstools.agent.telemetry import TurnMetrics
-from sstools.agent.tools import ConfirmedCalls, build_tools
+from sstools.agent.tools import Confirmations, build_tools
 from sstools.agent.ui.app import CHAT_PATH, chat_blocks
 from sstools.agent.ui.closed import ClosedGradioUploads
+from sstools.common.confirmation import ConfirmationCodec
 from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
 
@@ -48,10 +49,10 @@ def assemble(settings: AgentSettings, service: Service) -> None:
     llm_http = openai.DefaultAsyncHttpxClient(timeout=settings.llm_timeout_seconds)
     model, model_name, provider_name = chat_model(settings, llm_http)
     tracer = service.tracer_provider.get_tracer("sstools.agent")
-    confirmed = ConfirmedCalls()
+    confirmations = Confirmations(ConfirmationCodec(settings.confirmation_secret.get_secret_value()))
     tools = build_tools(
         ops,
-        confirmed,
+        confirmations,
         task_wait_seconds=settings.tool_timeout_seconds * 0.8,
         retry_backoff_seconds=settings.tool_retry_backoff_seconds,
     )
@@ -68,7 +69,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
                     tools,
                     saver,
                     gate_facts=ops,
-                    confirmed=confirmed,
+                    confirmations=confirmations,
                     tool_timeout_seconds=timeout,
                     tracer=tracer,
                     model_name=model_name,

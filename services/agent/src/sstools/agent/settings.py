@@ -3,10 +3,16 @@ from typing import ClassVar
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.settings import AuthSettings, DatabaseSettings, LlmSettings, ServiceSettings
+from sstools.common.settings import (
+    AuthSettings,
+    ConfirmationSettings,
+    DatabaseSettings,
+    LlmSettings,
+    ServiceSettings,
+)
 
 
-class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings):
+class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationSettings, LlmSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_")
     service_name: ClassVar[str] = "agent"
 

@@ -3,7 +3,8 @@ from the catalogue, whose argument models and ops endpoints are the ones declare
 (``sstools.common.tool_args``), and which act through ops.
 
 Each tool's body is one ops call on behalf of the user in the run's config (``__user_token``),
-with the tool call id as the Idempotency-Key; a read tool asks again (``tool_retry``) when ops
+with the tool call id as the Idempotency-Key and, for a call the person confirmed, the gate's
+signed confirmation (:class:`Confirmations`); a read tool asks again (``tool_retry``) when ops
 or Superset answered with a passing failure. What ops answers is the tool's result, as JSON;
 what ops refuses raises :class:`OpsError`, which the graph turns into a ``tool_error``.
 """
@@ -14,46 +15,40 @@ from typing import Annotated, Any
 
 from langchain_core.callbacks.manager import adispatch_custom_event
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, InjectedToolArg, InjectedToolCallId, StructuredTool
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from pydantic import create_model
 
 from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
-from sstools.common.catalogue import TOOLS, Tier, ToolSpec
-from sstools.common.policy import decide_call
+from sstools.common.catalogue import TOOLS, ToolSpec
+from sstools.common.confirmation import Confirmation, ConfirmationCodec
 from sstools.common.tool_args import ARGS, ENDPOINTS, TaskArgs, ToolArgs
 
 USER_TOKEN = "__user_token"  # in the run's config; "__" keeps it out of checkpoint metadata
 RETRY_ATTEMPTS = 3
 
 
-class ConfirmedCalls:
-    """The calls a person confirmed, by conversation and tool call id (ids come from the model,
-    so only the pair names a call): the gate adds one once its ``confirm`` came, the tool takes
-    it when it runs (once). This is how ``confirmed`` reaches ops — the
-    tool node strips injected arguments from the call the gate hands it, so it cannot travel
-    in the call itself."""
+class Confirmations:
+    """The gate's word that a person confirmed a call, as ops checks it: a token signed for the
+    call's user, tool, id and exact request, kept by conversation and tool call id (ids come
+    from the model, so only the pair names a call) until the tool sends it, once. It travels
+    beside the call because the tool node hands a tool only the arguments its model declares."""
 
-    def __init__(self) -> None:
-        self._calls: set[tuple[str, str]] = set()
+    def __init__(self, codec: ConfirmationCodec) -> None:
+        self._codec = codec
+        self._signed: dict[tuple[str, str], str] = {}
 
-    def add(self, thread_id: str, call_id: str) -> None:
-        self._calls.add((thread_id, call_id))
+    def grant(self, thread_id: str, confirmation: Confirmation) -> None:
+        self._signed[(thread_id, confirmation.call_id)] = self._codec.sign(confirmation)
 
-    def take(self, thread_id: str, call_id: str) -> bool:
-        """Whether the call was confirmed; after this, it is not any more."""
-        if (thread_id, call_id) in self._calls:
-            self._calls.discard((thread_id, call_id))
-            return True
-        return False
+    def take(self, thread_id: str, call_id: str) -> str | None:
+        """The call's confirmation, if it has one; after this, it has not any more."""
+        return self._signed.pop((thread_id, call_id), None)
 
 
 def tool_schema(args: type[ToolArgs]) -> type[ToolArgs]:
     """The catalogue's argument model as LangChain binds it: the tool call id filled in by
-    LangChain, and ``confirmed`` (the gate's word, see :class:`ConfirmedCalls`) hidden from
-    the model."""
+    LangChain, hidden from the model."""
     injected: dict[str, Any] = {"tool_call_id": (Annotated[str, InjectedToolCallId], ...)}
-    if "confirmed" in args.model_fields:
-        injected["confirmed"] = (Annotated[bool, InjectedToolArg], False)
     return create_model(args.__name__, __base__=args, **injected)
 
 
@@ -83,25 +78,27 @@ def _transient(error: OpsError) -> bool:
 def _ops_tool(
     spec: ToolSpec,
     ops: OpsClient,
-    confirmed: ConfirmedCalls,
+    confirmations: Confirmations,
     task_wait_seconds: float,
     retry_backoff_seconds: float,
 ) -> BaseTool:
     schema = tool_schema(ARGS[spec.name])
 
     async def run(config: RunnableConfig, **values: Any) -> str:
-        if "confirmed" in schema.model_fields:
-            thread = str((config.get("configurable") or {}).get("thread_id", ""))
-            values["confirmed"] = confirmed.take(thread, values["tool_call_id"])
+        configurable = config.get("configurable") or {}
+        confirmation = confirmations.take(str(configurable.get("thread_id", "")), values["tool_call_id"])
         arguments = schema.model_validate(values)
         call = ops_call(spec.name, arguments)
-        user_token = str((config.get("configurable") or {})[USER_TOKEN])
-        # A read may be asked again when ops or Superset stumbled; a write is never re-sent here
-        # (ops' idempotency key would answer a replay, but a timeout's fate is not ours to guess).
-        attempts = RETRY_ATTEMPTS if decide_call(spec.name, values).tier is Tier.READ else 1
+        user_token = str(configurable[USER_TOKEN])
+        # A read may be asked again when ops or Superset stumbled; a call that may change
+        # something is never re-sent here (ops' idempotency key would answer a replay, but a
+        # timeout's fate is not ours to guess).
+        attempts = 1 if spec.may_change else RETRY_ATTEMPTS
         for attempt in range(1, attempts + 1):
             try:
-                result = await ops.call(call, user_token, idempotency_key=values["tool_call_id"])
+                result = await ops.call(
+                    call, user_token, idempotency_key=values["tool_call_id"], confirmation=confirmation
+                )
                 break
             except OpsError as error:
                 if attempt == attempts or not _transient(error):
@@ -134,7 +131,10 @@ def _ops_tool(
 
 
 def build_tools(
-    ops: OpsClient, confirmed: ConfirmedCalls, task_wait_seconds: float, retry_backoff_seconds: float = 0.5
+    ops: OpsClient,
+    confirmations: Confirmations,
+    task_wait_seconds: float,
+    retry_backoff_seconds: float = 0.5,
 ) -> dict[str, BaseTool]:
     tools: dict[str, BaseTool] = {}
     for spec in TOOLS:
@@ -150,5 +150,5 @@ def build_tools(
                 args_schema=tool_schema(ARGS[spec.name]),
             )
         else:
-            tools[spec.name] = _ops_tool(spec, ops, confirmed, task_wait_seconds, retry_backoff_seconds)
+            tools[spec.name] = _ops_tool(spec, ops, confirmations, task_wait_seconds, retry_backoff_seconds)
     return tools

@@ -2,8 +2,9 @@
 
 Each entry: ``id``, ``name``, ``url``, ``username``, and where its password lives
 (``password_env``: the name of an environment variable, or ``password_file``: a mounted
-secret), never the password itself; ``production`` defaults to whether the id normalises to
-prod. A bad entry stops the service at start with the reason, not at the first call.
+secret), never the password itself; ``production: true`` makes it a production environment
+(as an id naming prod always is). A bad entry stops the service at start with the reason, not
+at the first call.
 """
 
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, HttpUrl, TypeAdapter, ValidationError, model_validator
 
-from sstools.common.policy import normalise_env
+from sstools.common.policy import is_production
 
 
 class EnvironmentConfigError(ValueError):
@@ -25,14 +26,13 @@ class Environment(BaseModel):
     username: str = Field(default="admin", min_length=1)
     password_env: str | None = None
     password_file: Path | None = None
-    production: bool | None = None
+    production: bool = False
 
     @model_validator(mode="after")
     def _one_password_source(self) -> "Environment":
         if (self.password_env is None) == (self.password_file is None):
             raise ValueError("give exactly one of password_env or password_file")
-        if self.production is None:
-            self.production = normalise_env(self.id) == "prod"
+        self.production = is_production(self.id, self.production)
         return self
 
     def password(self) -> str:

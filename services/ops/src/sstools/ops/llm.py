@@ -44,6 +44,11 @@ class ProviderStatus(BaseModel):
     latency_ms: float | None
     error: str | None
 
+    @property
+    def error_kind(self) -> str | None:
+        """The error without its detail (which may name the endpoint's address)."""
+        return None if self.error is None else self.error.split("(", 1)[0]
+
 
 @dataclass(frozen=True)
 class LlmEndpoint:

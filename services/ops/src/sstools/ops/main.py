@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sstools.common.confirmation import ConfirmationCodec
 from sstools.common.db import create_engine
 from sstools.common.runtime import Service, service_main
 from sstools.common.tokens import JwtCodec
@@ -64,6 +65,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
             user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
             service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
         ),
+        confirmations=ConfirmationCodec(settings.confirmation_secret.get_secret_value()),
         audit=AuditLog(engine),
         service_clients=settings.clients(),
         supersets=supersets,

@@ -4,11 +4,17 @@ from typing import ClassVar
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.settings import AuthSettings, DatabaseSettings, LlmSettings, ServiceSettings
+from sstools.common.settings import (
+    AuthSettings,
+    ConfirmationSettings,
+    DatabaseSettings,
+    LlmSettings,
+    ServiceSettings,
+)
 from sstools.ops.environments import parse_environments
 
 
-class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, LlmSettings):
+class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationSettings, LlmSettings):
     model_config = SettingsConfigDict(env_prefix="OPS_")
     service_name: ClassVar[str] = "ops"
 

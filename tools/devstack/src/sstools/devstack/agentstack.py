@@ -11,7 +11,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.main import assemble as assemble_convo
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
-from sstools.devstack.demo import PASSWORD_ENV, environments
+from sstools.devstack.demo import PASSWORD_ENV, client, environments
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import FaultyLink, http_get, serving, started_service, wait_until
@@ -42,10 +42,12 @@ from sstools.ops.main import assemble as assemble_ops
 from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.users import UserStore
+from sstools.ops.superset.client import SupersetClient
 from sstools.router.main import assemble as assemble_router
 from sstools.router.settings import RouterSettings
 
 JWT_SECRET = "agent-test-secret-" + "a" * 32
+CONFIRMATION_SECRET = "agent-test-confirmations-" + "c" * 32
 AGENT_SECRET = "agent-ops-secret-0123"
 USERS = {"vera": Role.VIEWER, "anna": Role.ANALYST, "oleg": Role.OPERATOR, "root": Role.ADMIN}
 
@@ -88,6 +90,8 @@ class AgentStack:
     tracer_provider: TracerProvider
     ops_link: FaultyLink | None = None
     convo_url: str = ""  # convo's REST API (uploads, conversations)
+    # The last card each conversation showed: a confirm or reject answers it, as the page does.
+    cards: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def token(self, username: str) -> str:
         codec = JwtCodec(JWT_SECRET)
@@ -134,10 +138,15 @@ class AgentStack:
         upload_ids: list[str] | None = None,
         files_input: str | None = None,
         ui_context: str = "",
+        card: dict[str, Any] | None = None,
     ) -> Reply:
         """One turn. ``files`` are uploaded first by the turn's user (``client``'s, if given; each
         must be taken: 201) and named by their ids; ``upload_ids`` are named as they are;
-        ``files_input`` replaces the whole ``files`` input (a test's malformed value)."""
+        ``files_input`` replaces the whole ``files`` input (a test's malformed value).
+
+        A confirm or reject answers ``card`` — by default the last one the conversation showed —
+        by its call id and digest, with ``text`` (a JSON object, if any) as the edited arguments;
+        with no card known, ``text`` is sent as it is."""
         ids = []
         token = {"Authorization": client.headers["Authorization"]} if client is not None else {}
         for path in files or []:
@@ -148,6 +157,10 @@ class AgentStack:
             ids.append(uploaded.json()["upload_id"])
         ids += upload_ids or []
         attached = files_input if files_input is not None else json.dumps(ids) if ids else ""
+        answered = card or self.cards.get(conversation_id)
+        if action in ("confirm", "reject") and answered is not None:
+            edits = json.loads(text) if text.strip().startswith("{") else {}
+            text = json.dumps({"call_id": answered["call_id"], "digest": answered["digest"], "args": edits})
 
         def submit() -> list[dict[str, Any]]:
             job = (client or self.client(username)).submit(
@@ -155,7 +168,10 @@ class AgentStack:
             )
             return list(job.result(timeout=120))
 
-        return Reply(await asyncio.to_thread(submit))
+        reply = Reply(await asyncio.to_thread(submit))
+        if shown := reply.of("confirm_required"):
+            self.cards[conversation_id] = shown[-1]
+        return reply
 
     async def rows(self, query: str, **params: Any) -> list[dict[str, Any]]:
         """What a query finds in the stack's database (convo's and the checkpointer's tables)."""
@@ -221,6 +237,20 @@ async def llm_stack(
     llm: FakeLlm,
 ) -> AsyncIterator[AgentStack]:
     """The agent with ChatOpenAI against the scripted OpenAI-compatible server."""
+    async with scripted_stack(llm, supersets, fresh_database_url, tracer_provider, tmp_path) as stack:
+        yield stack
+
+
+@asynccontextmanager
+async def scripted_stack(
+    llm: FakeLlm,
+    supersets: dict[str, Instance],
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
+    **overrides: Any,
+) -> AsyncIterator[AgentStack]:
+    """:func:`running_stack` with the scripted model serving on a socket."""
     async with (
         serving(llm.app()) as url,
         running_stack(
@@ -231,9 +261,26 @@ async def llm_stack(
             llm_base_url=f"{url}/v1",
             llm_model=llm.model,
             llm_api_key="scripted-key",
+            **overrides,
         ) as stack,
     ):
         yield stack
+
+
+@pytest.fixture
+async def dev(supersets: dict[str, Instance]) -> AsyncIterator[SupersetClient]:
+    """A client of the dev Superset, to check what the stack did there."""
+    superset = client(supersets["dev"], PASSWORD_ENV)
+    yield superset
+    await superset.aclose()
+
+
+@pytest.fixture
+async def prod(supersets: dict[str, Instance]) -> AsyncIterator[SupersetClient]:
+    """A client of the prod Superset, to check what the stack did there."""
+    superset = client(supersets["prod"], PASSWORD_ENV)
+    yield superset
+    await superset.aclose()
 
 
 @asynccontextmanager
@@ -244,10 +291,12 @@ async def running_stack(
     tmp_path: Path,
     *,
     faulty_ops: bool = False,
+    ops_environments: str | None = None,
     **agent_overrides: Any,
 ) -> AsyncIterator[AgentStack]:
     """The whole stack; with ``faulty_ops`` the agent reaches ops through a :class:`FaultyLink`;
-    ``agent_overrides`` replace any of the agent's settings (a dead peer's address, say)."""
+    ``ops_environments`` replaces ops' ENVIRONMENTS (dev and prod); ``agent_overrides`` replace
+    any of the agent's settings (a dead peer's address, say)."""
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
     await asyncio.to_thread(CONVO_MIGRATIONS.upgrade, fresh_database_url)
     await _users(fresh_database_url)
@@ -260,8 +309,9 @@ async def running_stack(
             metrics_port=0,
             database_url=fresh_database_url,
             jwt_secret=JWT_SECRET,
+            confirmation_secret=CONFIRMATION_SECRET,
             service_clients=f"agent:{AGENT_SECRET}",
-            environments=environments(supersets, PASSWORD_ENV),
+            environments=ops_environments or environments(supersets, PASSWORD_ENV),
             backup_dir=tmp_path / "backups",
             git_repo=tmp_path / "exports",
         )
@@ -284,6 +334,7 @@ async def running_stack(
             "metrics_port": 0,
             "database_url": fresh_database_url,
             "jwt_secret": JWT_SECRET,
+            "confirmation_secret": CONFIRMATION_SECRET,
             "ops_url": f"http://127.0.0.1:{link.port}" if link else ops_url,
             "ops_client_secret": AGENT_SECRET,
             "router_target": f"127.0.0.1:{router.ports['grpc']}",

@@ -299,6 +299,14 @@ def environments(instances: Mapping[str, Instance], password_env: str) -> str:
     )
 
 
+def with_production_alias(listed: str, alias: str = "live", of: str = "dev") -> str:
+    """ENVIRONMENTS with one more entry: ``of``'s instance again as ``alias``, configured as
+    production (an id that does not say so)."""
+    entries = json.loads(listed)
+    copy = next(entry for entry in entries if entry["id"] == of)
+    return json.dumps([*entries, {**copy, "id": alias, "name": alias.capitalize(), "production": True}])
+
+
 def client(instance: Instance, password_env: str) -> SupersetClient:
     return SupersetClient(
         parse_environments(environments({instance.env_id: instance}, password_env))[instance.env_id]

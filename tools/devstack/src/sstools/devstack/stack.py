@@ -322,6 +322,7 @@ def main() -> None:
             **supersets,
             "DATABASE_URL": url,
             "JWT_SECRET": local_secret("JWT_SECRET", data_root, "jwt-secret"),
+            "CONFIRMATION_SECRET": local_secret("CONFIRMATION_SECRET", data_root, "confirmation-secret"),
             "OPS_ADMIN_PASSWORD": local_secret("OPS_ADMIN_PASSWORD", data_root, "ops-admin-password"),
             "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
             "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),

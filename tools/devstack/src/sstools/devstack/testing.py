@@ -195,6 +195,7 @@ class FaultyLink:
         self._server: asyncio.Server | None = None
         self._hang_up = 0
         self._delay = 0.0
+        self._delayed: tuple[bytes, ...] = _HTTP_METHODS
         self._clients: set[asyncio.StreamWriter] = set()
 
     @property
@@ -205,8 +206,10 @@ class FaultyLink:
     def hang_up_on_next(self, requests: int) -> None:
         self._hang_up = requests
 
-    def delay(self, seconds: float) -> None:
+    def delay(self, seconds: float, methods: tuple[str, ...] | None = None) -> None:
+        """Hold each request this long first — only those of ``methods``, if named."""
         self._delay = seconds
+        self._delayed = tuple(f"{method} ".encode() for method in methods) if methods else _HTTP_METHODS
 
     async def __aenter__(self) -> "FaultyLink":
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
@@ -235,7 +238,8 @@ class FaultyLink:
                 self._hang_up -= 1
                 client_writer.close()  # the client sees the server hang up on its request
                 return False
-            await asyncio.sleep(self._delay)
+            if chunk.startswith(self._delayed):
+                await asyncio.sleep(self._delay)
             return True
 
         try:

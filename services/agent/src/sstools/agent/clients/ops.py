@@ -10,6 +10,8 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.catalogue import Role
+from sstools.common.confirmation import HEADER as CONFIRMATION_HEADER
+from sstools.common.confirmation import request_fingerprint
 from sstools.common.tool_args import SQL_SHAPE, SqlArgs, SqlStatementArgs
 from sstools.common.tracing import instrument_httpx
 
@@ -55,7 +57,7 @@ class OpsClient:
         self._token: str | None = None
         self._token_expires = 0.0
         self._lock = asyncio.Lock()
-        self._environments: tuple[frozenset[str], float] | None = None
+        self._environments: tuple[dict[str, bool], float] | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -91,16 +93,22 @@ class OpsClient:
             raise OpsError(reply.status_code, _detail(reply))
         return reply.json()
 
-    async def environments(self, user_token: str) -> frozenset[str]:
-        """The ids of the environments ops has configured."""
+    async def environments(self, user_token: str) -> dict[str, bool]:
+        """The environments ops has configured: each id, and whether it is production."""
         now = time.monotonic()
         if self._environments is None or self._environments[1] < now:
             choices = await self._as_user("GET", "/api/auth/environments", user_token)
             self._environments = (
-                frozenset(str(item["id"]) for item in choices),
+                {str(item["id"]): item["production"] is True for item in choices},
                 now + ENVIRONMENTS_CACHE_SECONDS,
             )
         return self._environments[0]
+
+    def fingerprint(self, call: OpsCall) -> str:
+        """The fingerprint of the request :meth:`call` sends for this call, which a confirmation
+        of it is signed for."""
+        request = self._http.build_request(call.method, call.path, params=call.params, json=call.body)
+        return request_fingerprint(request.method, request.url.raw_path, request.content)
 
     async def sql_read_only(self, user_token: str, args: SqlArgs) -> bool:
         """Whether ops, parsing it in the target database's own dialect, reads the statement as
@@ -110,7 +118,13 @@ class OpsClient:
         shape = await self.call(OpsCall(SQL_SHAPE.method, path, body=body), user_token)
         return shape.get("read_only") is True
 
-    async def call(self, call: OpsCall, user_token: str, idempotency_key: str | None = None) -> Any:
+    async def call(
+        self,
+        call: OpsCall,
+        user_token: str,
+        idempotency_key: str | None = None,
+        confirmation: str | None = None,
+    ) -> Any:
         for attempt in (1, 2):
             headers = {
                 "Authorization": f"Bearer {await self._service_token()}",
@@ -118,6 +132,8 @@ class OpsClient:
             }
             if idempotency_key and call.method != "GET":
                 headers["Idempotency-Key"] = idempotency_key
+            if confirmation:
+                headers[CONFIRMATION_HEADER] = confirmation
             try:
                 reply = await self._http.request(
                     call.method, call.path, params=call.params, json=call.body, headers=headers

@@ -17,7 +17,6 @@ user's uploads in convo, never as paths, and Gradio's own upload routes are clos
 import asyncio
 import contextlib
 import importlib.util
-import json
 import os
 import sys
 import uuid
@@ -27,7 +26,7 @@ from typing import Any, cast
 
 import gradio as gr
 
-from sstools.agent.chat import ChatService, Event, Turn
+from sstools.agent.chat import ChatService, Turn
 from sstools.agent.limits import (
     MAX_MESSAGE_CHARS,
     InputRejected,
@@ -35,6 +34,7 @@ from sstools.agent.limits import (
     parse_ui_context,
     truncate_message,
 )
+from sstools.agent.stream import Event
 from sstools.agent.uploads import parse_file_ids
 from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
 
@@ -128,13 +128,8 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             unauthorized = Event(str(error), {"type": "error", "code": "UNAUTHORIZED", "message": str(error)})
             yield [_message(unauthorized), _message(Event("failed", {"type": "state", "state": "failed"}))]
             return
+        # A confirm or reject carries the card it answers as its message (see admission.answer_of).
         text = message if isinstance(message, str) else ""
-        edited: dict[str, Any] = {}
-        if action == "confirm" and text.strip().startswith("{"):
-            try:
-                edited = json.loads(text)  # a confirm may carry edited arguments as JSON
-            except ValueError:
-                edited = {}
         text, truncated = truncate_message(text)
         conversation = conversation_id or str(uuid.uuid4())
         turn = Turn(
@@ -143,7 +138,6 @@ def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, mode
             conversation_id=conversation if _is_uuid(conversation) else "",
             text=text,
             action=action if action in ACTIONS else "send",
-            edited_args=edited,
             session_id=request.session_hash or "",
         )
         # Fresh messages at every yield: Gradio sends the difference from what it sent before,

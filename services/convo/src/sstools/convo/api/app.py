@@ -69,9 +69,10 @@ class UploadOut(BaseModel):
 
 
 class ActiveLease(BaseModel):
+    """Whether the conversation is answering somewhere now; who holds it (a pod's host name and
+    pid) is the services' business, not the page's."""
+
     active: bool
-    holder: str | None = None
-    expires_at: datetime | None = None
 
 
 def upload_name_problem(name: str) -> str | None:
@@ -225,10 +226,7 @@ def build_app(
 
     @app.get("/api/agent/conversations/{conversation_id}/active")
     async def active(conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]) -> ActiveLease:
-        lease = await store.active_lease(user, conversation_id)
-        if lease is None:
-            return ActiveLease(active=False)
-        return ActiveLease(active=True, holder=lease["holder"], expires_at=lease["expires_at"])
+        return ActiveLease(active=await store.active_lease(user, conversation_id) is not None)
 
     return app
 

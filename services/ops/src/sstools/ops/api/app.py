@@ -20,8 +20,8 @@ async def _operation_error(request: Request, error: Exception) -> JSONResponse:
 def build_app(ctx: OpsContext) -> FastAPI:
     app = FastAPI(title="SS-Tools operations", version="0.1.0")
     user_only, agent_for_user = dependencies(ctx.authenticator)
-    guard = Guard(ctx.audit, agent_for_user, ctx.supersets.environments)
-    app.include_router(identity.router(ctx, user_only, agent_for_user))
+    guard = Guard(ctx.audit, agent_for_user, ctx.supersets.environments, ctx.confirmations)
+    app.include_router(identity.router(ctx, guard, user_only, agent_for_user))
     app.include_router(superset.router(ctx, guard))
     app.include_router(operations.router(ctx, guard))
     app.add_exception_handler(OperationError, _operation_error)

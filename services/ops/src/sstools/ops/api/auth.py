@@ -15,11 +15,19 @@ from sstools.ops.store.users import UserStore
 SERVICE_AUDIENCE = "sstools-ops"
 
 
+# Internal addresses (Superset's and the LLM's URLs) are told to those who operate them.
+SEES_ADDRESSES = Role.OPERATOR
+
+
 @dataclass(frozen=True)
 class Caller:
     service: str
     username: str
     role: Role
+
+    @property
+    def sees_addresses(self) -> bool:
+        return self.role.at_least(SEES_ADDRESSES)
 
 
 def unauthorized(code: str, message: str = "") -> HTTPException:

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from sstools.common.confirmation import ConfirmationCodec
 from sstools.ops.api.auth import Authenticator
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
@@ -24,6 +25,7 @@ class SqlLimits:
 @dataclass(frozen=True)
 class OpsContext:
     authenticator: Authenticator
+    confirmations: ConfirmationCodec
     audit: AuditLog
     service_clients: dict[str, str]
     supersets: Supersets

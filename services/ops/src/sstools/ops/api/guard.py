@@ -3,18 +3,26 @@
 ``permit(tool)`` is the dependency each operation declares: it authenticates both identities,
 refuses an environment in the path that is not a configured one (``invalid_environment``, before
 anything else looks at it), evaluates the user's role against the tool's policy for that
-environment, records a denial, and after the operation records its outcome. The policy is the
-catalogue's, read through ``sstools.common.policy.decide`` — the same function the agent's gate
-uses.
+environment — production when its configuration or its id says so —, requires the person's
+confirmation for a call that needs one, records a denial, and after the operation records its
+outcome. The policy is the catalogue's, read through ``sstools.common.policy.decide`` — the same
+function the agent's gate uses.
+
+A confirmation is a token the agent's gate signed once the person confirmed the call
+(:mod:`sstools.common.confirmation`): it must name this user, this tool, this request's
+Idempotency-Key and this very request (method, path, query, body), else the call is refused.
 """
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 
+from sstools.common.confirmation import HEADER, ConfirmationCodec, request_fingerprint
 from sstools.common.policy import Decision, decide
+from sstools.common.tokens import TokenError
 from sstools.ops.api.auth import Caller
+from sstools.ops.environments import Environment
 from sstools.ops.errors import OperationError
 from sstools.ops.store.audit import AuditLog
 
@@ -32,22 +40,74 @@ def denied(tool: str, decision: Decision, caller: Caller) -> HTTPException:
     )
 
 
+async def _fingerprint(request: Request) -> str:
+    """The request as it arrived: method, raw path and query string, body bytes."""
+    target = request.scope.get("raw_path") or request.url.path.encode()
+    if query := request.scope.get("query_string"):
+        target += b"?" + query
+    return request_fingerprint(request.method, target, await request.body())
+
+
 class Guard:
-    def __init__(self, audit: AuditLog, agent_for_user: Any, environments: Collection[str]) -> None:
+    def __init__(
+        self,
+        audit: AuditLog,
+        agent_for_user: Any,
+        environments: Mapping[str, Environment],
+        confirmations: ConfirmationCodec,
+    ) -> None:
         self._audit = audit
         self._agent_for_user = agent_for_user
-        self._environments = frozenset(environments)
+        self._environments = dict(environments)
+        self._confirmations = confirmations
+
+    def decision(self, tool: str, env_id: str | None, *, mutating_sql: bool = False) -> Decision:
+        """The policy for this call, with the environment as configured."""
+        env = self._environments.get(env_id) if env_id else None
+        production = env is not None and env.production
+        return decide(tool, env_id, production=production, mutating_sql=mutating_sql)
 
     async def check(
         self, caller: Caller, tool: str, env_id: str | None, *, mutating_sql: bool = False
     ) -> Decision:
-        decision = decide(tool, env_id, mutating_sql=mutating_sql)
+        decision = self.decision(tool, env_id, mutating_sql=mutating_sql)
         if not decision.allows(caller.role):
             await self._record(
                 caller, tool, env_id, "denied", {"required_role": decision.required_role.value}
             )
             raise denied(tool, decision, caller)
         return decision
+
+    async def require_confirmation(
+        self, request: Request, caller: Caller, tool: str, env_id: str | None
+    ) -> None:
+        """Refuses the call unless it carries the person's confirmation of exactly this request:
+        409 ``confirmation_required`` without one, 403 ``confirmation_invalid`` for one that is
+        not valid or not this call's."""
+        token = request.headers.get(HEADER)
+        if not token:
+            await self._record(caller, tool, env_id, "refused", {"code": "confirmation_required"})
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                {"code": "confirmation_required", "message": "this call changes data; confirm it first"},
+            )
+        try:
+            confirmation = self._confirmations.verify(token)
+        except TokenError as error:
+            problem = f"{error.code}: {error}"
+        else:
+            expected = {
+                "user": (confirmation.username, caller.username),
+                "tool": (confirmation.tool, tool),
+                "call": (confirmation.call_id, request.headers.get("Idempotency-Key") or ""),
+                "request": (confirmation.fingerprint, await _fingerprint(request)),
+            }
+            wrong = [name for name, (confirmed, actual) in expected.items() if confirmed != actual]
+            if not wrong:
+                return
+            problem = f"the confirmation is for another {', '.join(wrong)}"
+        await self._record(caller, tool, env_id, "refused", {"code": "confirmation_invalid"})
+        raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "confirmation_invalid", "message": problem})
 
     async def _record(
         self, caller: Caller, tool: str, env_id: str | None, outcome: str, detail: dict[str, Any]
@@ -61,7 +121,11 @@ class Guard:
             detail=detail,
         )
 
-    def permit(self, tool: str) -> Any:
+    def permit(self, tool: str, *, audited_as: str | None = None) -> Any:
+        """The dependency of an endpoint of ``tool``; its audit records name ``audited_as``
+        when the endpoint is not the tool's call itself (a question asked before it)."""
+        action = audited_as or tool
+
         async def dependency(
             request: Request, caller: Annotated[Caller, self._agent_for_user]
         ) -> AsyncIterator[Caller]:
@@ -76,7 +140,10 @@ class Guard:
                         + (", ".join(sorted(self._environments)) or "none"),
                     },
                 )
-            await self.check(caller, tool, env_id)
+            decision = await self.check(caller, tool, env_id)
+            # a GET only reads (a tool's list of what it made): nothing there to confirm
+            if decision.needs_confirmation and request.method != "GET":
+                await self.require_confirmation(request, caller, tool, env_id)
             outcome, detail = "ok", {}
             try:
                 yield caller
@@ -90,7 +157,7 @@ class Guard:
                 )
                 raise
             finally:
-                await self._record(caller, tool, env_id, outcome, detail)
+                await self._record(caller, action, env_id, outcome, detail)
 
         dependency.__name__ = f"permit_{tool}"
         return Depends(dependency)

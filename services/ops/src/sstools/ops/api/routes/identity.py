@@ -6,9 +6,9 @@ from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel, Field
 
 from sstools.common.catalogue import tool_names
-from sstools.common.policy import decide
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.context import OpsContext
+from sstools.ops.api.guard import Guard
 from sstools.ops.environments import Environment
 from sstools.ops.store.users import service_client_matches
 
@@ -58,10 +58,10 @@ class EnvironmentChoice(BaseModel):
 
     @classmethod
     def of(cls, env: Environment) -> "EnvironmentChoice":
-        return cls(id=env.id, name=env.name, production=bool(env.production))
+        return cls(id=env.id, name=env.name, production=env.production)
 
 
-def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRouter:
+def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: object) -> APIRouter:
     api = APIRouter()
     authenticator = ctx.authenticator
     known_tools = set(tool_names())
@@ -100,7 +100,7 @@ def router(ctx: OpsContext, user_only: object, agent_for_user: object) -> APIRou
             raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "unknown_tool", "tool": tool})
         # For SQL: may they run it at all (a statement is judged by the sql/shape endpoint, in
         # its database's dialect).
-        decision = decide(tool, body.env_id)
+        decision = guard.decision(tool, body.env_id)
         allowed = decision.allows(caller.role)
         await ctx.audit.record(
             service=caller.service,

@@ -289,11 +289,17 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     async def list_llm_providers(
         caller: Annotated[Caller, guard.permit("list_llm_providers")],
     ) -> list[Provider]:
-        return ctx.llm.providers()
+        providers = ctx.llm.providers()
+        if caller.sees_addresses:
+            return providers
+        return [provider.model_copy(update={"base_url": None}) for provider in providers]
 
     @api.get(ENDPOINTS["get_llm_status"].path)
     async def get_llm_status(caller: Annotated[Caller, guard.permit("get_llm_status")]) -> ProviderStatus:
-        return await ctx.llm.status()
+        status = await ctx.llm.status()
+        if caller.sees_addresses or status.error is None:
+            return status
+        return status.model_copy(update={"error": status.error_kind})
 
     @api.post(ENDPOINTS["create_branch"].path, status_code=status.HTTP_201_CREATED)
     async def create_branch(

@@ -4,7 +4,7 @@ applies its policy (prod may need more) before anything reaches Superset."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, status
+from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from pydantic import BaseModel
 
 from sstools.common.sql import SqlNotParsed, classify, format_sql
@@ -36,9 +36,10 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_lengt
 
 
 class EnvironmentOut(EnvironmentChoice):
-    """What the list_environments tool tells: the choice, and where the instance is."""
+    """What the list_environments tool tells: the choice, and where the instance is (to those
+    who see internal addresses)."""
 
-    url: str
+    url: str | None
 
 
 class SqlFormatted(BaseModel):
@@ -96,7 +97,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     ) -> list[EnvironmentOut]:
         """list_environments: where ops can act; credentials never leave."""
         return [
-            EnvironmentOut(**EnvironmentChoice.of(env).model_dump(), url=str(env.url))
+            EnvironmentOut(
+                **EnvironmentChoice.of(env).model_dump(), url=str(env.url) if caller.sees_addresses else None
+            )
             for env in supersets.environments.values()
         ]
 
@@ -147,7 +150,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     async def sql_shape(
         env_id: EnvId,
         body: SqlStatement,
-        caller: Annotated[Caller, guard.permit("superset_execute_sql")],
+        caller: Annotated[Caller, guard.permit("superset_execute_sql", audited_as="sql_shape")],
     ) -> SqlShapeOut:
         """Whether a statement only reads, judged in its database's dialect: the agent asks
         before it decides on a card and a role, and gets the very judgement execute_sql uses."""
@@ -165,6 +168,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
 
     @api.post(ENDPOINTS["superset_execute_sql"].path)
     async def execute_sql(
+        request: Request,
         env_id: EnvId,
         body: SqlBody,
         caller: Annotated[Caller, guard.permit("superset_execute_sql")],
@@ -178,17 +182,13 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         read_only = judged.shape.read_only
         if not read_only:
             await guard.check(caller, "superset_execute_sql", env_id, mutating_sql=True)
+            await guard.require_confirmation(request, caller, "superset_execute_sql", env_id)
         try:
             text = sqllab.script(body.sql, judged)
         except SqlNotParsed as error:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "sql_not_parsed", "message": str(error)}
             ) from None
-        if not read_only and not body.confirmed:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                {"code": "confirmation_required", "message": "this statement changes data; confirm it first"},
-            )
         limit = min(body.limit, ctx.sql.max_rows)
 
         async def run() -> tuple[int, Any]:

@@ -1,0 +1,186 @@
+"""The stream of a turn: what the graph does, as the events of the design — ``token``,
+``tool_start`` / ``tool_end`` / ``tool_error`` / ``tool_retry`` / ``tool_timeout``,
+``confirm_required``, ``permission_denied``, ``error``, and a final ``state``."""
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Interrupt
+
+from sstools.agent.gate import REFUSED_EVENT
+from sstools.agent.graph import ModelMalformed, tool_error_detail
+from sstools.agent.planner import NEEDS_CLARIFICATION
+
+# Dispatched from the graph: the gate's refusals and denials, a read's retries, a time limit.
+GUARD_EVENTS = (REFUSED_EVENT, "permission_denied", "tool_retry", "tool_timeout")
+PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One ChatMessage of the stream: its text and its metadata (``type`` first)."""
+
+    content: str
+    metadata: dict[str, Any]
+
+
+def error(code: str, message: str) -> Event:
+    return Event(message, {"type": "error", "code": code, "message": message})
+
+
+def state(name: str, **extra: Any) -> Event:
+    return Event(name, {"type": "state", "state": name, **extra})
+
+
+async def graph_events(
+    graph: CompiledStateGraph[Any], graph_input: Any, config: RunnableConfig
+) -> AsyncIterator[Event]:
+    """Run the graph and say what happens, ending with the turn's state."""
+    text = ""
+    message_id = f"partial-{uuid.uuid4().hex}"
+    results: list[ToolMessage] = []
+    pending: list[Interrupt] = []
+    asked_back = denied = failed = False
+    try:
+        async for raw in graph.astream_events(graph_input, config, version="v2"):
+            kind = raw["event"]
+            if kind == "on_chain_stream" and not raw["parent_ids"]:
+                # The graph's own output: a pause shows as its ``__interrupt__`` update, so
+                # the turn need not read the checkpoint back to learn of it.
+                chunk = raw["data"].get("chunk")
+                if isinstance(chunk, dict):
+                    pending.extend(chunk.get(PAUSED_KEY, ()))
+            elif kind == "on_custom_event" and raw["name"] in GUARD_EVENTS:
+                data = dict(raw["data"])
+                denied |= data["type"] == "permission_denied"
+                failed |= data["type"] in ("tool_timeout", "tool_error")
+                yield Event(_guard_text(data), data)
+            elif kind == "on_chat_model_stream":
+                piece = raw["data"]["chunk"].content
+                if isinstance(piece, str) and piece:
+                    text += piece
+                    yield Event(piece, {"type": "token"})
+            elif kind == "on_chat_model_end":
+                text = ""  # that answer is in the checkpoint now
+                answer = raw["data"].get("output")
+                asked_back = bool(getattr(answer, "response_metadata", {}).get(NEEDS_CLARIFICATION))
+            elif kind == "on_tool_start":
+                arguments = {k: v for k, v in (raw["data"].get("input") or {}).items() if k != "tool_call_id"}
+                yield Event(
+                    raw["name"],
+                    {"type": "tool_start", "tool": raw["name"], "input": arguments, "run_id": raw["run_id"]},
+                )
+            elif kind == "on_tool_end":
+                output = raw["data"].get("output")
+                if isinstance(output, ToolMessage):
+                    results.append(output)
+                    yield tool_result(raw["name"], raw["run_id"], output)
+            elif kind == "on_tool_error":  # the tool raised; the model is told the same
+                if isinstance(raw["data"].get("error"), asyncio.CancelledError):
+                    continue  # stopped by its time limit: tool_timeout says so
+                detail = tool_error_detail(raw["data"].get("error"))
+                raised = ToolMessage(
+                    json.dumps({"error": detail}), tool_call_id=raw["run_id"], status="error"
+                )
+                results.append(raised)
+                yield tool_result(raw["name"], raw["run_id"], raised)
+    except ModelMalformed as problem:
+        _log.warning("llm output malformed", extra={"error": str(problem)})
+        yield error("LLM_MALFORMED", "the language model's answer could not be read, twice")
+        yield state("failed")
+        return
+    except openai.APIError as problem:  # the model's endpoint failed even after its retry
+        _log.warning("llm failed", extra={"error": repr(problem)[:300]})
+        yield error("LLM_UNAVAILABLE", f"the language model failed: {type(problem).__name__}")
+        yield state("failed")
+        return
+    except asyncio.CancelledError:
+        if text:  # keep what was said: the checkpoint and the page must agree
+            partial = AIMessage(text, id=message_id, additional_kwargs={"partial": True})
+            with contextlib.suppress(Exception):
+                await asyncio.shield(graph.aupdate_state(config, {"messages": [partial]}, as_node="model"))
+        raise
+    if pending:
+        for paused in pending:
+            payload = dict(paused.value)
+            yield Event(payload.get("prompt", ""), payload)
+        yield state("needs_confirmation")
+        return
+    if denied:
+        yield state("denied")
+    elif failed:
+        yield state("failed")
+    else:
+        yield final_state(results, asked_back)
+
+
+def replayed(messages: Sequence[BaseMessage], answered: ToolMessage) -> list[Event]:
+    """What a call's confirmation answered, said again for a repeated confirm: its result, the
+    answer that followed it, and the state — marked ``replayed``, nothing run again."""
+    result = tool_result(str(answered.name), answered.tool_call_id, answered)
+    events = [Event(result.content, {**result.metadata, "replayed": True})]
+    after = messages[next(i for i, message in enumerate(messages) if message is answered) + 1 :]
+    follow_up = next((message for message in after if isinstance(message, AIMessage)), None)
+    if follow_up is not None and isinstance(follow_up.content, str) and follow_up.content:
+        events.append(Event(follow_up.content, {"type": "token"}))
+    events.append(final_state([answered], asked_back=False))
+    return events
+
+
+def _guard_text(data: dict[str, Any]) -> str:
+    """The card's words for a guard event (its fields carry the rest)."""
+    if data["type"] == "permission_denied":
+        return (
+            f"Недостаточно прав: {data['tool_name']} требует роль {data['required_role']} "
+            f"(у вас {data['user_role']}) / Permission denied: {data['tool_name']} needs "
+            f"{data['required_role']}, you are {data['user_role']}"
+        )
+    if data["type"] == "tool_error":  # the gate refused the call: nothing was sent to ops
+        return f"{data['tool']}: {data['error']['code']} — {data['error']['message']}"
+    if data["type"] == "tool_retry":
+        return (
+            f"{data['tool']}: попытка {data['attempt']} из {data['max_attempts']} / attempt {data['attempt']}"
+        )
+    return str(data["message"])  # tool_timeout carries its own words
+
+
+def tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:
+    content = str(output.content)
+    if output.status == "error":
+        try:
+            problem = json.loads(content).get("error", {})
+        except (ValueError, AttributeError):
+            problem = {"message": content}
+        return Event(content, {"type": "tool_error", "tool": tool, "run_id": run_id, "error": problem})
+    try:
+        parsed: Any = json.loads(content)
+    except ValueError:
+        parsed = content
+    return Event(content, {"type": "tool_end", "tool": tool, "run_id": run_id, "output": parsed})
+
+
+def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
+    if any(result.status == "error" for result in results):
+        return state("failed")
+    for result in results:
+        try:
+            parsed = json.loads(str(result.content))
+        except ValueError:
+            continue
+        if isinstance(parsed, dict) and {"id", "kind", "status"} <= set(parsed):
+            if parsed["status"] in ("queued", "running"):
+                return state("started", task_id=parsed["id"])
+            if parsed["status"] == "failed":
+                return state("failed", task_id=parsed["id"])
+    return state("needs_clarification" if asked_back and not results else "success")
