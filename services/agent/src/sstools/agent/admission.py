@@ -121,10 +121,6 @@ class ConversationLocks:
     def __len__(self) -> int:
         return len(self._locks)
 
-    def busy(self, conversation_id: str) -> bool:
-        entry = self._locks.get(conversation_id)
-        return entry is not None and entry[0].locked()
-
     @contextlib.asynccontextmanager
     async def held(self, conversation_id: str, wait_seconds: float = 0.0) -> AsyncIterator[bool]:
         """Yields whether the lock is held, waiting for it at most ``wait_seconds``."""

@@ -221,7 +221,7 @@ def gate(
 ) -> Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]]:
     async def judged(
         request: ToolCallRequest, configurable: dict[str, Any]
-    ) -> tuple[dict[str, Any], Decision, dict[str, str] | None] | ToolMessage:
+    ) -> tuple[ToolArgs, Decision, dict[str, str] | None] | ToolMessage:
         """The call's arguments, its decision and — where it needed one — the person's answer
         to its card; or why it does not run."""
         call = request.tool_call
@@ -262,7 +262,7 @@ def gate(
             return outcome
         arguments, decision = outcome
         if not decision.needs_confirmation:
-            return shown_arguments(arguments), decision, None
+            return arguments, decision, None
         card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision)
         while True:
             answer = interrupt(card)
@@ -274,14 +274,14 @@ def gate(
                 return error_message(call, detail, answered=answered)
             edited = answer.get("args") or {}
             if not edited:
-                return card["tool_args"], decision, answered
+                return arguments, decision, answered
             outcome = await decided({**card["tool_args"], **edited})
             if isinstance(outcome, ToolMessage):
                 return outcome
             arguments, decision = outcome
             edited_card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision)
             if all(edited_card[key] == card[key] for key in _DECIDED):
-                return edited_card["tool_args"], decision, answered
+                return arguments, decision, answered
             card = edited_card  # the edit changed what was decided: a new card, never a run
 
     async def wrapped(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
@@ -297,9 +297,9 @@ def gate(
             return error_message(call, detail, ends_turn=refusal.ends_turn)
         if isinstance(outcome, ToolMessage):
             return outcome
-        args, decision, answered = outcome
+        arguments, decision, answered = outcome
         if answered is not None:
-            request_sent = ops_call(call["name"], ARGS[call["name"]].model_validate(args))
+            request_sent = ops_call(call["name"], arguments)
             confirmation = Confirmation(
                 str(configurable.get("username", "")),
                 call["name"],
@@ -307,7 +307,7 @@ def gate(
                 facts.fingerprint(request_sent),
             )
             confirmations.grant(thread_id, confirmation)
-        request = request.override(tool_call={**call, "args": args})
+        request = request.override(tool_call={**call, "args": shown_arguments(arguments)})
         try:
             result = await asyncio.wait_for(execute(request), tool_timeout_seconds)
         except TimeoutError:
