@@ -357,16 +357,23 @@ READS = (
 )
 
 
-async def _shape(stack: AgentStack, database_id: int, sql: str) -> dict[str, Any]:
-    """Ops' judgement, asked as the agent asks it: the service token and the analyst's."""
+async def _as_agent_for(stack: AgentStack, username: str) -> dict[str, str]:
+    """Both identities as the agent sends them: one service token for every call, as the agent
+    keeps its own (ops issues a client only so many a minute)."""
     async with httpx.AsyncClient(base_url=stack.ops_url, timeout=30) as http:
         service = await http.post(
             "/api/auth/service-token", json={"client_id": "agent", "client_secret": AGENT_SECRET}
         )
-        headers = {
-            "Authorization": f"Bearer {service.json()['access_token']}",
-            "X-User-Authorization": f"Bearer {stack.token('anna')}",
-        }
+    assert service.status_code == 200, service.text
+    return {
+        "Authorization": f"Bearer {service.json()['access_token']}",
+        "X-User-Authorization": f"Bearer {stack.token(username)}",
+    }
+
+
+async def _shape(stack: AgentStack, headers: dict[str, str], database_id: int, sql: str) -> dict[str, Any]:
+    """Ops' judgement, asked as the agent asks it."""
+    async with httpx.AsyncClient(base_url=stack.ops_url, timeout=30) as http:
         reply = await http.post(
             "/api/envs/dev/sql/shape", json={"database_id": database_id, "sql": sql}, headers=headers
         )
@@ -395,11 +402,12 @@ async def test_statements_that_write_are_judged_changing_and_never_run_for_an_an
     assert len(writes) >= 40
     assert {target for target, _ in writes} == {"sqlite", "postgres"}
     session = await asyncio.to_thread(llm_stack.client, "anna")
+    headers = await _as_agent_for(llm_stack, "anna")
     problems = []
     for target, sql in writes:
         database_id, state = _database(targets, target)
         before = await asyncio.to_thread(state)
-        shape = await _shape(llm_stack, database_id, sql)
+        shape = await _shape(llm_stack, headers, database_id, sql)
         reply = await _analyst_runs(llm_stack, llm, session, database_id, sql)
         after = await asyncio.to_thread(state)
         where = f"[{target}] {sql}"
@@ -445,11 +453,12 @@ async def test_analytical_reads_stay_read_only_and_run_for_an_analyst(
 ) -> None:
     assert len(READS) >= 15
     session = await asyncio.to_thread(llm_stack.client, "anna")
+    headers = await _as_agent_for(llm_stack, "anna")
     problems = []
     for read in READS:
         database_id, _ = _database(targets, read.target)
         where = f"[{read.target}] {read.sql}"
-        shape = await _shape(llm_stack, database_id, read.sql)
+        shape = await _shape(llm_stack, headers, database_id, read.sql)
         if not shape["read_only"]:
             problems.append(f"{where}: judged changing {shape}")
             continue

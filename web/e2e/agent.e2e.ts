@@ -70,6 +70,18 @@ describe("the /agent page", () => {
     await page.goto(`${BASE_URL}/agent?objectType=dashboard&objectId=1&objectName=Sales%20Overview&envId=dev`);
     await page.waitForURL(/\/login/);
     await shoot("01-login");
+    // Wrong passwords for a name: "wrong" while free, then "wait N s" (ops' 429), never silence
+    const stranger = `nobody-${Date.now()}`;
+    const seen: string[] = [];
+    for (let attempt = 0; attempt < 12 && !seen.some((text) => text.includes("Слишком")); attempt++) {
+      await page.locator('input[name="username"]').fill(stranger);
+      await page.locator('input[name="password"]').fill(`guess-${attempt}`);
+      await page.locator('button[type="submit"]').click();
+      await expect.poll(() => page.locator('button[type="submit"]').isEnabled()).toBe(true);
+      seen.push((await page.getByTestId("login-error").textContent())?.trim() ?? "");
+    }
+    expect(seen.slice(0, 5)).toEqual(Array(5).fill("Неверное имя или пароль"));
+    expect(seen.at(-1)).toMatch(/^Слишком много попыток входа. Повторите через \d+ с$/);
     await page.locator('input[name="username"]').fill(required("E2E_USERNAME"));
     await page.locator('input[name="password"]').fill(required("E2E_PASSWORD"));
     await page.locator('button[type="submit"]').click();

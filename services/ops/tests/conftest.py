@@ -67,6 +67,33 @@ class OpsApi:
             await asyncio.sleep(0.2)
 
 
+def ops_settings(database_url: str, **settings: Any) -> OpsSettings:
+    """An ops on free ports, with the test secrets, the admin ``root`` and the agent's client."""
+    return OpsSettings(
+        **{
+            "http_port": 0,
+            "metrics_port": 0,
+            "database_url": database_url,
+            "jwt_secret": JWT_SECRET,
+            "confirmation_secret": CONFIRMATION_SECRET,
+            "admin_username": "root",
+            "admin_password": ADMIN_PASSWORD,
+            "service_clients": f"agent:{AGENT_SECRET}",
+            **settings,
+        }
+    )
+
+
+async def admin_bootstrapped(users: UserStore, username: str) -> None:
+    """Wait for ops to create its admin (in the background, once no user exists), reading the
+    table: signing in to find out would count failures against the sign-in limits."""
+    for _ in range(200):
+        if await users.active(username) is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"ops did not create its admin {username!r}")
+
+
 @asynccontextmanager
 async def running_ops(
     database_url: str,
@@ -76,15 +103,8 @@ async def running_ops(
     **settings: Any,
 ) -> AsyncIterator[OpsApi]:
     await asyncio.to_thread(MIGRATIONS.upgrade, database_url)
-    config = OpsSettings(
-        http_port=0,
-        metrics_port=0,
-        database_url=database_url,
-        jwt_secret=JWT_SECRET,
-        confirmation_secret=CONFIRMATION_SECRET,
-        admin_username="root",
-        admin_password=ADMIN_PASSWORD,
-        service_clients=f"agent:{AGENT_SECRET}",
+    config = ops_settings(
+        database_url,
         environments=environments if isinstance(environments, str) else json.dumps(environments),
         backup_dir=state_dir / "backups",
         git_repo=state_dir / "exports",
@@ -104,13 +124,10 @@ async def running_ops(
                 "/api/auth/login", json={"username": username, "password": password(username)}
             )
 
-        for _ in range(200):  # the admin is bootstrapped in the background, while no user exists
-            if (await login("root")).status_code == 200:
-                break
-            await asyncio.sleep(0.05)
         engine = create_engine(database_url)
         try:
             store = UserStore(engine)
+            await admin_bootstrapped(store, "root")
             for username, role in USERS.items():
                 if role is not Role.ADMIN:
                     await store.create(username, password(username), role)

@@ -16,11 +16,10 @@ from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.devstack.testing import started_service
 from sstools.ops.api.auth import SERVICE_AUDIENCE
 from sstools.ops.main import assemble
-from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.users import UserStore
 
-from .conftest import AGENT_SECRET, CONFIRMATION_SECRET, JWT_SECRET
+from .conftest import ADMIN_PASSWORD, AGENT_SECRET, JWT_SECRET, admin_bootstrapped, ops_settings
 
 PASSWORDS = {"vera": "viewer-pass", "anna": "analyst-pass", "oleg": "operator-pass"}
 
@@ -28,15 +27,8 @@ PASSWORDS = {"vera": "viewer-pass", "anna": "analyst-pass", "oleg": "operator-pa
 @pytest.fixture
 async def ops(fresh_database_url: str, tracer_provider: TracerProvider) -> AsyncIterator[httpx.AsyncClient]:
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
-    settings = OpsSettings(
-        http_port=0,
-        metrics_port=0,
-        database_url=fresh_database_url,
-        jwt_secret=JWT_SECRET,
-        confirmation_secret=CONFIRMATION_SECRET,
-        admin_username="root",
-        admin_password="admin-pass-123",
-        service_clients=f"agent:{AGENT_SECRET}",
+    settings = ops_settings(
+        fresh_database_url,
         environments=json.dumps(
             [
                 {"id": "dev", "name": "Development", "url": "http://127.0.0.1:8088", "password_env": "X"},
@@ -48,12 +40,9 @@ async def ops(fresh_database_url: str, tracer_provider: TracerProvider) -> Async
         started_service(settings, assemble, tracer_provider) as service,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.ports['api']}", timeout=10) as client,
     ):
-        for _ in range(100):  # the admin is bootstrapped in the background, while no user exists
-            if (await _login(client, "root", "admin-pass-123")).status_code == 200:
-                break
-            await asyncio.sleep(0.05)
         engine = create_engine(fresh_database_url)
         store = UserStore(engine)
+        await admin_bootstrapped(store, "root")
         roles = (Role.VIEWER, Role.ANALYST, Role.OPERATOR)
         for (name, password), role in zip(PASSWORDS.items(), roles, strict=True):
             await store.create(name, password, role)
@@ -66,7 +55,7 @@ async def _login(client: httpx.AsyncClient, username: str, password: str) -> htt
 
 
 async def _user_token(client: httpx.AsyncClient, username: str) -> str:
-    password = PASSWORDS.get(username, "admin-pass-123")
+    password = PASSWORDS.get(username, ADMIN_PASSWORD)
     reply = await _login(client, username, password)
     assert reply.status_code == 200, reply.text
     return str(reply.json()["access_token"])

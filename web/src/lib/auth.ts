@@ -7,7 +7,15 @@ export interface Session {
   username: string;
 }
 
-export class LoginFailed extends Error {}
+/** A refused sign-in; `retryAfter` is set when ops said to wait (429) rather than "wrong". */
+export class LoginFailed extends Error {
+  constructor(
+    status: number,
+    readonly retryAfter: number | null = null,
+  ) {
+    super(String(status));
+  }
+}
 
 export async function login(username: string, password: string): Promise<Session> {
   const response = await fetch("/api/auth/login", {
@@ -15,7 +23,10 @@ export async function login(username: string, password: string): Promise<Session
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ username, password }),
   });
-  if (!response.ok) throw new LoginFailed(String(response.status));
+  if (response.status === 429) {
+    throw new LoginFailed(429, Math.max(1, Number(response.headers.get("Retry-After")) || 1));
+  }
+  if (!response.ok) throw new LoginFailed(response.status);
   const body = (await response.json()) as { access_token: string };
   const session = { token: body.access_token, username };
   sessionStorage.setItem(KEY, JSON.stringify(session));

@@ -9,6 +9,8 @@ const STRINGS = {
   username: { ru: "Имя пользователя", en: "Username" },
   password: { ru: "Пароль", en: "Password" },
   loginFailed: { ru: "Неверное имя или пароль", en: "Wrong username or password" },
+  loginWait: { ru: "Слишком много попыток входа. Повторите через", en: "Too many sign-in attempts. Try again in" },
+  secondsShort: { ru: "с", en: "s" },
   placeholder: { ru: "Спросите агента…", en: "Ask the agent…" },
   send: { ru: "Отправить", en: "Send" },
   stop: { ru: "Стоп", en: "Stop" },

@@ -170,7 +170,11 @@ class Service:
     async def _start_http(self, listener: _HttpListener) -> None:
         sock = listening_socket(self.settings.host, listener.port)
         self.ports[listener.name] = sock.getsockname()[1]
-        config = uvicorn.Config(listener.app, log_config=None, access_log=False, lifespan="on")
+        # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from any loopback peer
+        # as the client; the services that care read it themselves, from proxies they trust
+        config = uvicorn.Config(
+            listener.app, log_config=None, access_log=False, lifespan="on", proxy_headers=False
+        )
         listener.server = _EmbeddedUvicorn(config)
         listener.task = asyncio.create_task(listener.server.serve(sockets=[sock]))
         while not listener.server.started:

@@ -19,6 +19,7 @@ from sstools.common.tokens import JwtCodec
 from sstools.ops import jobs
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import Authenticator
+from sstools.ops.api.clients import parse_networks
 from sstools.ops.api.context import OpsContext, SqlLimits
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
@@ -26,10 +27,12 @@ from sstools.ops.environments import parse_environments
 from sstools.ops.gitrepo import GitRepository
 from sstools.ops.llm import LlmEndpoint
 from sstools.ops.settings import OpsSettings
+from sstools.ops.signin import PasswordChecks, SignInPolicy, SignIns
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.audit import AuditLog
 from sstools.ops.store.backups import BackupStore
 from sstools.ops.store.idempotency import IdempotencyStore
+from sstools.ops.store.limits import Backoff, Limits
 from sstools.ops.store.maintenance import MaintenanceStore
 from sstools.ops.store.tasks import TaskStore
 from sstools.ops.store.users import UserStore
@@ -37,6 +40,8 @@ from sstools.ops.superset.registry import Supersets
 from sstools.ops.tasks import TaskWorker
 
 _log = logging.getLogger(__name__)
+
+LIMITS_SWEEP_SECONDS = 600
 
 
 def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: TracerProvider) -> OpsContext:
@@ -58,16 +63,24 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
     )
     tasks = TaskStore(engine)
     handlers = jobs.handlers(supersets, backups, deployments, llm)
+    users = UserStore(engine)
     return OpsContext(
         authenticator=Authenticator(
             JwtCodec(settings.jwt_secret.get_secret_value()),
-            UserStore(engine),
+            users,
             user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
             service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
         ),
+        sign_ins=SignIns(
+            users,
+            Limits(engine),
+            PasswordChecks(settings.password_checks_at_once, settings.password_checks_waiting),
+            sign_in_policy(settings),
+            settings.clients(),
+        ),
+        trusted_proxies=parse_networks(settings.trusted_proxies),
         confirmations=ConfirmationCodec(settings.confirmation_secret.get_secret_value()),
         audit=AuditLog(engine),
-        service_clients=settings.clients(),
         supersets=supersets,
         tasks=tasks,
         worker=TaskWorker(tasks, handlers, lease=timedelta(seconds=settings.task_lease_seconds)),
@@ -78,6 +91,22 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
         git=GitRepository(settings.git_repo),
         llm=llm,
         sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
+    )
+
+
+def sign_in_policy(settings: OpsSettings) -> SignInPolicy:
+    def backoff(free: int) -> Backoff:
+        return Backoff(
+            free=free,
+            first_delay=timedelta(seconds=settings.login_first_delay_seconds),
+            max_delay=timedelta(seconds=settings.login_max_delay_seconds),
+            memory=timedelta(seconds=settings.login_memory_seconds),
+        )
+
+    return SignInPolicy(
+        per_user=backoff(settings.login_free_failures),
+        per_address=backoff(settings.login_free_failures_per_address),
+        service_tokens_per_minute=settings.service_tokens_per_minute,
     )
 
 
@@ -100,10 +129,22 @@ def assemble(settings: OpsSettings, service: Service) -> None:
                 _log.warning("admin not created yet", extra={"error": repr(error)[:200]})
                 await asyncio.sleep(2)
 
+    async def sweep_limits() -> None:
+        """Forget the counters of names and addresses that stopped failing (a flood of made-up
+        ones would otherwise stay in the table)."""
+        memory = timedelta(seconds=max(settings.login_memory_seconds, 60))
+        while True:
+            await asyncio.sleep(LIMITS_SWEEP_SECONDS)
+            try:
+                await context.sign_ins.limits.sweep(memory)
+            except DBAPIError as error:
+                _log.warning("sign-in limits not swept", extra={"error": repr(error)[:200]})
+
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
     service.add_http("api", build_app(context), settings.http_port)
     service.add_background(bootstrap_admin)
     service.add_background(context.worker.run)
+    service.add_background(sweep_limits)
     service.add_cleanup(context.supersets.aclose)
     service.add_cleanup(engine.dispose)
 

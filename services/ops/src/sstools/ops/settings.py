@@ -11,6 +11,7 @@ from sstools.common.settings import (
     LlmSettings,
     ServiceSettings,
 )
+from sstools.ops.api.clients import parse_networks
 from sstools.ops.environments import parse_environments
 
 
@@ -59,6 +60,41 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
     )
     user_token_ttl_seconds: int = Field(default=3600, ge=60, description="Life of a user token from login.")
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
+
+    login_free_failures: int = Field(
+        default=5, ge=0, description="Wrong passwords per user name before each failure blocks it."
+    )
+    login_free_failures_per_address: int = Field(
+        default=20, ge=0, description="Failed sign-ins per client address before it is blocked."
+    )
+    login_first_delay_seconds: float = Field(
+        default=1.0, gt=0, description="Block after the first failure past the free ones; doubles."
+    )
+    login_max_delay_seconds: float = Field(
+        default=900.0, gt=0, description="Longest block one failed sign-in earns."
+    )
+    login_memory_seconds: float = Field(
+        default=3600.0, gt=0, description="Failures are forgotten after this long without a new one."
+    )
+    password_checks_at_once: int = Field(
+        default=1, ge=1, description="Password hashes computed at the same time (CPU bound of a flood)."
+    )
+    password_checks_waiting: int = Field(
+        default=256, ge=0, description="Sign-ins that may wait for a check; more are told to retry."
+    )
+    service_tokens_per_minute: int = Field(
+        default=60, ge=1, description="Service tokens one client may be issued per minute."
+    )
+    trusted_proxies: str = Field(
+        default="",
+        description="Addresses or CIDR ranges of proxies whose X-Forwarded-For is believed.",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(value)
+        return value
 
     @field_validator("service_clients")
     @classmethod

@@ -4,7 +4,7 @@ state a tool could touch, taken before and after the call, and :func:`diff` nami
 A snapshot holds, each as ``{key: marker}`` under an area name:
 
 - ``ops.<table>``: every row of ops' own tables (tasks, backups, maintenance windows, idempotency
-  records, users — every table of ``sstools.ops.store.tables`` but the audit log), by primary key;
+  records, users — every table of ``sstools.ops.store.tables`` but the logs below), by primary key;
 - ``backups``: every file under ops' backup folder (path, size, SHA-256);
 - ``git``: the exports repository — whether it exists, its refs and HEAD, its object count and
   worktrees;
@@ -15,7 +15,8 @@ A snapshot holds, each as ``{key: marker}`` under an area name:
   schema objects, and for each table its row count and a digest of its rows.
 
 Logs are not state, so a snapshot leaves them out on purpose: ops' audit table (it records every
-call, reads included, by design), convo's conversations, messages, audit and uploads, LangGraph's
+call, reads included, by design) and its sign-in counters (every service token issued is
+counted), convo's conversations, messages, audit and uploads, LangGraph's
 checkpoints, and Superset's query history, action log and login statistics (a user's last login
 and login count, which ops' own sign-ins move).
 
@@ -43,7 +44,7 @@ from sstools.ops.store import tables
 from sstools.ops.superset.client import SupersetClient, SupersetError
 
 # Logs, not state (see the module docstring).
-NOT_STATE = frozenset({tables.audit.name})
+NOT_STATE = frozenset({tables.audit.name, tables.limits.name})
 OPS_TABLES = tuple(table for table in tables.metadata.sorted_tables if table.name not in NOT_STATE)
 
 # Superset's list endpoints and the columns that mark a change of each object.

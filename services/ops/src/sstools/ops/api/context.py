@@ -4,10 +4,12 @@ from dataclasses import dataclass
 
 from sstools.common.confirmation import ConfirmationCodec
 from sstools.ops.api.auth import Authenticator
+from sstools.ops.api.clients import Network
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.gitrepo import GitRepository
 from sstools.ops.llm import LlmEndpoint
+from sstools.ops.signin import SignIns
 from sstools.ops.store.audit import AuditLog
 from sstools.ops.store.idempotency import IdempotencyStore
 from sstools.ops.store.maintenance import MaintenanceStore
@@ -25,9 +27,10 @@ class SqlLimits:
 @dataclass(frozen=True)
 class OpsContext:
     authenticator: Authenticator
+    sign_ins: SignIns
+    trusted_proxies: tuple[Network, ...]
     confirmations: ConfirmationCodec
     audit: AuditLog
-    service_clients: dict[str, str]
     supersets: Supersets
     tasks: TaskStore
     worker: TaskWorker

@@ -105,3 +105,14 @@ backups = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_ops_backups_env", "env_id", "created_at"),
 )
+
+# Counters of the sign-in limits, shared by every ops replica: failed attempts per user name,
+# client address or service client (with the block they earned), and issuance per window.
+limits = Table(
+    "ops_limits",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("count", Integer, nullable=False, server_default="0"),
+    Column("since", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("blocked_until", DateTime(timezone=True)),
+)

@@ -4,6 +4,7 @@ Passwords are hashed with argon2id. A user's role is read from the database on e
 a demotion takes effect at once, whatever an older token says.
 """
 
+import asyncio
 import hmac
 import uuid
 from collections.abc import Mapping
@@ -48,8 +49,8 @@ class UserStore:
                 .first()
             )
         stored = row["password_hash"] if row else _DUMMY_HASH  # unknown users cost as much as known ones
-        try:
-            _hasher.verify(stored, password)
+        try:  # in a thread: a hash takes tens of milliseconds of CPU, the loop must go on
+            await asyncio.to_thread(_hasher.verify, stored, password)
         except (VerificationError, InvalidHashError):
             return None
         if row is None or not row["is_active"]:

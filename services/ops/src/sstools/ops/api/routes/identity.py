@@ -1,16 +1,19 @@
 """Sign-in, service tokens, who am I, and "may this user run this tool here?"."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import BaseModel, Field
 
 from sstools.common.catalogue import tool_names
 from sstools.ops.api.auth import Caller, unauthorized
+from sstools.ops.api.clients import client_address
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.environments import Environment
-from sstools.ops.store.users import service_client_matches
+from sstools.ops.signin import SignInRefused
 
 
 class Login(BaseModel):
@@ -61,23 +64,40 @@ class EnvironmentChoice(BaseModel):
         return cls(id=env.id, name=env.name, production=env.production)
 
 
+@contextmanager
+def refused_as_429() -> Iterator[None]:
+    """A sign-in refused for now: 429 with the seconds to wait, in the body and Retry-After."""
+    try:
+        yield
+    except SignInRefused as refused:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            {"code": refused.code, "message": refused.message, "retry_after": refused.retry_after},
+            headers={"Retry-After": str(refused.retry_after)},
+        ) from None
+
+
 def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: object) -> APIRouter:
     api = APIRouter()
     authenticator = ctx.authenticator
     known_tools = set(tool_names())
 
     @api.post("/api/auth/login")
-    async def login(body: Login) -> TokenOut:
-        user = await authenticator.users.authenticate(body.username, body.password)
+    async def login(body: Login, request: Request) -> TokenOut:
+        address = client_address(request, ctx.trusted_proxies)
+        with refused_as_429():
+            user = await ctx.sign_ins.password(body.username, body.password, address)
         if user is None:
             raise unauthorized("bad_credentials", "unknown user or wrong password")
         ttl = int(authenticator.user_ttl.total_seconds())
         return TokenOut(access_token=authenticator.issue_user_token(user.username), expires_in=ttl)
 
     @api.post("/api/auth/service-token")
-    async def service_token(body: ServiceLogin) -> TokenOut:
-        if not service_client_matches(ctx.service_clients, body.client_id, body.client_secret):
-            raise unauthorized("bad_client_credentials", "unknown service client or wrong secret")
+    async def service_token(body: ServiceLogin, request: Request) -> TokenOut:
+        address = client_address(request, ctx.trusted_proxies)
+        with refused_as_429():
+            if not await ctx.sign_ins.service(body.client_id, body.client_secret, address):
+                raise unauthorized("bad_client_credentials", "unknown service client or wrong secret")
         ttl = int(authenticator.service_ttl.total_seconds())
         return TokenOut(access_token=authenticator.issue_service_token(body.client_id), expires_in=ttl)
 
