@@ -24,7 +24,6 @@ import re
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,14 @@ import httpx
 from stats import percentiles
 
 from sstools.agent.ui.app import CHAT_PATH
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.paths import DATA_DIR
 from sstools.devstack.postgres import database_url
 from sstools.devstack.testing import free_port, scratch_database, service_process, serving
 from sstools.ops.store import MIGRATIONS
 
-SECRET = "bench-secret-" + "b" * 40
 CONFIRMATION_SECRET = "bench-confirmations-" + "c" * 40
 # A card in a streamed update: its call id, then (the card's last field) its digest.
 _CARD = re.compile(r'"call_id":\s*"([^"]+)".*?"digest":\s*"([0-9a-f]{64})"')
@@ -196,7 +194,8 @@ async def run(turns: int) -> dict[str, Any]:
         }
         common = {
             "DATABASE_URL": url,
-            "JWT_SECRET": SECRET,
+            "JWT_PRIVATE_KEY": PRIVATE_KEY,
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             "CONFIRMATION_SECRET": CONFIRMATION_SECRET,
             "LOG_LEVEL": "WARNING",
         }
@@ -241,6 +240,8 @@ async def run(turns: int) -> dict[str, Any]:
                         "AGENT_METRICS_PORT": str(ports["agent_m"]),
                         "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']}",
                         "AGENT_OPS_CLIENT_SECRET": AGENT_SECRET,
+                        # one user sends every turn: the bench measures latency, not the limit
+                        "AGENT_TURNS_PER_USER": "1000000",
                         "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']}",
                         "AGENT_CONVO_TARGET": f"127.0.0.1:{ports['convo']}",
                         "LLM_BASE_URL": f"{llm_url}/v1",
@@ -252,9 +253,7 @@ async def run(turns: int) -> dict[str, Any]:
                 await asyncio.sleep(1)  # ops creates its admin in the background
                 gc.collect()
                 gc.freeze()  # as the services do: no full-heap collection pausing the clients mid-turn
-                token = JwtCodec(SECRET).issue(
-                    "admin", token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(hours=1)
-                )
+                token = user_token("admin")
                 chat = f"http://127.0.0.1:{ports['agent']}{CHAT_PATH}/"
                 return {
                     "conversations_1": await concurrent_turns(chat, token, 1, turns),

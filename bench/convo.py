@@ -11,20 +11,18 @@ import asyncio
 import json
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import httpx
 import psycopg
 from stats import percentiles
 
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.paths import DATA_DIR
 from sstools.devstack.postgres import database_url
 from sstools.devstack.testing import free_port, scratch_database, service_process
 
-SECRET = "bench-secret-" + "b" * 40
 USER = "bench-user"
 
 
@@ -64,9 +62,7 @@ async def timed(client: httpx.AsyncClient, paths: list[str], requests: int) -> d
 
 
 async def measure(port: int, long_id: str, requests: int) -> dict[str, Any]:
-    token = JwtCodec(SECRET).issue(
-        USER, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(hours=1)
-    )
+    token = user_token(USER)
     async with httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}, timeout=30
     ) as client:
@@ -112,7 +108,8 @@ def main() -> None:
         http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
         env = {
             "DATABASE_URL": url,
-            "JWT_SECRET": SECRET,
+            "JWT_PRIVATE_KEY": PRIVATE_KEY,
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             "LOG_LEVEL": "WARNING",
             "CONVO_HTTP_PORT": str(http_port),
             "CONVO_GRPC_PORT": str(grpc_port),

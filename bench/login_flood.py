@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from stats import percentiles
 
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
 from sstools.devstack.paths import DATA_DIR
 from sstools.devstack.postgres import database_url
 from sstools.devstack.testing import free_port, scratch_database, service_process
@@ -113,7 +114,8 @@ def run(url: str, settings: dict[str, str], flooders: int, seconds: float) -> di
         MIGRATIONS.upgrade(database)
         env = {
             "DATABASE_URL": database,
-            "JWT_SECRET": "bench-secret-" + "b" * 40,
+            "JWT_PRIVATE_KEY": PRIVATE_KEY,
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             "CONFIRMATION_SECRET": "bench-confirmations-" + "c" * 40,
             "LOG_LEVEL": "WARNING",
             "OPS_ADMIN_USERNAME": "admin",

@@ -22,6 +22,7 @@ import httpx
 from stats import percentiles
 
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
 from sstools.devstack.paths import DATA_DIR
 from sstools.devstack.postgres import database_url
 from sstools.devstack.superset import default_home
@@ -29,7 +30,6 @@ from sstools.devstack.testing import free_port, scratch_database, service_proces
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.superset.client import rison
 
-SECRET = "bench-secret-" + "b" * 40
 ADMIN_PASSWORD = "bench-admin-password"
 AGENT_SECRET = "bench-agent-secret-0123"
 SEARCH = {
@@ -131,7 +131,8 @@ def main() -> None:
         http_port, metrics_port = free_port(), free_port()
         env = {
             "DATABASE_URL": url,
-            "JWT_SECRET": SECRET,
+            "JWT_PRIVATE_KEY": PRIVATE_KEY,
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             "CONFIRMATION_SECRET": "bench-confirmations-" + "c" * 40,
             "LOG_LEVEL": "WARNING",
             "ENVIRONMENTS": environments(instances, PASSWORD_ENV),

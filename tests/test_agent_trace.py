@@ -7,21 +7,19 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, otlp_collector, serving, wait_ready
 from sstools.ops.store import MIGRATIONS as OPS_MIGRATIONS
 
-SECRET = "trace-test-secret-" + "t" * 32
 CONFIRMATION_SECRET = "trace-test-confirmations-" + "c" * 32
 AGENT_SECRET = "trace-agent-secret-0123"
 
@@ -62,7 +60,8 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
     async with otlp_collector() as (collector, endpoint), serving(llm.app()) as llm_url:
         common = {
             "DATABASE_URL": fresh_database_url,
-            "JWT_SECRET": SECRET,
+            "JWT_PRIVATE_KEY": PRIVATE_KEY,
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             "CONFIRMATION_SECRET": CONFIRMATION_SECRET,
             "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         }
@@ -102,9 +101,7 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
                 settings = {**common, **environment, metrics_variable: str(metrics[name])}
                 running.append(await asyncio.to_thread(_start, name, settings, metrics[name]))
             await asyncio.sleep(1)  # ops creates its admin in the background
-            token = JwtCodec(SECRET).issue(
-                "admin", token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(hours=1)
-            )
+            token = user_token("admin")
 
             def turn() -> list[dict[str, object]]:
                 chat = Client(

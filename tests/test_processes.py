@@ -12,6 +12,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
 from sstools.devstack.testing import free_port, grpc_health, wait_until
 from sstools.ops.store import MIGRATIONS as OPS_MIGRATIONS
 
@@ -52,7 +53,8 @@ async def test_service_process_becomes_ready_and_exits_cleanly_on_sigterm(
     ports = {setting: free_port() for setting in LISTENERS[name]}
     environment = {f"{name.upper()}_{setting}": str(port) for setting, port in ports.items()}
     environment["DATABASE_URL"] = migrated_database_url
-    environment["JWT_SECRET"] = "process-test-secret-" + "z" * 32
+    environment["JWT_PRIVATE_KEY"] = PRIVATE_KEY
+    environment["JWT_PUBLIC_KEYS"] = PUBLIC_KEYS
     environment["CONFIRMATION_SECRET"] = "process-confirmation-secret-" + "c" * 32
     process = _start(name, environment)
     try:
@@ -90,7 +92,13 @@ def test_service_with_a_bad_setting_exits_2_with_a_message(name: str) -> None:
     setting = f"{name.upper()}_METRICS_PORT"
     result = subprocess.run(
         [f"sstools-{name}"],
-        env={**os.environ, setting: "not-a-port", "JWT_SECRET": "s" * 40, "CONFIRMATION_SECRET": "c" * 40},
+        env={
+            **os.environ,
+            setting: "not-a-port",
+            "JWT_PRIVATE_KEY": PRIVATE_KEY,
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
+            "CONFIRMATION_SECRET": "c" * 40,
+        },
         capture_output=True,
         text=True,
         timeout=60,

@@ -107,7 +107,14 @@ class RunningStack:
 
 @pytest.fixture
 def stack_environment() -> dict[str, str]:
-    given = ("DATABASE_URL", "ENVIRONMENTS", "JWT_SECRET", "CONFIRMATION_SECRET", "OPS_ADMIN_PASSWORD")
+    given = (
+        "DATABASE_URL",
+        "ENVIRONMENTS",
+        "JWT_PRIVATE_KEY",
+        "JWT_PUBLIC_KEYS",
+        "CONFIRMATION_SECRET",
+        "OPS_ADMIN_PASSWORD",
+    )
     environment = {key: value for key, value in os.environ.items() if key not in given}
     for name, settings_class in SETTINGS.items():
         for field in settings_class.model_fields:

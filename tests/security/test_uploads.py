@@ -82,17 +82,17 @@ async def test_a_turn_naming_a_server_path_is_refused_and_the_file_never_opened(
 ) -> None:
     secret = tmp_path / "secret.csv"
     secret.write_text("name,value\nsecret,s3cr3t-do-not-quote\n")
-    jwt_secret = REPO_ROOT / ".data" / "jwt-secret"
+    signing_key = REPO_ROOT / ".data" / "jwt-private-key.pem"
     depth = "../" * (len(Path.cwd().parts) + 2)
     hostname = _hostname()  # read here, before the watch starts
-    _watch("/etc/hostname", "/etc/os-release", secret, jwt_secret)
+    _watch("/etc/hostname", "/etc/os-release", secret, signing_key)
     for named in (
         ["/etc/hostname"],
         [f"{depth}etc/os-release"],
         [str(secret)],
         [f"{depth}{str(secret).lstrip('/')}"],
-        [str(jwt_secret)],
-        [".data/jwt-secret"],
+        [str(signing_key)],
+        [".data/jwt-private-key.pem"],
     ):
         conversation = new_conversation()
         reply = await agent_stack.say("что в этом документе?", conversation, upload_ids=named)

@@ -87,7 +87,7 @@ over the five services instead of repeating them:
 agent:
   prefix: AGENT
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
-  secrets: [JWT_SECRET, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, AGENT_OPS_CLIENT_SECRET]
+  secrets: [JWT_PUBLIC_KEYS, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, AGENT_OPS_CLIENT_SECRET]
   migrate: true
   callers: {http: [ingress]}
 router:
@@ -104,20 +104,20 @@ docparse:
 convo:
   prefix: CONVO
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
-  secrets: [JWT_SECRET, DATABASE_URL]
+  secrets: [JWT_PUBLIC_KEYS, DATABASE_URL]
   migrate: true
   callers: {grpc: [agent], http: [ingress]}
 ops:
   prefix: OPS
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
-  secrets: [JWT_SECRET, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD]
+  secrets: [JWT_PRIVATE_KEY, JWT_PUBLIC_KEYS, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD]
   migrate: true
   callers: {http: [ingress, agent]}
 {{- end }}
 
 {{/* The Secret every secret variable comes from; rendering stops with this message when it is not named. */}}
 {{- define "sstools-agent.secretName" -}}
-{{- required "secrets.existingSecret is required: create a Secret holding the keys listed in secrets.keys (JWT_SECRET, DATABASE_URL, ...) and pass its name, e.g. --set secrets.existingSecret=sstools-agent-secrets" .Values.secrets.existingSecret }}
+{{- required "secrets.existingSecret is required: create a Secret holding the keys listed in secrets.keys (JWT_PRIVATE_KEY, DATABASE_URL, ...) and pass its name, e.g. --set secrets.existingSecret=sstools-agent-secrets" .Values.secrets.existingSecret }}
 {{- end }}
 
 {{/*

@@ -1,21 +1,31 @@
 import base64
+import hashlib
+import hmac
 import json
 from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from sstools.common.tokens import (
     JwtCodec,
+    PublicKeyCodec,
+    SigningKey,
     TokenAlgorithmRejected,
     TokenAudienceInvalid,
     TokenClaimMissing,
     TokenExpired,
+    TokenKeyUnknown,
     TokenMalformed,
     TokenNotYetValid,
     TokenSignatureInvalid,
     TokenType,
     TokenTypeInvalid,
+    jwks,
+    parse_public_keys,
 )
 
 SECRET = "s" * 64
@@ -146,3 +156,99 @@ def test_malformed_token_gets_a_typed_error(codec: JwtCodec, garbage: str) -> No
 def test_short_secret_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 32 bytes"):
         JwtCodec("short")
+
+
+# Ops' tokens: EdDSA under its private key, verified with public keys chosen by kid.
+
+OPS_KEY = SigningKey.generate()
+NEXT_KEY = SigningKey.generate()
+
+
+def _trusting(*keys: SigningKey) -> dict[str, Ed25519PublicKey]:
+    return {key.kid: key.public_key for key in keys}
+
+
+def _signed_by(key: SigningKey, subject: str = "alice") -> str:
+    return PublicKeyCodec(_trusting(key), key).issue(
+        subject, token_type=TokenType.USER, audience=AUDIENCE, ttl=timedelta(minutes=5)
+    )
+
+
+def test_a_token_ops_signs_verifies_with_its_public_key_alone() -> None:
+    token = _signed_by(OPS_KEY)
+    assert jwt.get_unverified_header(token) == {"alg": "EdDSA", "typ": "JWT", "kid": OPS_KEY.kid}
+    verifier = PublicKeyCodec(parse_public_keys(OPS_KEY.public_pem()))  # what agent and convo hold
+    assert verifier.verify(token, audience=AUDIENCE, token_type=TokenType.USER).subject == "alice"
+    with pytest.raises(RuntimeError, match="holds no private key"):
+        verifier.issue("mallory", token_type=TokenType.USER, audience=AUDIENCE, ttl=timedelta(minutes=5))
+
+
+def test_during_a_rotation_both_keys_verify_and_afterwards_only_the_new_one() -> None:
+    old, new = _signed_by(OPS_KEY), _signed_by(NEXT_KEY)
+    during = PublicKeyCodec(_trusting(OPS_KEY, NEXT_KEY), NEXT_KEY)
+    for token in (old, new):
+        assert during.verify(token, audience=AUDIENCE, token_type=TokenType.USER).subject == "alice"
+    after = PublicKeyCodec(_trusting(NEXT_KEY), NEXT_KEY)
+    assert after.verify(new, audience=AUDIENCE, token_type=TokenType.USER).subject == "alice"
+    with pytest.raises(TokenKeyUnknown):
+        after.verify(old, audience=AUDIENCE, token_type=TokenType.USER)
+
+
+def test_a_token_of_a_key_not_trusted_is_refused_whatever_kid_it_names() -> None:
+    verifier = PublicKeyCodec(_trusting(OPS_KEY))
+    stranger = SigningKey.generate()
+    with pytest.raises(TokenKeyUnknown):
+        verifier.verify(_signed_by(stranger), audience=AUDIENCE, token_type=TokenType.USER)
+    stranger.kid = OPS_KEY.kid  # copied from a real token's header
+    with pytest.raises(TokenSignatureInvalid) as refused:
+        verifier.verify(_signed_by(stranger), audience=AUDIENCE, token_type=TokenType.USER)
+    assert refused.value.code == "token_signature_invalid"
+    without_kid = jwt.encode(_valid_payload(), stranger.private_key, algorithm="EdDSA")
+    with pytest.raises(TokenKeyUnknown):
+        verifier.verify(without_kid, audience=AUDIENCE, token_type=TokenType.USER)
+
+
+@pytest.mark.parametrize("alg", ["HS256", "none", "RS256", "ES256"])
+def test_only_eddsa_is_accepted_for_ops_tokens_even_keyed_with_the_public_key(alg: str) -> None:
+    """The algorithm-confusion attack: an HS256 token whose HMAC key is the public key's PEM."""
+    header = _b64({"alg": alg, "typ": "JWT", "kid": OPS_KEY.kid})
+    signed = f"{header}.{_b64(_valid_payload())}"
+    mac = hmac.new(OPS_KEY.public_pem().encode(), signed.encode(), hashlib.sha256).digest()
+    forged = f"{signed}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+    with pytest.raises(TokenAlgorithmRejected):
+        PublicKeyCodec(_trusting(OPS_KEY)).verify(forged, audience=AUDIENCE, token_type=TokenType.USER)
+
+
+def test_ops_refuses_to_sign_with_a_key_the_others_would_not_trust() -> None:
+    with pytest.raises(ValueError, match="not among the trusted public keys"):
+        PublicKeyCodec(_trusting(OPS_KEY), NEXT_KEY)
+
+
+def test_the_jwks_document_names_each_key_as_tokens_do() -> None:
+    document = jwks(_trusting(OPS_KEY, NEXT_KEY).values())
+    keys = {key["kid"]: key for key in document["keys"]}
+    assert set(keys) == {OPS_KEY.kid, NEXT_KEY.kid}
+    published = jwt.PyJWK(keys[OPS_KEY.kid])  # as any JOSE library reads it
+    token = _signed_by(OPS_KEY)
+    assert jwt.decode(token, published.key, algorithms=["EdDSA"], audience=AUDIENCE)["sub"] == "alice"
+
+
+def test_a_pem_bundle_is_read_key_by_key_and_bad_keys_are_named() -> None:
+    bundle = f"rotation in progress:\n{OPS_KEY.public_pem()}\n{NEXT_KEY.public_pem()}"
+    assert set(parse_public_keys(bundle)) == {OPS_KEY.kid, NEXT_KEY.kid}
+    rsa_public = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    for text, reason in (
+        ("", "no PEM public key"),
+        ("-----BEGIN PUBLIC KEY-----\nnot base64\n-----END PUBLIC KEY-----", "not a PEM public key"),
+        (rsa_public, "must be an Ed25519 key"),
+    ):
+        with pytest.raises(ValueError, match=reason):
+            parse_public_keys(text)
+    with pytest.raises(ValueError, match="not a PEM private key"):
+        SigningKey.from_pem(OPS_KEY.public_pem())
+    assert SigningKey.from_pem(OPS_KEY.private_pem()).kid == OPS_KEY.kid

@@ -4,7 +4,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.agent.main import assemble
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
-from sstools.devstack.agentstack import CONFIRMATION_SECRET, JWT_SECRET
+from sstools.devstack.agentstack import CONFIRMATION_SECRET
+from sstools.devstack.keys import PUBLIC_KEYS
 from sstools.devstack.testing import free_port, http_get, probe, started_service, wait_until
 
 
@@ -13,7 +14,7 @@ def _settings(database_url: str) -> AgentSettings:
         http_port=0,
         metrics_port=0,
         database_url=database_url,
-        jwt_secret=JWT_SECRET,
+        jwt_public_keys=PUBLIC_KEYS,
         confirmation_secret=CONFIRMATION_SECRET,
     )
 

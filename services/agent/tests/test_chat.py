@@ -4,15 +4,19 @@ PostgreSQL behind the agent, with the offline model (no LLM endpoint configured)
 import asyncio
 import signal
 import uuid
+from pathlib import Path
 from typing import Any
 
 import grpc
 from gradio_client import Client
+from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
-from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation
+from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation, running_stack
+from sstools.devstack.keys import SIGNING_KEY, forged_token
+from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, service_process
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
@@ -51,6 +55,25 @@ async def test_an_environment_ops_does_not_have_is_refused_before_anything_runs(
     assert reply.of("tool_start") == []
     assert reply.of("routing") == []
     assert reply.state == "failed"
+
+
+async def test_a_user_past_the_turn_limit_is_told_how_long_to_wait_and_others_chat_on(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    async with running_stack(
+        supersets, fresh_database_url, tracer_provider, tmp_path, turns_per_user=2, turns_window_seconds=600
+    ) as stack:
+        conversation = new_conversation()
+        for _ in range(2):
+            assert (
+                await stack.say("покажи дашборды с проблемами валидации", conversation)
+            ).state == "success"
+        refused = await stack.say("покажи дашборды с проблемами валидации", conversation)
+        assert [error["code"] for error in refused.of("error")] == ["RATE_LIMITED"], dump(refused)
+        assert 1 <= refused.of("error")[0]["retry_after"] <= 600
+        assert (refused.of("routing"), refused.of("tool_start"), refused.state) == ([], [], "failed")
+        other = await stack.say("покажи дашборды с проблемами валидации", new_conversation(), username="anna")
+        assert other.state == "success", dump(other)
 
 
 async def test_a_failing_tool_is_explained(agent_stack: AgentStack, conversation: str) -> None:
@@ -171,9 +194,14 @@ async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, con
         )
         return list(job.result(timeout=60))
 
-    for headers in ({}, {"Authorization": "Bearer not-a-jwt"}):
+    forged = (forged_token("root"), forged_token("root", kid=SIGNING_KEY.kid))  # not ops' key
+    for headers in (
+        {},
+        {"Authorization": "Bearer not-a-jwt"},
+        *({"Authorization": f"Bearer {token}"} for token in forged),
+    ):
         messages = await asyncio.to_thread(submit, headers)
-        assert messages[0]["metadata"]["code"] == "UNAUTHORIZED"
+        assert messages[0]["metadata"]["code"] == "UNAUTHORIZED", headers
 
 
 async def test_a_confirmation_survives_the_agent_being_killed(
@@ -228,7 +256,7 @@ def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
     http_port, metrics_port = free_port(), free_port()
     environment = {
         "DATABASE_URL": settings.database_url,
-        "JWT_SECRET": settings.jwt_secret.get_secret_value(),
+        "JWT_PUBLIC_KEYS": settings.jwt_public_keys,
         "CONFIRMATION_SECRET": settings.confirmation_secret.get_secret_value(),
         "AGENT_OPS_URL": settings.ops_url,
         "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),

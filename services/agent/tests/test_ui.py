@@ -6,7 +6,7 @@ import pytest
 
 from sstools.agent.chat import ChatService
 from sstools.agent.ui.app import GRADIO_ANALYTICS_EVENTS, chat_blocks
-from sstools.common.tokens import JwtCodec
+from sstools.devstack.keys import ISSUER
 
 
 def test_the_queue_summarises_its_analytics_rarely_and_over_a_bounded_window(
@@ -16,7 +16,7 @@ def test_the_queue_summarises_its_analytics_rarely_and_over_a_bounded_window(
         monkeypatch.setenv(name, "")  # so that what the edge sets is undone after the test
         monkeypatch.delenv(name)
     # The service is never called: only the Blocks and their queue are built.
-    blocks = chat_blocks(cast(ChatService, object()), JwtCodec("s" * 40), 4, "offline").queue()
+    blocks = chat_blocks(cast(ChatService, object()), ISSUER, 4, "offline").queue()
     queue = blocks._queue
     assert queue.ANALYTICS_MAX_EVENTS == GRADIO_ANALYTICS_EVENTS
     assert queue.ANAYLTICS_CACHE_FREQUENCY == GRADIO_ANALYTICS_EVENTS  # Gradio's own spelling
@@ -24,5 +24,5 @@ def test_the_queue_summarises_its_analytics_rarely_and_over_a_bounded_window(
 
 def test_an_operator_setting_still_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", "7")
-    blocks = chat_blocks(cast(ChatService, object()), JwtCodec("s" * 40), 4, "offline").queue()
+    blocks = chat_blocks(cast(ChatService, object()), ISSUER, 4, "offline").queue()
     assert blocks._queue.ANAYLTICS_CACHE_FREQUENCY == 7

@@ -14,21 +14,31 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sstools.common.db import create_engine
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES
 from sstools.common.runtime import Service
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.main import assemble
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
 from sstools.convo.v1 import convo_pb2_grpc
+from sstools.devstack.keys import PUBLIC_KEYS
+from sstools.devstack.keys import user_token as issue_user_token
 from sstools.devstack.testing import started_service
-
-JWT_SECRET = "convo-test-secret-" + "x" * 32
-codec = JwtCodec(JWT_SECRET)
 
 
 def user_token(user: str, now: datetime | None = None) -> str:
-    return codec.issue(
-        user, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5), now=now
+    return issue_user_token(user, ttl=timedelta(minutes=5), now=now)
+
+
+def settings_for(database_url: str, **settings: Any) -> ConvoSettings:
+    """A convo on free ports that trusts the test key."""
+    return ConvoSettings(
+        **{
+            "grpc_port": 0,
+            "http_port": 0,
+            "metrics_port": 0,
+            "database_url": database_url,
+            "jwt_public_keys": PUBLIC_KEYS,
+            **settings,
+        }
     )
 
 
@@ -57,14 +67,7 @@ async def convo(
 ) -> AsyncIterator[Service]:
     """The whole convo service, in-process on free ports."""
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
-    settings = ConvoSettings(
-        grpc_port=0,
-        http_port=0,
-        metrics_port=0,
-        database_url=fresh_database_url,
-        jwt_secret=JWT_SECRET,
-        **convo_settings,
-    )
+    settings = settings_for(fresh_database_url, **convo_settings)
     async with started_service(settings, assemble, tracer_provider) as service:
         yield service
 

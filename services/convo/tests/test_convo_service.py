@@ -4,19 +4,16 @@ from grpc_health.v1 import health_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.convo.main import assemble
-from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.devstack.testing import probe
 
-from .conftest import JWT_SECRET
+from .conftest import settings_for
 
 
 async def test_convo_is_not_ready_until_its_schema_is_migrated(
     fresh_database_url: str, tracer_provider: TracerProvider
 ) -> None:
-    settings = ConvoSettings(
-        grpc_port=0, http_port=0, metrics_port=0, database_url=fresh_database_url, jwt_secret=JWT_SECRET
-    )
+    settings = settings_for(fresh_database_url)
     before = await probe(settings, assemble, tracer_provider)
     assert before.listeners == {"metrics", "grpc", "rest"}
     assert (before.readyz_status, before.readyz_checks["database"]) == (503, "failing")

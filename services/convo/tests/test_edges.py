@@ -11,10 +11,11 @@ import grpc
 import httpx
 import pytest
 
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.keys import ISSUER, forged_token
 
-from .conftest import codec, user_token
+from .conftest import user_token
 
 LIMIT = 1000
 
@@ -89,15 +90,13 @@ async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:
     assert (await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("bob"))).status_code == 404
 
     expired = user_token("alice", now=datetime.now(UTC) - timedelta(hours=1))
-    forged = JwtCodec("another-secret-" + "y" * 40).issue(
-        "alice", token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(minutes=5)
-    )
-    service_token = codec.issue(
+    forged = forged_token("alice")
+    service_token = ISSUER.issue(
         "agent", token_type=TokenType.SERVICE, audience=USER_AUDIENCE, ttl=timedelta(minutes=5)
     )
     for token, code in (
         (expired, "token_expired"),
-        (forged, "token_signature_invalid"),
+        (forged, "token_key_unknown"),
         (service_token, "token_type_invalid"),
         ("nonsense", "token_malformed"),
     ):

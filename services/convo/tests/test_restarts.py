@@ -14,7 +14,7 @@ from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.postgres import embedded_server, ensure_database
 from sstools.devstack.testing import started_service
 
-from .conftest import JWT_SECRET
+from .conftest import settings_for
 
 
 async def _history(settings: ConvoSettings, provider: TracerProvider, cid: str) -> tuple[str, list[str]]:
@@ -41,9 +41,7 @@ async def test_history_and_titles_survive_service_and_database_restarts(
         ensure_database(admin_url, "convo")
         url = make_url(admin_url).set(database="convo").render_as_string(hide_password=False)
         await asyncio.to_thread(MIGRATIONS.upgrade, url)
-        settings = ConvoSettings(
-            grpc_port=0, http_port=0, metrics_port=0, database_url=url, jwt_secret=JWT_SECRET
-        )
+        settings = settings_for(url)
         async with (
             started_service(settings, assemble, tracer_provider) as service,
             grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,

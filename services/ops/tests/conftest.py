@@ -19,6 +19,7 @@ from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.devstack.confirming import confirming
 from sstools.devstack.demo import PASSWORD_ENV, environments
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import started_service
 from sstools.ops.main import assemble
@@ -26,7 +27,6 @@ from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.users import UserStore
 
-JWT_SECRET = "ops-test-secret-" + "o" * 32
 CONFIRMATION_SECRET = "ops-test-confirmations-" + "c" * 32
 AGENT_SECRET = "agent-client-secret-123"
 ADMIN_PASSWORD = "admin-pass-123"
@@ -74,7 +74,8 @@ def ops_settings(database_url: str, **settings: Any) -> OpsSettings:
             "http_port": 0,
             "metrics_port": 0,
             "database_url": database_url,
-            "jwt_secret": JWT_SECRET,
+            "jwt_private_key": PRIVATE_KEY,
+            "jwt_public_keys": PUBLIC_KEYS,
             "confirmation_secret": CONFIRMATION_SECRET,
             "admin_username": "root",
             "admin_password": ADMIN_PASSWORD,

@@ -4,9 +4,8 @@ from pathlib import Path
 import pytest
 
 from sstools.ops.environments import EnvironmentConfigError, parse_environments
-from sstools.ops.settings import OpsSettings
 
-from .conftest import CONFIRMATION_SECRET, JWT_SECRET
+from .conftest import ops_settings
 
 
 def _entry(**overrides: object) -> dict[str, object]:
@@ -67,7 +66,7 @@ def test_bad_environment_lists_are_refused_with_the_reason(raw: str, reason: str
 def test_a_bad_list_stops_the_service_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVIRONMENTS", "[{}]")
     with pytest.raises(ValueError, match="ENVIRONMENTS is not valid"):
-        OpsSettings(jwt_secret=JWT_SECRET, confirmation_secret=CONFIRMATION_SECRET)
+        ops_settings("postgresql://postgres@127.0.0.1:5432/sstools")
 
 
 def test_missing_password_variable_is_named() -> None:

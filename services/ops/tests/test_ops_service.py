@@ -4,22 +4,15 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.devstack.testing import probe
 from sstools.ops.main import assemble
-from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS
 
-from .conftest import CONFIRMATION_SECRET, JWT_SECRET
+from .conftest import ops_settings
 
 
 async def test_ops_is_not_ready_until_its_schema_is_migrated(
     fresh_database_url: str, tracer_provider: TracerProvider
 ) -> None:
-    settings = OpsSettings(
-        http_port=0,
-        metrics_port=0,
-        database_url=fresh_database_url,
-        jwt_secret=JWT_SECRET,
-        confirmation_secret=CONFIRMATION_SECRET,
-    )
+    settings = ops_settings(fresh_database_url)
     before = await probe(settings, assemble, tracer_provider)
     assert before.listeners == {"metrics", "api"}
     assert (before.readyz_status, before.readyz_checks["database"]) == (503, "failing")

@@ -5,6 +5,9 @@ identities is refused.
 The environments point at a closed port, so an allowed call goes on to fail at Superset (503)
 or at its own validation (422 for an empty body) — never at the guard (403)."""
 
+import base64
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -21,15 +24,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.common.catalogue import ALWAYS_OFFERED, tool_names
 from sstools.common.db import create_engine
 from sstools.common.policy import decide
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
+from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.common.tool_args import ENDPOINTS as TOOL_ENDPOINTS
+from sstools.devstack.keys import PUBLIC_KEYS, forged_token, user_token
 from sstools.devstack.testing import free_port
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import SERVICE_AUDIENCE
 from sstools.ops.main import build_context
-from sstools.ops.settings import OpsSettings
 
-from .conftest import CONFIRMATION_SECRET, JWT_SECRET, USERS, OpsApi, running_ops
+from .conftest import USERS, OpsApi, ops_settings, running_ops
 
 CLOSED = f"http://127.0.0.1:{free_port()}"
 ENVIRONMENTS = [
@@ -59,8 +62,8 @@ class Endpoint:
 
 def _endpoints() -> list[Endpoint]:
     """The tool endpoints, read from the application itself: every route guarded by a tool."""
-    settings = OpsSettings(
-        jwt_secret=JWT_SECRET, confirmation_secret=CONFIRMATION_SECRET, environments=json.dumps(ENVIRONMENTS)
+    settings = ops_settings(
+        "postgresql://postgres@127.0.0.1:5432/sstools", environments=json.dumps(ENVIRONMENTS)
     )
     engine = create_engine(settings.database_url)
     app = build_app(build_context(settings, engine, TracerProvider()))
@@ -149,8 +152,19 @@ async def test_every_endpoint_allows_exactly_the_roles_the_policy_names(ops: Ops
     assert checked >= 4 * 40
 
 
-def _token(payload: dict[str, Any], secret: str = JWT_SECRET) -> str:
-    return jwt.encode(payload, secret, algorithm="HS256")
+def _hs256(payload: dict[str, Any], secret: str) -> str:
+    """HS256 by hand: PyJWT will not take a PEM public key as an HMAC secret; an attacker will."""
+    claims = {
+        key: int(value.timestamp()) if isinstance(value, datetime) else value
+        for key, value in payload.items()
+    }
+    signed = ".".join(_segment(part) for part in ({"alg": "HS256", "typ": "JWT"}, claims))
+    signature = hmac.new(secret.encode(), signed.encode(), hashlib.sha256).digest()
+    return f"{signed}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+
+
+def _segment(part: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
 
 
 def _unsigned(payload: dict[str, Any]) -> str:
@@ -158,7 +172,6 @@ def _unsigned(payload: dict[str, Any]) -> str:
 
 
 async def test_calls_without_both_valid_identities_are_rejected(ops: OpsApi) -> None:
-    codec = JwtCodec(JWT_SECRET)
     now = datetime.now(UTC)
     root = ops.user_tokens["root"]
     service = ops.service_token
@@ -170,13 +183,9 @@ async def test_calls_without_both_valid_identities_are_rejected(ops: OpsApi) -> 
         "exp": now + timedelta(minutes=5),
     }
     service_claims = {**user_claims, "sub": "agent", "typ": TokenType.SERVICE.value, "aud": SERVICE_AUDIENCE}
-    expired_user = codec.issue(
-        "root",
-        token_type=TokenType.USER,
-        audience=USER_AUDIENCE,
-        ttl=timedelta(seconds=1),
-        now=now - timedelta(hours=1),
-    )
+    expired_user = user_token("root", ttl=timedelta(seconds=1), now=now - timedelta(hours=1))
+    kid = jwt.get_unverified_header(root)["kid"]
+    forged_service = forged_token("agent", token_type=TokenType.SERVICE, audience=SERVICE_AUDIENCE)
     attempts = {
         "user token only": {"Authorization": f"Bearer {root}"},
         "service token only": {"Authorization": f"Bearer {service}"},
@@ -185,12 +194,24 @@ async def test_calls_without_both_valid_identities_are_rejected(ops: OpsApi) -> 
             "Authorization": f"Bearer {service}",
             "X-User-Authorization": f"Bearer {service}",
         },
-        "forged user token": {
+        "user token of another key": {
             "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {_token(user_claims, 'some-other-secret-of-32-bytes-or-more!')}",
+            "X-User-Authorization": f"Bearer {forged_token('root')}",
         },
-        "forged service token": {
-            "Authorization": f"Bearer {_token(service_claims, 'some-other-secret-of-32-bytes-or-more!')}",
+        "user token of another key under ops' kid": {
+            "Authorization": f"Bearer {service}",
+            "X-User-Authorization": f"Bearer {forged_token('root', kid=kid)}",
+        },
+        "service token of another key": {
+            "Authorization": f"Bearer {forged_service}",
+            "X-User-Authorization": f"Bearer {root}",
+        },
+        "HS256 user token keyed with ops' public key": {
+            "Authorization": f"Bearer {service}",
+            "X-User-Authorization": f"Bearer {_hs256(user_claims, PUBLIC_KEYS)}",
+        },
+        "HS256 service token": {
+            "Authorization": f"Bearer {_hs256(service_claims, 'some-other-secret-of-32-bytes-or-more!')}",
             "X-User-Authorization": f"Bearer {root}",
         },
         "alg none user token": {

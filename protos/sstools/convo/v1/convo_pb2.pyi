@@ -550,3 +550,51 @@ class DeleteUploadsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteUploadsResponse: _TypeAlias = DeleteUploadsResponse  # noqa: Y015
+
+@_typing.final
+class CountTurnRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    limit: _builtins.int
+    window_seconds: _builtins.int
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        window_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "user_id", b"user_id", "window_seconds", b"window_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountTurnRequest: _TypeAlias = CountTurnRequest  # noqa: Y015
+
+@_typing.final
+class TurnCount(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALLOWED_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_SECONDS_FIELD_NUMBER: _builtins.int
+    allowed: _builtins.bool
+    retry_after_seconds: _builtins.int
+    """Seconds until the window ends; set when not allowed."""
+    def __init__(
+        self,
+        *,
+        allowed: _builtins.bool = ...,
+        retry_after_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "retry_after_seconds", b"retry_after_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnCount: _TypeAlias = TurnCount  # noqa: Y015

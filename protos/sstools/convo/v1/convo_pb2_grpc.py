@@ -86,6 +86,11 @@ class ConversationServiceStub:
                 request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.SerializeToString,
                 response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.FromString,
                 _registered_method=True)
+        self.CountTurn = channel.unary_unary(
+                '/sstools.convo.v1.ConversationService/CountTurn',
+                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.CountTurnRequest.SerializeToString,
+                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.TurnCount.FromString,
+                _registered_method=True)
 
 
 class ConversationServiceServicer:
@@ -160,6 +165,15 @@ class ConversationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountTurn(self, request, context):
+        """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
+        current window of `window_seconds`, the turn is not allowed and the answer says how long
+        until the window ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConversationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +226,11 @@ def add_ConversationServiceServicer_to_server(servicer, server):
                     servicer.DeleteUploads,
                     request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.FromString,
                     response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.SerializeToString,
+            ),
+            'CountTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountTurn,
+                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.CountTurnRequest.FromString,
+                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.TurnCount.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -486,6 +505,33 @@ class ConversationService:
             '/sstools.convo.v1.ConversationService/DeleteUploads',
             sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.SerializeToString,
             sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sstools.convo.v1.ConversationService/CountTurn',
+            sstools_dot_convo_dot_v1_dot_convo__pb2.CountTurnRequest.SerializeToString,
+            sstools_dot_convo_dot_v1_dot_convo__pb2.TurnCount.FromString,
             options,
             channel_credentials,
             insecure,

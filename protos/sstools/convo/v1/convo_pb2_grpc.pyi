@@ -53,6 +53,11 @@ class ConversationServiceStub:
     """
     DeleteUploads: _grpc.UnaryUnaryMultiCallable[_convo_pb2.DeleteUploadsRequest, _convo_pb2.DeleteUploadsResponse]
     """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
+    CountTurn: _grpc.UnaryUnaryMultiCallable[_convo_pb2.CountTurnRequest, _convo_pb2.TurnCount]
+    """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
+    current window of `window_seconds`, the turn is not allowed and the answer says how long
+    until the window ends.
+    """
 
 @_typing.type_check_only
 class ConversationServiceAsyncStub(ConversationServiceStub):
@@ -79,6 +84,11 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     """
     DeleteUploads: _aio.UnaryUnaryMultiCallable[_convo_pb2.DeleteUploadsRequest, _convo_pb2.DeleteUploadsResponse]  # type: ignore[assignment]
     """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
+    CountTurn: _aio.UnaryUnaryMultiCallable[_convo_pb2.CountTurnRequest, _convo_pb2.TurnCount]  # type: ignore[assignment]
+    """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
+    current window of `window_seconds`, the turn is not allowed and the answer says how long
+    until the window ends.
+    """
 
 class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
@@ -162,5 +172,16 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_convo_pb2.DeleteUploadsResponse, _abc.Awaitable[_convo_pb2.DeleteUploadsResponse]]:
         """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
+
+    @_abc_1.abstractmethod
+    def CountTurn(
+        self,
+        request: _convo_pb2.CountTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_convo_pb2.TurnCount, _abc.Awaitable[_convo_pb2.TurnCount]]:
+        """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
+        current window of `window_seconds`, the turn is not allowed and the answer says how long
+        until the window ends.
+        """
 
 def add_ConversationServiceServicer_to_server(servicer: ConversationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -6,8 +6,10 @@ fields declared here are shared by all services and keep their conventional, unp
 
 from typing import Any, ClassVar
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sstools.common.tokens import PublicKeyCodec, parse_public_keys
 
 
 class ServiceSettings(BaseSettings):
@@ -61,13 +63,23 @@ def environment_variables(settings_class: type[BaseSettings]) -> dict[str, str]:
 
 
 class AuthSettings(BaseSettings):
-    """Mixin for services that verify the browser's user tokens."""
+    """Mixin for services that verify the tokens ops signs (user and service tokens)."""
 
-    jwt_secret: SecretStr = Field(
-        validation_alias="JWT_SECRET",
-        min_length=32,
-        description="HS256 secret shared by the services that issue or verify JWTs (32+ bytes).",
+    jwt_public_keys: str = Field(
+        validation_alias="JWT_PUBLIC_KEYS",
+        description="Ed25519 public keys (PEM, one after another) whose tokens are trusted; "
+        "two while one replaces the other.",
     )
+
+    @field_validator("jwt_public_keys")
+    @classmethod
+    def _public_keys(cls, value: str) -> str:
+        parse_public_keys(value)  # refuse a bad key at start, with the reason
+        return value
+
+    def token_codec(self) -> PublicKeyCodec:
+        """Verifies tokens; holds no private key."""
+        return PublicKeyCodec(parse_public_keys(self.jwt_public_keys))
 
 
 class ConfirmationSettings(BaseSettings):

@@ -36,10 +36,34 @@ _log = logging.getLogger(__name__)
 class Refusal(Exception):
     """A command turned away before anything of it ran; ``code`` is its stream error code."""
 
-    def __init__(self, code: str, message: str, state: str = "failed") -> None:
+    def __init__(
+        self, code: str, message: str, state: str = "failed", *, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.state = state
+        self.retry_after = retry_after
+
+    def details(self) -> dict[str, int]:
+        """What the error event adds to its code and message."""
+        return {} if self.retry_after is None else {"retry_after": self.retry_after}
+
+
+@dataclass(frozen=True)
+class TurnLimit:
+    """New messages one user may send per window; convo counts them for every agent pod."""
+
+    turns: int
+    window_seconds: int
+
+    async def count(self, convo: ConvoClient, username: str) -> None:
+        """Count a new message of the user; ``Refusal`` RATE_LIMITED past the limit."""
+        try:
+            wait = await convo.count_turn(username, self.turns, self.window_seconds)
+        except ConvoUnavailable as error:
+            raise Refusal("CONVO_UNAVAILABLE", str(error)) from None
+        if wait is not None:
+            raise Refusal("RATE_LIMITED", f"too many messages: try again in {wait} s", retry_after=wait)
 
 
 @dataclass(frozen=True)

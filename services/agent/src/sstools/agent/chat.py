@@ -35,6 +35,7 @@ from sstools.agent.admission import (
     ConversationLocks,
     Leases,
     Refusal,
+    TurnLimit,
     answer_of,
     card_answered,
 )
@@ -104,6 +105,7 @@ class ChatService:
         metrics: TurnMetrics,
         *,
         lease_ttl_seconds: int,
+        turn_limit: TurnLimit,
         service_identity: str,
         prefetch_limit: int,
     ) -> None:
@@ -124,6 +126,7 @@ class ChatService:
         self._service_identity = service_identity
         self._locks = ConversationLocks()
         self._leases = Leases(clients.convo, lease_ttl_seconds)
+        self._turn_limit = turn_limit
         self._sessions: set[tuple[str, str]] = set()  # (user, Gradio session) sending now
         self._roles: dict[str, tuple[Role, float]] = {}  # username → role, good until
 
@@ -221,6 +224,7 @@ class ChatService:
             session = (turn.username, turn.session_id)
             if session in self._sessions:
                 raise Refusal("BUSY", "one message at a time: the previous one is still being answered")
+            await self._turn_limit.count(self._convo, turn.username)
             self._sessions.add(session)
             try:
                 async with self._locks.held(turn.conversation_id) as held:
@@ -231,7 +235,7 @@ class ChatService:
             finally:
                 self._sessions.discard(session)
         except Refusal as refusal:
-            yield error(refusal.code, str(refusal))
+            yield error(refusal.code, str(refusal), **refusal.details())
             yield state(refusal.state)
 
     async def _with_uploads(self, turn: Turn) -> AsyncIterator[Event]:

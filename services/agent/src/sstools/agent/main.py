@@ -8,6 +8,7 @@ import openai
 from fastapi import FastAPI
 from langgraph.graph.state import CompiledStateGraph
 
+from sstools.agent.admission import TurnLimit
 from sstools.agent.chat import ChatService, Clients
 from sstools.agent.checkpoints import Checkpoints, CheckpointSchema
 from sstools.agent.clients.convo import ConvoClient
@@ -24,7 +25,6 @@ from sstools.agent.ui.app import CHAT_PATH, chat_blocks
 from sstools.agent.ui.closed import ClosedGradioUploads
 from sstools.common.confirmation import ConfirmationCodec
 from sstools.common.runtime import Service, service_main
-from sstools.common.tokens import JwtCodec
 
 
 def assemble(settings: AgentSettings, service: Service) -> None:
@@ -86,11 +86,12 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         tracer,
         TurnMetrics(service.registry, tools),
         lease_ttl_seconds=settings.lease_ttl_seconds,
+        turn_limit=TurnLimit(settings.turns_per_user, settings.turns_window_seconds),
         service_identity=settings.ops_client_id,
         # the offline planner answers from tool results only: it always searches
         prefetch_limit=settings.prefetch_dashboard_limit if model_name != OFFLINE_MODEL_NAME else 0,
     )
-    codec = JwtCodec(settings.jwt_secret.get_secret_value())
+    codec = settings.token_codec()
 
     async def close() -> None:
         await router.close()

@@ -46,6 +46,12 @@ class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, Confirmatio
         description="Pace of the offline model's streamed answer in words a second (0: all at once).",
     )
     concurrency_limit: int = Field(default=32, ge=1, description="Chat turns Gradio runs at once.")
+    turns_per_user: int = Field(
+        default=30, ge=1, description="New messages one user may send per window, across agent pods."
+    )
+    turns_window_seconds: int = Field(
+        default=60, ge=1, le=86_400, description="The window those messages are counted in."
+    )
     prefetch_dashboard_limit: int = Field(
         default=25, ge=0, le=100, description="Dashboards fetched ahead for list requests (0: never)."
     )

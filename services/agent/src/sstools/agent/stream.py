@@ -35,8 +35,8 @@ class Event:
     metadata: dict[str, Any]
 
 
-def error(code: str, message: str) -> Event:
-    return Event(message, {"type": "error", "code": code, "message": message})
+def error(code: str, message: str, **details: Any) -> Event:
+    return Event(message, {"type": "error", "code": code, "message": message, **details})
 
 
 def state(name: str, **extra: Any) -> Event:

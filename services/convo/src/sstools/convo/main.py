@@ -8,7 +8,6 @@ from datetime import timedelta
 
 from sstools.common.db import create_engine
 from sstools.common.runtime import Service, service_main
-from sstools.common.tokens import JwtCodec
 from sstools.convo.api.app import build_app
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.grpc.servicer import ConversationServicer, register
@@ -31,7 +30,7 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
             ttl=timedelta(seconds=settings.upload_ttl_seconds),
         ),
     )
-    codec = JwtCodec(settings.jwt_secret.get_secret_value())
+    codec = settings.token_codec()
     servicer = ConversationServicer(
         store,
         janitor,

@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sstools.common.confirmation import ConfirmationCodec
 from sstools.common.db import create_engine
 from sstools.common.runtime import Service, service_main
-from sstools.common.tokens import JwtCodec
 from sstools.ops import jobs
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import Authenticator
@@ -66,7 +65,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
     users = UserStore(engine)
     return OpsContext(
         authenticator=Authenticator(
-            JwtCodec(settings.jwt_secret.get_secret_value()),
+            settings.token_codec(),
             users,
             user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
             service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),

@@ -1,7 +1,7 @@
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.settings import (
@@ -11,6 +11,7 @@ from sstools.common.settings import (
     LlmSettings,
     ServiceSettings,
 )
+from sstools.common.tokens import PublicKeyCodec, SigningKey, parse_public_keys
 from sstools.ops.api.clients import parse_networks
 from sstools.ops.environments import parse_environments
 
@@ -58,6 +59,11 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         ge=1,
         description="A running task not renewed this long is taken over by another worker.",
     )
+    jwt_private_key: SecretStr = Field(
+        validation_alias="JWT_PRIVATE_KEY",
+        description="Ed25519 private key (PEM) ops signs user and service tokens with; "
+        "its public half must be in JWT_PUBLIC_KEYS.",
+    )
     user_token_ttl_seconds: int = Field(default=3600, ge=60, description="Life of a user token from login.")
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
 
@@ -89,6 +95,24 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         default="",
         description="Addresses or CIDR ranges of proxies whose X-Forwarded-For is believed.",
     )
+
+    @field_validator("jwt_private_key")
+    @classmethod
+    def _private_key(cls, value: SecretStr) -> SecretStr:
+        SigningKey.from_pem(value.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _signing_key_is_trusted(self) -> "OpsSettings":
+        self.token_codec()  # the other services must trust what ops signs: refuse to start otherwise
+        return self
+
+    def token_codec(self) -> PublicKeyCodec:
+        """Verifies tokens, and signs them with ops' private key."""
+        return PublicKeyCodec(
+            parse_public_keys(self.jwt_public_keys),
+            SigningKey.from_pem(self.jwt_private_key.get_secret_value()),
+        )
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,12 @@ from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenType
 from sstools.convo.main import assemble as assemble_convo
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, client, environments
 from sstools.devstack.fake_llm import FakeLlm
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import FaultyLink, http_get, serving, started_service, wait_until
 from sstools.docparse.main import assemble as assemble_docparse
@@ -46,7 +45,6 @@ from sstools.ops.superset.client import SupersetClient
 from sstools.router.main import assemble as assemble_router
 from sstools.router.settings import RouterSettings
 
-JWT_SECRET = "agent-test-secret-" + "a" * 32
 CONFIRMATION_SECRET = "agent-test-confirmations-" + "c" * 32
 AGENT_SECRET = "agent-ops-secret-0123"
 USERS = {"vera": Role.VIEWER, "anna": Role.ANALYST, "oleg": Role.OPERATOR, "root": Role.ADMIN}
@@ -94,10 +92,7 @@ class AgentStack:
     cards: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def token(self, username: str) -> str:
-        codec = JwtCodec(JWT_SECRET)
-        return codec.issue(
-            username, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=timedelta(hours=1)
-        )
+        return user_token(username)
 
     def client(self, username: str = "root") -> Client:
         return Client(
@@ -308,7 +303,8 @@ async def running_stack(
             http_port=0,
             metrics_port=0,
             database_url=fresh_database_url,
-            jwt_secret=JWT_SECRET,
+            jwt_private_key=PRIVATE_KEY,
+            jwt_public_keys=PUBLIC_KEYS,
             confirmation_secret=CONFIRMATION_SECRET,
             service_clients=f"agent:{AGENT_SECRET}",
             environments=ops_environments or environments(supersets, PASSWORD_ENV),
@@ -322,7 +318,11 @@ async def running_stack(
             )
         )
         convo_settings = ConvoSettings(
-            grpc_port=0, http_port=0, metrics_port=0, database_url=fresh_database_url, jwt_secret=JWT_SECRET
+            grpc_port=0,
+            http_port=0,
+            metrics_port=0,
+            database_url=fresh_database_url,
+            jwt_public_keys=PUBLIC_KEYS,
         )
         convo = await stack.enter_async_context(
             started_service(convo_settings, assemble_convo, tracer_provider)
@@ -333,13 +333,15 @@ async def running_stack(
             "http_port": 0,
             "metrics_port": 0,
             "database_url": fresh_database_url,
-            "jwt_secret": JWT_SECRET,
+            "jwt_public_keys": PUBLIC_KEYS,
             "confirmation_secret": CONFIRMATION_SECRET,
             "ops_url": f"http://127.0.0.1:{link.port}" if link else ops_url,
             "ops_client_secret": AGENT_SECRET,
             "router_target": f"127.0.0.1:{router.ports['grpc']}",
             "convo_target": f"127.0.0.1:{convo.ports['grpc']}",
             "docparse_target": f"127.0.0.1:{docparse.ports['grpc']}",
+            # suites drive many turns a minute as one user; the limit has tests of its own
+            "turns_per_user": 10_000,
         }
         agent_settings = AgentSettings(**(agent_values | agent_overrides))
         agent = await stack.enter_async_context(

@@ -32,6 +32,7 @@ from honcho.printer import Printer
 
 from sstools.agent.settings import AgentSettings
 from sstools.common.settings import DatabaseSettings, ServiceSettings, environment_variables
+from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT
@@ -251,6 +252,26 @@ def local_secret(variable: str, data_root: Path, file_name: str) -> str:
     return stored.read_text().strip()
 
 
+def local_signing_key(data_root: Path) -> dict[str, str]:
+    """JWT_PRIVATE_KEY and JWT_PUBLIC_KEYS as given, or an Ed25519 key made for this checkout
+    (kept in ``data_root``) and its public half."""
+    private = os.environ.get("JWT_PRIVATE_KEY")
+    if not private:
+        stored = data_root / "jwt-private-key.pem"
+        if not stored.exists():
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            stored.write_text(SigningKey.generate().private_pem())
+            stored.chmod(0o600)
+        private = stored.read_text()
+    public = os.environ.get("JWT_PUBLIC_KEYS") or SigningKey.from_pem(private).public_pem()
+    return {"JWT_PRIVATE_KEY": private, "JWT_PUBLIC_KEYS": public}
+
+
+def process_environment(name: str, environment: Mapping[str, str]) -> dict[str, str]:
+    """What one process of the Procfile is given: ops alone holds the signing key."""
+    return {key: value for key, value in environment.items() if name == "ops" or key != "JWT_PRIVATE_KEY"}
+
+
 @contextmanager
 def superset_environments(data_root: Path, ports: Mapping[str, int]) -> Iterator[dict[str, str]]:
     """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use)."""
@@ -321,7 +342,7 @@ def main() -> None:
             **os.environ,
             **supersets,
             "DATABASE_URL": url,
-            "JWT_SECRET": local_secret("JWT_SECRET", data_root, "jwt-secret"),
+            **local_signing_key(data_root),
             "CONFIRMATION_SECRET": local_secret("CONFIRMATION_SECRET", data_root, "confirmation-secret"),
             "OPS_ADMIN_PASSWORD": local_secret("OPS_ADMIN_PASSWORD", data_root, "ops-admin-password"),
             "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
@@ -338,7 +359,7 @@ def main() -> None:
         output = ResilientOutput(sys.stdout)
         manager = Manager(Printer(output))
         for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
-            manager.add_process(name, command, env=environment)
+            manager.add_process(name, command, env=process_environment(name, environment))
         manager.add_process(
             "web",
             f"exec caddy run --adapter caddyfile --config {CADDYFILE}",

@@ -114,6 +114,15 @@ class ConvoClient:
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
+    async def count_turn(self, user: str, limit: int, window_seconds: int) -> int | None:
+        """Count a new chat turn of the user; the seconds to wait if it is one too many."""
+        request = convo_pb2.CountTurnRequest(user_id=user, limit=limit, window_seconds=window_seconds)
+        try:
+            counted = await self._stub().CountTurn(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+        return None if counted.allowed else int(counted.retry_after_seconds)
+
     async def record_audit(self, record: AuditRecord) -> None:
         arguments = struct_pb2.Struct()
         arguments.update(record.tool_args)

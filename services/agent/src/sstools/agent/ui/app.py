@@ -36,7 +36,7 @@ from sstools.agent.limits import (
 )
 from sstools.agent.stream import Event
 from sstools.agent.uploads import parse_file_ids
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 
 ACTIONS = ("send", "confirm", "reject")
 # Where the chat is served, on the agent's port as behind the ingress and the local proxy: one
@@ -105,7 +105,9 @@ async def _batches(events: AsyncIterator[Event]) -> AsyncIterator[list[Event]]:
                 await pumping
 
 
-def chat_blocks(chat: ChatService, codec: JwtCodec, concurrency_limit: int, model_name: str) -> gr.Blocks:
+def chat_blocks(
+    chat: ChatService, codec: PublicKeyCodec, concurrency_limit: int, model_name: str
+) -> gr.Blocks:
     _skip_gradio_matplotlib_probe()
     _bound_gradio_queue_analytics()
 

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, Page
 from sstools.convo.store.uploads import UploadQuotaExceeded, UploadStore
@@ -93,7 +93,7 @@ def upload_name_problem(name: str) -> str | None:
 def build_app(
     store: ConversationStore,
     janitor: CheckpointJanitor,
-    codec: JwtCodec,
+    codec: PublicKeyCodec,
     max_message_chars: int,
     uploads: UploadStore,
     upload_max_bytes: int,

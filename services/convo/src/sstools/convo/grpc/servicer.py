@@ -21,6 +21,8 @@ from sstools.convo.store.uploads import UploadStore
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+MAX_TURN_WINDOW_SECONDS = 86_400
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
@@ -178,6 +180,17 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             latency_seconds=request.latency_seconds,
         )
         return convo_pb2.RecordAuditResponse(audit_id=str(audit_id))
+
+    @_status_codes
+    async def CountTurn(self, request: convo_pb2.CountTurnRequest, context: Context) -> convo_pb2.TurnCount:
+        if not 1 <= request.window_seconds <= MAX_TURN_WINDOW_SECONDS:
+            _invalid(f"window_seconds must be 1 to {MAX_TURN_WINDOW_SECONDS}")
+        counted = await self._store.count_turn(
+            _user(request.user_id), timedelta(seconds=request.window_seconds)
+        )
+        if counted.over(request.limit):
+            return convo_pb2.TurnCount(allowed=False, retry_after_seconds=counted.retry_after)
+        return convo_pb2.TurnCount(allowed=True)
 
     @_status_codes
     async def ArchiveConversation(

@@ -18,7 +18,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from sstools.convo.store.tables import audit, checkpoint_cleanups, conversations, leases, messages
+from sstools.common.windows import WindowCount, count_in_window
+from sstools.convo.store.tables import (
+    audit,
+    checkpoint_cleanups,
+    conversations,
+    leases,
+    messages,
+    turn_counts,
+)
 
 TITLE_LENGTH = 60
 # LangGraph's checkpoint tables (langgraph-checkpoint-postgres), keyed by thread_id, which is
@@ -301,6 +309,11 @@ class ConversationStore:
                 .mappings()
                 .one_or_none()
             )
+
+    async def count_turn(self, owner_id: str, window: timedelta) -> WindowCount:
+        """One more chat turn of the user in the current window."""
+        async with self._engine.begin() as connection:
+            return await count_in_window(connection, turn_counts, owner_id, window)
 
     async def record_audit(self, **values: Any) -> uuid.UUID:
         audit_id = uuid.uuid4()

@@ -19,6 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
+from sstools.common.windows import counter_columns
+
 metadata = MetaData()
 
 ROLES = ("user", "assistant", "tool", "system")
@@ -118,4 +120,12 @@ uploads = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Index("ix_agent_uploads_owner_pending", "owner_id", "expires_at"),
     Index("ix_agent_uploads_expires_at", "expires_at"),
+)
+
+# Chat turns per user in the current window (sstools.common.windows), counted for every agent pod.
+# One row per user who ever chatted (the id comes from a verified token): nothing to sweep.
+turn_counts = Table(
+    "agent_turn_counts",
+    metadata,
+    *counter_columns(),
 )

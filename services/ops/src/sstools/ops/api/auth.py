@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Header, HTTPException, status
 
 from sstools.common.catalogue import Role
-from sstools.common.tokens import USER_AUDIENCE, JwtCodec, TokenError, TokenType
+from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 from sstools.ops.store.users import UserStore
 
 SERVICE_AUDIENCE = "sstools-ops"
@@ -47,7 +47,7 @@ def bearer(header: str | None, missing_code: str) -> str:
 
 class Authenticator:
     def __init__(
-        self, codec: JwtCodec, users: UserStore, *, user_ttl: timedelta, service_ttl: timedelta
+        self, codec: PublicKeyCodec, users: UserStore, *, user_ttl: timedelta, service_ttl: timedelta
     ) -> None:
         self.codec = codec
         self.users = users

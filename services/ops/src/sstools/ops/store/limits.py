@@ -8,7 +8,6 @@ burst of parallel attempts gets no more tries than a sequence would; a right pas
 clears the count. A *rate* key counts events in a fixed window (service tokens issued).
 """
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,6 +16,7 @@ from sqlalchemy import Interval, case, delete, func, literal, or_, select, updat
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from sstools.common.windows import count_in_window, whole_seconds
 from sstools.ops.store.tables import limits
 
 
@@ -89,25 +89,9 @@ class Limits:
 
     async def hit(self, key: str, limit: int, window: timedelta) -> int | None:
         """Count one event in ``key``'s current window; seconds to wait if it is over ``limit``."""
-        stale = limits.c.since <= func.now() - literal(window, Interval)
-        statement = (
-            insert(limits)
-            .values(key=key, count=1, since=func.now())
-            .on_conflict_do_update(
-                index_elements=[limits.c.key],
-                set_={
-                    "count": case((stale, 1), else_=limits.c.count + 1),
-                    "since": case((stale, func.now()), else_=limits.c.since),
-                },
-            )
-            .returning(
-                limits.c.count,
-                func.extract("epoch", limits.c.since + literal(window, Interval) - func.now()),
-            )
-        )
         async with self._engine.begin() as connection:
-            count, remaining = (await connection.execute(statement)).one()
-        return _whole_seconds(float(remaining)) if count > limit else None
+            counted = await count_in_window(connection, limits, key, window)
+        return counted.retry_after if counted.over(limit) else None
 
     async def sweep(self, older_than: timedelta) -> int:
         """Forget keys with no event for ``older_than`` and no block left; how many went."""
@@ -144,9 +128,4 @@ class Limits:
                 limits.c.key.in_(keys)
             )
         )
-        return _whole_seconds(float(remaining or 0))
-
-
-def _whole_seconds(seconds: float) -> int:
-    """Retry-After is whole seconds; never 0 — "now" would be refused again."""
-    return max(1, math.ceil(seconds))
+        return whole_seconds(float(remaining or 0))

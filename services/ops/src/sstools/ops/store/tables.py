@@ -15,6 +15,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
+from sstools.common.windows import counter_columns
+
 metadata = MetaData()
 
 users = Table(
@@ -111,8 +113,6 @@ backups = Table(
 limits = Table(
     "ops_limits",
     metadata,
-    Column("key", Text, primary_key=True),
-    Column("count", Integer, nullable=False, server_default="0"),
-    Column("since", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *counter_columns(),
     Column("blocked_until", DateTime(timezone=True)),
 )

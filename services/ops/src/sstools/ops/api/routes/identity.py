@@ -2,12 +2,13 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import BaseModel, Field
 
 from sstools.common.catalogue import tool_names
+from sstools.common.tokens import jwks
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.clients import client_address
 from sstools.ops.api.context import OpsContext
@@ -100,6 +101,11 @@ def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: obj
                 raise unauthorized("bad_client_credentials", "unknown service client or wrong secret")
         ttl = int(authenticator.service_ttl.total_seconds())
         return TokenOut(access_token=authenticator.issue_service_token(body.client_id), expires_in=ttl)
+
+    @api.get("/.well-known/jwks.json")
+    async def public_keys() -> dict[str, Any]:
+        """The public keys ops' tokens are verified with (RFC 7517), ``kid`` by ``kid``."""
+        return jwks(authenticator.codec.trusted.values())
 
     @api.get("/api/auth/me")
     async def me(caller: Annotated[Caller, user_only]) -> Me:

@@ -1,0 +1,75 @@
+"""Chat turns per user, counted by convo for every agent pod (over real gRPC and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.convo.main import assemble
+from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.testing import started_service
+
+from .conftest import settings_for
+
+
+async def count(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str, limit: int = 2, window_seconds: int = 60
+) -> convo_pb2.TurnCount:
+    return await agent.CountTurn(
+        convo_pb2.CountTurnRequest(user_id=user, limit=limit, window_seconds=window_seconds)
+    )
+
+
+async def test_turns_past_the_limit_wait_for_the_window_to_end_and_users_count_apart(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub,
+) -> None:
+    answers = [await count(agent, "anna") for _ in range(4)]
+    assert [answer.allowed for answer in answers] == [True, True, False, False]
+    assert all(1 <= answer.retry_after_seconds <= 60 for answer in answers[2:])
+    assert (await count(agent, "oleg")).allowed
+
+    short = [await count(agent, "vera", limit=1, window_seconds=1) for _ in range(2)]
+    assert [answer.allowed for answer in short] == [True, False]
+    assert short[1].retry_after_seconds == 1
+    await asyncio.sleep(1.1)
+    assert (await count(agent, "vera", limit=1, window_seconds=1)).allowed
+
+
+async def test_parallel_turns_never_both_take_the_last_place(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub,
+) -> None:
+    answers = await asyncio.gather(*(count(agent, "anna", limit=5) for _ in range(20)))
+    assert sum(answer.allowed for answer in answers) == 5
+
+
+async def test_every_convo_replica_counts_the_same_turns(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub,
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+) -> None:
+    settings = settings_for(fresh_database_url)
+    async with (
+        started_service(settings, assemble, tracer_provider) as other,
+        grpc.aio.insecure_channel(f"127.0.0.1:{other.ports['grpc']}") as channel,
+    ):
+        replica = convo_pb2_grpc.ConversationServiceStub(channel)
+        assert (await count(agent, "anna")).allowed
+        assert (await count(replica, "anna")).allowed
+        assert not (await count(agent, "anna")).allowed
+        assert not (await count(replica, "anna")).allowed
+
+
+@pytest.mark.parametrize(
+    ("user", "window_seconds", "complaint"),
+    [("", 60, "user_id is required"), ("anna", 0, "window_seconds"), ("anna", 86_401, "window_seconds")],
+)
+async def test_a_count_without_a_user_or_a_sane_window_is_invalid(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str, window_seconds: int, complaint: str
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await count(agent, user, window_seconds=window_seconds)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert complaint in (refused.value.details() or "")

@@ -1,0 +1,32 @@
+"""The Ed25519 key pair of a test run: ops signs with it, every other service trusts its public
+half, and tests mint with it the tokens a signed-in person (or the agent) would hold."""
+
+from datetime import datetime, timedelta
+
+from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, SigningKey, TokenType
+
+SIGNING_KEY = SigningKey.generate()
+PRIVATE_KEY = SIGNING_KEY.private_pem()
+PUBLIC_KEYS = SIGNING_KEY.public_pem()
+ISSUER = PublicKeyCodec({SIGNING_KEY.kid: SIGNING_KEY.public_key}, SIGNING_KEY)
+
+
+def user_token(username: str, *, ttl: timedelta = timedelta(hours=1), now: datetime | None = None) -> str:
+    """A user token as ops would issue it at sign-in."""
+    return ISSUER.issue(username, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=ttl, now=now)
+
+
+def forged_token(
+    subject: str,
+    *,
+    token_type: TokenType = TokenType.USER,
+    audience: str = USER_AUDIENCE,
+    kid: str | None = None,
+) -> str:
+    """A token made by someone who does not hold ops' key: signed with a key of their own, named
+    by its own ``kid`` or by one they copied from a real token."""
+    forger = SigningKey.generate()
+    if kid is not None:
+        forger.kid = kid
+    codec = PublicKeyCodec({forger.kid: forger.public_key}, forger)
+    return codec.issue(subject, token_type=token_type, audience=audience, ttl=timedelta(hours=1))
