@@ -287,6 +287,8 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
             "E2E_ANALYST_PASSWORD": ANALYST_PASSWORD,
             "E2E_PDF": str(report),
             "E2E_SCREENSHOTS": str(SCREENSHOTS),
+            # the stack's own signing key: the page's session test makes a token that ends soon
+            "E2E_SIGNING_KEY": (data_root / "jwt-private-key.pem").read_text(),
         },
         capture_output=True,
         text=True,

@@ -1,7 +1,9 @@
 /** The /agent page as a person uses it, in Debian's Chromium driven by playwright-core, against
  * the running stack: E2E_BASE_URL (the proxy's origin), E2E_USERNAME and E2E_PASSWORD (an admin),
- * E2E_SCREENSHOTS (where each state is saved, at desktop and narrow widths). */
+ * E2E_SCREENSHOTS (where each state is saved, at desktop and narrow widths), E2E_SIGNING_KEY (the
+ * stack's token key, to make a session that ends mid-test). */
 
+import { createHash, createPrivateKey, createPublicKey, randomUUID, sign } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
@@ -15,6 +17,23 @@ function required(name: string): string {
   const value = process.env[name];
   if (!value) throw new Error(`${name} is not set`);
   return value;
+}
+
+/** A user token as ops signs it (EdDSA under the stack's key, E2E_SIGNING_KEY), ending at
+ * `expires` (Unix seconds): the page cannot tell it from the one its sign-in gave. */
+function tokenEnding(username: string, expires: number): string {
+  const key = createPrivateKey(required("E2E_SIGNING_KEY"));
+  const { crv, kty, x } = createPublicKey(key).export({ format: "jwk" });
+  const kid = base64url(createHash("sha256").update(JSON.stringify({ crv, kty, x })).digest());
+  const now = Math.floor(Date.now() / 1000);
+  const header = { alg: "EdDSA", kid, typ: "JWT" };
+  const claims = { sub: username, typ: "user", aud: "sstools", iat: now, exp: expires, jti: randomUUID() };
+  const signed = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(claims))}`;
+  return `${signed}.${base64url(sign(null, Buffer.from(signed), key))}`;
+}
+
+function base64url(data: string | Buffer): string {
+  return Buffer.from(data).toString("base64url");
 }
 
 let browser: Browser;
@@ -272,6 +291,32 @@ describe("the /agent page", () => {
     await expect.poll(listed).toBe(0);
     await page.getByTestId("archived-filter").uncheck();
     await expect.poll(listed).toBe(1);
+  });
+
+  it("when the session ends mid-conversation it returns to sign-in and the unsent message waits there", async () => {
+    // A real token of ops' key that ends in a few seconds, as the page's own would after its life.
+    const ends = Math.floor(Date.now() / 1000) + 15;
+    const session = { token: tokenEnding(required("E2E_USERNAME"), ends), username: required("E2E_USERNAME") };
+    await page.evaluate((kept) => sessionStorage.setItem("sstools.session", JSON.stringify(kept)), session);
+    await page.reload();
+    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    const conversationId = async () => JSON.parse((await page.getByTestId("debug-json").textContent()) ?? "{}").conv_id;
+    const conversation = await conversationId();
+    const text = "покажи дашборды с проблемами валидации, пожалуйста";
+    await page.getByTestId("composer").fill(text);
+    await new Promise((resolve) => setTimeout(resolve, (ends + 1) * 1000 - Date.now())); // it has ended meanwhile
+    await page.getByTestId("composer").press("Enter");
+    await page.waitForURL(/\/login/);
+    expect(await page.getByTestId("session-ended").textContent()).toContain("Неотправленное сообщение сохранено");
+    await shoot("14-session-ended");
+    await page.locator('input[name="username"]').fill(required("E2E_USERNAME"));
+    await page.locator('input[name="password"]').fill(required("E2E_PASSWORD"));
+    await page.locator('button[type="submit"]').click();
+    await page.waitForURL(/\/agent/);
+    await expect.poll(() => page.getByTestId("composer").inputValue()).toBe(text);
+    expect(await conversationId()).toBe(conversation); // where it was being written
+    await ask(text); // and it goes, now
+    await expectState("success");
   });
 
   it("an analyst asking for a prod deploy gets the permission-denied card, with alternatives, and closes it", async () => {

@@ -53,3 +53,29 @@ export function currentSession(): Session | null {
 export function logout(): void {
   sessionStorage.removeItem(KEY);
 }
+
+const DRAFT_KEY = "sstools.draft";
+
+/** What the person was writing, and where, when their session ended: kept for this tab until
+ * they are signed in again. */
+export interface KeptDraft {
+  text: string;
+  conversationId: string;
+}
+
+export function keepDraft(draft: KeptDraft): void {
+  sessionStorage.setItem(DRAFT_KEY, JSON.stringify(draft));
+}
+
+/** The kept draft, still kept (the sign-in page says so). */
+export function keptDraft(): KeptDraft | null {
+  const kept = sessionStorage.getItem(DRAFT_KEY);
+  return kept ? (JSON.parse(kept) as KeptDraft) : null;
+}
+
+/** The kept draft, no longer kept (the chat takes it back). */
+export function takeDraft(): KeptDraft | null {
+  const kept = keptDraft();
+  sessionStorage.removeItem(DRAFT_KEY);
+  return kept;
+}

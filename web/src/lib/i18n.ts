@@ -11,6 +11,10 @@ const STRINGS = {
   loginFailed: { ru: "Неверное имя или пароль", en: "Wrong username or password" },
   loginWait: { ru: "Слишком много попыток входа. Повторите через", en: "Too many sign-in attempts. Try again in" },
   secondsShort: { ru: "с", en: "s" },
+  sessionEnded: {
+    ru: "Сеанс завершён — войдите снова. Неотправленное сообщение сохранено.",
+    en: "Your session has ended — sign in again. Your unsent message is kept.",
+  },
   placeholder: { ru: "Спросите агента…", en: "Ask the agent…" },
   send: { ru: "Отправить", en: "Send" },
   stop: { ru: "Стоп", en: "Stop" },

@@ -33,7 +33,12 @@ export interface ModelDeps {
   tick?: (callback: () => void) => () => void;
   /** After every turn, however it ended (the sidebar refreshes its list). */
   onTurnEnd?: () => void;
+  /** The agent no longer accepts the person's token: the page signs in anew, keeping `draft`. */
+  onSessionEnded?: () => void;
 }
+
+/** The agent's error code for a token it does not accept. */
+const UNAUTHORIZED = "UNAUTHORIZED";
 
 export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
 
@@ -60,6 +65,8 @@ export class AgentChatModel {
   username: string | null = $state(null);
   /** The open conversation is answering in another tab or window right now. */
   activeElsewhere: boolean = $state(false);
+  /** What the person is typing: the page keeps it when their session ends. */
+  draft: string = $state("");
 
   readonly activeEnv: string | null = $derived(this._activeEnvId ?? this.uiContext?.envId ?? null);
   /** Production: as the pending card says (the agent decided it from ops' configuration), else
@@ -87,6 +94,7 @@ export class AgentChatModel {
   #sleep: (ms: number) => Promise<void>;
   #tick: (callback: () => void) => () => void;
   #onTurnEnd: () => void;
+  #onSessionEnded: () => void;
   #token: string | null = null;
   #job: ChatJob | null = null;
   #cancelling = false;
@@ -99,6 +107,7 @@ export class AgentChatModel {
     this.#sleep = deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.#tick = deps.tick ?? defaultTick;
     this.#onTurnEnd = deps.onTurnEnd ?? (() => {});
+    this.#onSessionEnded = deps.onSessionEnded ?? (() => {});
     this.conversationId = this.#newId();
   }
 
@@ -256,6 +265,16 @@ export class AgentChatModel {
     };
   }
 
+  /** The agent refused the person's token (expired, revoked, from a key it no longer trusts)
+   * before anything of the turn ran: a message sent becomes the draft again, a card's answer
+   * is simply not given (the card waits in the conversation), and the page signs in anew. */
+  #sessionEnded(request: { text: string; action: Action }): void {
+    const refused = this.messages.length - (request.action === "send" ? 2 : 1);
+    this.messages.splice(refused);
+    if (request.action === "send") this.draft = [request.text, this.draft].filter(Boolean).join("\n");
+    this.#onSessionEnded();
+  }
+
   async #resume(action: Action, text: string): Promise<void> {
     this.#stopCountdownTimer();
     this.pendingConfirm = null;
@@ -298,6 +317,10 @@ export class AgentChatModel {
       this.#job = null;
       this.streaming = false;
       this.#onTurnEnd();
+    }
+    if (answer.view?.errors.some((problem) => problem.code === UNAUTHORIZED)) {
+      this.#sessionEnded(request);
+      return;
     }
     if (this.#cancelling) {
       // @gradio/client reports a cancel as a generic error: it is the cancel the person asked for

@@ -382,6 +382,58 @@ describe("AgentChatModel", () => {
   });
 });
 
+describe("a session that ended", () => {
+  const refusedToken = (): ChatEvent[] => [
+    data(message("error", "token has expired", { code: "UNAUTHORIZED" }), message("state", "", { state: "failed" })),
+    complete,
+  ];
+
+  function withSessionEnd(transport: ChatTransport) {
+    let id = 0;
+    const ended: number[] = [];
+    const chat = new AgentChatModel({
+      transport,
+      newId: () => `id-${++id}`,
+      sleep: async () => {},
+      onSessionEnded: () => ended.push(chat.messages.length),
+    });
+    return { chat, ended };
+  }
+
+  it("gives a refused message back as the draft, before the page is told", async () => {
+    const { chat, ended } = withSessionEnd(new ScriptedTransport([refusedToken()]));
+    await chat.connect("expired-token");
+    chat.draft = "и ещё вот это";
+    await chat.send("покажи дашборды");
+    expect(ended).toEqual([0]); // told once, with the refused message already out of the chat
+    expect(chat.messages).toEqual([]);
+    expect(chat.draft).toBe("покажи дашборды\nи ещё вот это");
+  });
+
+  it("drops only the answer to a card when the confirm is refused: the card waits in the conversation", async () => {
+    const transport = new ScriptedTransport([
+      [data(confirmCard(false), message("state", "", { state: "needs_confirmation" })), complete],
+      refusedToken(),
+    ]);
+    const { chat, ended } = withSessionEnd(transport);
+    await chat.connect("token");
+    await chat.send("deploy dashboard 42 to prod");
+    await chat.confirm();
+    expect(ended).toEqual([2]);
+    expect(chat.messages.map((entry) => entry.role)).toEqual(["user", "assistant"]);
+    expect(chat.draft).toBe("");
+  });
+
+  it("is not another error: a busy conversation keeps the turn and the session", async () => {
+    const busy = [data(message("error", "busy", { code: "BUSY" }), message("state", "", { state: "failed" })), complete];
+    const { chat, ended } = withSessionEnd(new ScriptedTransport([busy]));
+    await chat.connect("token");
+    await chat.send("покажи дашборды");
+    expect(ended).toEqual([]);
+    expect(chat.messages).toHaveLength(2);
+  });
+});
+
 describe("conversations", () => {
   it("turns stored messages into chat entries, and a reopened pause is offered for confirmation again", async () => {
     const entries = historyEntries([

@@ -34,7 +34,11 @@ export interface ConversationsApi {
 const BASE = "/api/assistant/conversations";
 
 export class ConvoRestApi implements ConversationsApi {
-  constructor(private readonly token: string) {}
+  /** `onUnauthorized`: convo no longer accepts the token (the page signs in anew). */
+  constructor(
+    private readonly token: string,
+    private readonly onUnauthorized: () => void = () => {},
+  ) {}
 
   async list(archived: boolean): Promise<ConversationSummary[]> {
     const page = await this.#json<{ items: ConversationSummary[] }>(`${BASE}?archived=${archived}&limit=100`);
@@ -60,6 +64,7 @@ export class ConvoRestApi implements ConversationsApi {
 
   async #json<T>(path: string, init: RequestInit = {}): Promise<T> {
     const response = await fetch(path, { ...init, headers: { Authorization: `Bearer ${this.token}` } });
+    if (response.status === 401) this.onUnauthorized();
     if (!response.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${response.status}`);
     return (await response.json()) as T;
   }
