@@ -293,8 +293,29 @@ describe("the /agent page", () => {
     await expect.poll(listed).toBe(1);
   });
 
+  it("an access token that ends mid-conversation is renewed without the person noticing", async () => {
+    type Kept = { token: string; refreshToken: string; expiresAt: number };
+    const kept = () => page.evaluate(() => JSON.parse(sessionStorage.getItem("sstools.session") ?? "{}") as Kept);
+    const before = await kept();
+    const ends = Math.floor(Date.now() / 1000) + 15;
+    const short = tokenEnding(required("E2E_USERNAME"), ends);
+    // said to last an hour, so that the page does not renew it ahead: the agent refuses it first
+    const session = { ...before, token: short, expiresAt: Date.now() + 3_600_000 };
+    await page.evaluate((replaced) => sessionStorage.setItem("sstools.session", JSON.stringify(replaced)), session);
+    await page.reload();
+    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    await new Promise((resolve) => setTimeout(resolve, (ends + 1) * 1000 - Date.now()));
+    await ask("покажи дашборды с проблемами валидации");
+    await expectState("success");
+    expect(page.url()).toContain("/agent");
+    const after = await kept();
+    expect(after.token).not.toBe(short);
+    expect(after.refreshToken).not.toBe(before.refreshToken); // used up by the renewal
+  });
+
   it("when the session ends mid-conversation it returns to sign-in and the unsent message waits there", async () => {
-    // A real token of ops' key that ends in a few seconds, as the page's own would after its life.
+    // A real token of ops' key that ends in a few seconds, and no refresh token: a session ops
+    // will not renew, as after a sign-out elsewhere or a disabled account.
     const ends = Math.floor(Date.now() / 1000) + 15;
     const session = { token: tokenEnding(required("E2E_USERNAME"), ends), username: required("E2E_USERNAME") };
     await page.evaluate((kept) => sessionStorage.setItem("sstools.session", JSON.stringify(kept)), session);

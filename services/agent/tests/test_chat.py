@@ -10,9 +10,11 @@ from typing import Any
 import grpc
 from gradio_client import Client
 from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy import text
 
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.common.db import create_engine
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation, running_stack
 from sstools.devstack.keys import SIGNING_KEY, forged_token
@@ -202,6 +204,19 @@ async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, con
     ):
         messages = await asyncio.to_thread(submit, headers)
         assert messages[0]["metadata"]["code"] == "UNAUTHORIZED", headers
+
+
+async def test_a_disabled_user_is_refused_before_anything_of_the_turn_runs(agent_stack: AgentStack) -> None:
+    conversation = new_conversation()
+    engine = create_engine(agent_stack.database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("UPDATE ops_users SET is_active = false WHERE username = 'anna'"))
+    finally:
+        await engine.dispose()
+    reply = await agent_stack.say("покажи дашборды с проблемами валидации", conversation, username="anna")
+    assert [error["code"] for error in reply.of("error")] == ["UNAUTHORIZED"], dump(reply)
+    assert (reply.of("routing"), reply.of("tool_start"), reply.state) == ([], [], "failed")
 
 
 async def test_a_confirmation_survives_the_agent_being_killed(

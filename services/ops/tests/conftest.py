@@ -156,3 +156,31 @@ async def ops(
         fresh_database_url, tracer_provider, environments(supersets, PASSWORD_ENV), tmp_path
     ) as api:
         yield api
+
+
+@pytest.fixture
+async def database(fresh_database_url: str) -> str:
+    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
+    return fresh_database_url
+
+
+@asynccontextmanager
+async def ops_on(
+    database_url: str, tracer_provider: TracerProvider, **settings: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An ops on ``database_url`` (another one on the same database is another replica), with
+    its admin ``root`` and the analyst ``anna``."""
+    config = ops_settings(database_url, **settings)
+    async with (
+        started_service(config, assemble, tracer_provider) as service,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.ports['api']}", timeout=30) as client,
+    ):
+        engine = create_engine(database_url)
+        try:
+            users = UserStore(engine)
+            await admin_bootstrapped(users, "root")
+            if await users.active("anna") is None:
+                await users.create("anna", password("anna"), Role.ANALYST)
+        finally:
+            await engine.dispose()
+        yield client

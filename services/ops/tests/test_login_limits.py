@@ -4,10 +4,7 @@ and service tokens per client."""
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
 import httpx
 import pytest
@@ -15,53 +12,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import func, select, update
 from starlette.requests import Request
 
-from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
-from sstools.devstack.testing import started_service
 from sstools.ops.api.clients import client_address, parse_networks
-from sstools.ops.main import assemble
 from sstools.ops.signin import PasswordChecks, SignInRefused
-from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.limits import Backoff, Limits
 from sstools.ops.store.tables import limits
-from sstools.ops.store.users import UserStore
 
-from .conftest import (
-    ADMIN_PASSWORD,
-    AGENT_SECRET,
-    admin_bootstrapped,
-    ops_settings,
-)
+from .conftest import ADMIN_PASSWORD, AGENT_SECRET, ops_on, ops_settings, password
 
-PASSWORD = "anna-pass-123"
-
-
-@pytest.fixture
-async def database(fresh_database_url: str) -> str:
-    await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
-    return fresh_database_url
-
-
-@asynccontextmanager
-async def ops_on(
-    database_url: str, tracer_provider: TracerProvider, **settings: Any
-) -> AsyncIterator[httpx.AsyncClient]:
-    """An ops on ``database_url`` (another one on the same database is another replica), with
-    its admin ``root`` and the analyst ``anna``."""
-    config = ops_settings(database_url, **settings)
-    async with (
-        started_service(config, assemble, tracer_provider) as service,
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{service.ports['api']}", timeout=30) as client,
-    ):
-        engine = create_engine(database_url)
-        try:
-            users = UserStore(engine)
-            await admin_bootstrapped(users, "root")
-            if await users.active("anna") is None:
-                await users.create("anna", PASSWORD, Role.ANALYST)
-        finally:
-            await engine.dispose()
-        yield client
+PASSWORD = password("anna")
 
 
 async def login(

@@ -1,10 +1,32 @@
-/** Sign-in at ops (`POST /api/auth/login`, same origin); the token is kept for the browser session. */
+/** Sign-in at ops (`POST /api/auth/login`, same origin); the tokens are kept for the browser
+ * session. The access token is short-lived: the refresh token renews it without the person
+ * noticing (`renewSession`), until ops refuses (expired, signed out, disabled). */
 
 const KEY = "sstools.session";
 
 export interface Session {
   token: string;
   username: string;
+  refreshToken?: string;
+  /** When the access token ends (ms since the epoch). */
+  expiresAt?: number;
+}
+
+interface Issued {
+  access_token: string;
+  expires_in: number;
+  refresh_token: string;
+}
+
+function keep(username: string, issued: Issued): Session {
+  const session = {
+    token: issued.access_token,
+    username,
+    refreshToken: issued.refresh_token,
+    expiresAt: Date.now() + issued.expires_in * 1000,
+  };
+  sessionStorage.setItem(KEY, JSON.stringify(session));
+  return session;
 }
 
 /** A refused sign-in; `retryAfter` is set when ops said to wait (429) rather than "wrong". */
@@ -27,10 +49,29 @@ export async function login(username: string, password: string): Promise<Session
     throw new LoginFailed(429, Math.max(1, Number(response.headers.get("Retry-After")) || 1));
   }
   if (!response.ok) throw new LoginFailed(response.status);
-  const body = (await response.json()) as { access_token: string };
-  const session = { token: body.access_token, username };
-  sessionStorage.setItem(KEY, JSON.stringify(session));
-  return session;
+  return keep(username, (await response.json()) as Issued);
+}
+
+let renewing: Promise<Session | null> | null = null;
+
+/** A session whose access token is not `failed`: the kept one if someone renewed it already,
+ * else a renewed one; null when ops will not renew it (the person signs in again). One renewal
+ * at a time: a refresh token is used up by its renewal, and a second use revokes the session. */
+export function renewSession(failed: string): Promise<Session | null> {
+  const current = currentSession();
+  if (current && current.token !== failed) return Promise.resolve(current);
+  renewing ??= renewed(current).finally(() => (renewing = null));
+  return renewing;
+}
+
+async function renewed(current: Session | null): Promise<Session | null> {
+  if (!current?.refreshToken) return null;
+  const response = await fetch("/api/auth/refresh", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ refresh_token: current.refreshToken }),
+  });
+  return response.ok ? keep(current.username, (await response.json()) as Issued) : null;
 }
 
 export interface EnvironmentChoice {
@@ -50,8 +91,17 @@ export function currentSession(): Session | null {
   return kept ? (JSON.parse(kept) as Session) : null;
 }
 
+/** Forget the session here and revoke it at ops (its refresh token; the access token ends soon). */
 export function logout(): void {
+  const refreshToken = currentSession()?.refreshToken;
   sessionStorage.removeItem(KEY);
+  if (refreshToken) {
+    void fetch("/api/auth/logout", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ refresh_token: refreshToken }),
+    }).catch(() => {});
+  }
 }
 
 const DRAFT_KEY = "sstools.draft";

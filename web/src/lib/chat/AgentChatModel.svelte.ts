@@ -4,7 +4,7 @@
 
 import { emptyTurn, foldTurn, isRunning } from "./turn";
 import type { Action, ChatJob, ChatTransport } from "./transport";
-import type { Alternative, ConfirmRequest, Problem, TurnView, UIContext } from "./types";
+import type { Alternative, ConfirmRequest, Problem, SessionTokens, TurnView, UIContext } from "./types";
 
 export const SUPPORTED_EXTENSIONS = ["pdf", "xlsx", "csv", "json", "png", "jpeg", "jpg"] as const;
 export const MAX_FILE_BYTES = 10 * 1024 * 1024;
@@ -33,8 +33,9 @@ export interface ModelDeps {
   tick?: (callback: () => void) => () => void;
   /** After every turn, however it ended (the sidebar refreshes its list). */
   onTurnEnd?: () => void;
-  /** The agent no longer accepts the person's token: the page signs in anew, keeping `draft`. */
-  onSessionEnded?: () => void;
+  /** The person's tokens: kept fresh before each turn, renewed once when the agent refuses
+   * one; when the session is over the page signs in anew, keeping `draft`. */
+  session?: SessionTokens;
 }
 
 /** The agent's error code for a token it does not accept. */
@@ -94,7 +95,7 @@ export class AgentChatModel {
   #sleep: (ms: number) => Promise<void>;
   #tick: (callback: () => void) => () => void;
   #onTurnEnd: () => void;
-  #onSessionEnded: () => void;
+  #session: SessionTokens;
   #token: string | null = null;
   #job: ChatJob | null = null;
   #cancelling = false;
@@ -107,7 +108,7 @@ export class AgentChatModel {
     this.#sleep = deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.#tick = deps.tick ?? defaultTick;
     this.#onTurnEnd = deps.onTurnEnd ?? (() => {});
-    this.#onSessionEnded = deps.onSessionEnded ?? (() => {});
+    this.#session = deps.session ?? { current: async () => null, renew: async () => null, ended: () => {} };
     this.conversationId = this.#newId();
   }
 
@@ -265,14 +266,14 @@ export class AgentChatModel {
     };
   }
 
-  /** The agent refused the person's token (expired, revoked, from a key it no longer trusts)
-   * before anything of the turn ran: a message sent becomes the draft again, a card's answer
-   * is simply not given (the card waits in the conversation), and the page signs in anew. */
+  /** The agent refused the person's token and no renewed one could be had (signed out,
+   * disabled, expired session): a message sent becomes the draft again, a card's answer is
+   * simply not given (the card waits in the conversation), and the page signs in anew. */
   #sessionEnded(request: { text: string; action: Action }): void {
     const refused = this.messages.length - (request.action === "send" ? 2 : 1);
     this.messages.splice(refused);
     if (request.action === "send") this.draft = [request.text, this.draft].filter(Boolean).join("\n");
-    this.#onSessionEnded();
+    this.#session.ended();
   }
 
   async #resume(action: Action, text: string): Promise<void> {
@@ -283,11 +284,14 @@ export class AgentChatModel {
     await this.#run({ text, files: [], action });
   }
 
-  async #run(request: { text: string; files: File[]; action: Action }): Promise<void> {
+  async #run(request: { text: string; files: File[]; action: Action }, renewed = false): Promise<void> {
+    const token = await this.#session.current();
+    if (token !== null && token !== this.#token && !(await this.connect(token, this.username))) return;
     this.#lastRequest = request;
     const entry: ChatEntry = { id: this.#newId(), role: "assistant", text: "", files: [], view: emptyTurn(), partial: false };
     this.messages.push(entry);
     const answer = this.messages[this.messages.length - 1]; // the reactive proxy of `entry`
+    let tokenRefused = false;
     this.streaming = true;
     this.error = null;
     this.#cancelling = false;
@@ -300,8 +304,12 @@ export class AgentChatModel {
       });
       for await (const event of this.#job) {
         if (event.kind === "data") {
-          answer.view = foldTurn(event.messages);
-          answer.text = answer.view.text;
+          const view = foldTurn(event.messages);
+          // a refused token is not shown: the turn is asked again, or the page signs in anew
+          tokenRefused ||= view.errors.some((problem) => problem.code === UNAUTHORIZED);
+          if (tokenRefused) continue;
+          answer.view = view;
+          answer.text = view.text;
         } else if (event.stage === "error" && !this.#cancelling) {
           // Gradio reports a lost or failed stream as a status error
           this.error = { code: "NETWORK", message: event.message || "connectionLost" };
@@ -318,8 +326,15 @@ export class AgentChatModel {
       this.streaming = false;
       this.#onTurnEnd();
     }
-    if (answer.view?.errors.some((problem) => problem.code === UNAUTHORIZED)) {
-      this.#sessionEnded(request);
+    if (tokenRefused) {
+      // refused before anything of the turn ran: with a renewed token it is simply asked again
+      const fresh = renewed ? null : await this.#session.renew(this.#token ?? "");
+      if (fresh !== null && (await this.connect(fresh, this.username))) {
+        this.messages.pop();
+        await this.#run(request, true);
+      } else {
+        this.#sessionEnded(request);
+      }
       return;
     }
     if (this.#cancelling) {

@@ -388,17 +388,56 @@ describe("a session that ended", () => {
     complete,
   ];
 
-  function withSessionEnd(transport: ChatTransport) {
+  /** A model whose session renews into `renewals` (then into nothing), and current() into `current`. */
+  function withSessionEnd(transport: ChatTransport, renewals: string[] = [], current: string | null = null) {
     let id = 0;
     const ended: number[] = [];
+    const renewed: string[] = [];
     const chat = new AgentChatModel({
       transport,
       newId: () => `id-${++id}`,
       sleep: async () => {},
-      onSessionEnded: () => ended.push(chat.messages.length),
+      session: {
+        current: async () => current,
+        renew: async (failed) => (renewed.push(failed), renewals.shift() ?? null),
+        ended: () => ended.push(chat.messages.length),
+      },
     });
-    return { chat, ended };
+    return { chat, ended, renewed };
   }
+
+  const answered = [data(message("token", "Готово."), message("state", "", { state: "success" })), complete];
+
+  it("renews a refused token once and asks again, the person none the wiser", async () => {
+    const transport = new ScriptedTransport([refusedToken(), answered]);
+    const { chat, ended, renewed } = withSessionEnd(transport, ["fresh-token"]);
+    await chat.connect("old-token");
+    await chat.send("покажи дашборды");
+    expect(renewed).toEqual(["old-token"]);
+    expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды", "покажи дашборды"]);
+    expect(chat.messages.map((entry) => entry.role)).toEqual(["user", "assistant"]);
+    expect(chat.messages[1].view?.state).toBe("success");
+    expect(ended).toEqual([]);
+  });
+
+  it("ends the session when the renewed token is refused too (no second renewal, no loop)", async () => {
+    const transport = new ScriptedTransport([refusedToken(), refusedToken()]);
+    const { chat, ended, renewed } = withSessionEnd(transport, ["fresh-token", "never-asked"]);
+    await chat.connect("old-token");
+    await chat.send("покажи дашборды");
+    expect(renewed).toEqual(["old-token"]);
+    expect(ended).toEqual([0]);
+    expect(chat.draft).toBe("покажи дашборды");
+  });
+
+  it("connects with a fresher token before a turn, so that no turn outlives its token", async () => {
+    const transport = new ScriptedTransport([answered]);
+    const { chat } = withSessionEnd(transport, [], "renewed-ahead");
+    await chat.connect("old-token");
+    await chat.send("покажи дашборды");
+    expect(transport.connects).toBe(2);
+    expect(chat.messages[1].view?.state).toBe("success");
+  });
 
   it("gives a refused message back as the draft, before the page is told", async () => {
     const { chat, ended } = withSessionEnd(new ScriptedTransport([refusedToken()]));

@@ -3,7 +3,7 @@
 
 import type { ChatEntry } from "./AgentChatModel.svelte.ts";
 import { foldTurn } from "./turn.ts";
-import type { WireMessage } from "./types.ts";
+import type { SessionTokens, WireMessage } from "./types.ts";
 
 export interface ConversationSummary {
   id: string;
@@ -34,11 +34,7 @@ export interface ConversationsApi {
 const BASE = "/api/assistant/conversations";
 
 export class ConvoRestApi implements ConversationsApi {
-  /** `onUnauthorized`: convo no longer accepts the token (the page signs in anew). */
-  constructor(
-    private readonly token: string,
-    private readonly onUnauthorized: () => void = () => {},
-  ) {}
+  constructor(private readonly session: SessionTokens) {}
 
   async list(archived: boolean): Promise<ConversationSummary[]> {
     const page = await this.#json<{ items: ConversationSummary[] }>(`${BASE}?archived=${archived}&limit=100`);
@@ -62,11 +58,21 @@ export class ConvoRestApi implements ConversationsApi {
     return (await this.#json<{ active: boolean }>(`/api/agent/conversations/${id}/active`)).active;
   }
 
+  /** A refused token is renewed once and the call made again; refused again, the session is over. */
   async #json<T>(path: string, init: RequestInit = {}): Promise<T> {
-    const response = await fetch(path, { ...init, headers: { Authorization: `Bearer ${this.token}` } });
-    if (response.status === 401) this.onUnauthorized();
+    let token = await this.session.current();
+    let response = await this.#fetch(path, init, token);
+    if (response.status === 401 && token !== null) {
+      token = await this.session.renew(token);
+      if (token !== null) response = await this.#fetch(path, init, token);
+    }
+    if (response.status === 401) this.session.ended();
     if (!response.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${response.status}`);
     return (await response.json()) as T;
+  }
+
+  #fetch(path: string, init: RequestInit, token: string | null): Promise<Response> {
+    return fetch(path, { ...init, headers: { Authorization: `Bearer ${token ?? ""}` } });
   }
 }
 

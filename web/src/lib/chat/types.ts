@@ -90,3 +90,13 @@ export interface UIContext {
   route: string;
   contextVersion: number;
 }
+
+/** The person's session as the page keeps it. */
+export interface SessionTokens {
+  /** A token good for a while (renewed when its end is near). */
+  current(): Promise<string | null>;
+  /** A token in place of one that was refused; null once the session is over. */
+  renew(failed: string): Promise<string | null>;
+  /** The session is over: the page signs in anew. */
+  ended(): void;
+}

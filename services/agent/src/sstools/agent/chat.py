@@ -337,7 +337,8 @@ class ChatService:
 
     async def _role(self, turn: Turn) -> Role | None:
         """The user's role for the gate on a send, as ops said it at most ``ROLE_CACHE_SECONDS``
-        ago; unknown when ops cannot say (ops, the authority, still decides every call)."""
+        ago; unknown when ops cannot say (ops, the authority, still decides every call). A token
+        ops refuses (a disabled user, a revoked key) ends the turn before anything of it runs."""
         now = time.monotonic()
         known = self._roles.get(turn.username)
         if known is not None and known[1] > now:
@@ -345,6 +346,8 @@ class ChatService:
         try:
             role = await self._ops.role(turn.user_token)
         except OpsError as problem:
+            if problem.status == 401:
+                raise Refusal("UNAUTHORIZED", f"ops does not accept this user's token: {problem}") from None
             _log.warning("user role unknown; ops alone will judge", extra={"error": str(problem)})
             return None
         self._remember_role(turn.username, role)

@@ -33,6 +33,7 @@ from sstools.ops.store.backups import BackupStore
 from sstools.ops.store.idempotency import IdempotencyStore
 from sstools.ops.store.limits import Backoff, Limits
 from sstools.ops.store.maintenance import MaintenanceStore
+from sstools.ops.store.sessions import RefreshTokens
 from sstools.ops.store.tasks import TaskStore
 from sstools.ops.store.users import UserStore
 from sstools.ops.superset.registry import Supersets
@@ -77,6 +78,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
             sign_in_policy(settings),
             settings.clients(),
         ),
+        sessions=RefreshTokens(engine, timedelta(seconds=settings.refresh_token_ttl_seconds)),
         trusted_proxies=parse_networks(settings.trusted_proxies),
         confirmations=ConfirmationCodec(settings.confirmation_secret.get_secret_value()),
         audit=AuditLog(engine),

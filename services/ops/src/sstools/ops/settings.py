@@ -64,7 +64,12 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         description="Ed25519 private key (PEM) ops signs user and service tokens with; "
         "its public half must be in JWT_PUBLIC_KEYS.",
     )
-    user_token_ttl_seconds: int = Field(default=3600, ge=60, description="Life of a user token from login.")
+    user_token_ttl_seconds: int = Field(
+        default=300, ge=5, description="Life of a user (access) token from sign-in or refresh."
+    )
+    refresh_token_ttl_seconds: int = Field(
+        default=43_200, ge=1, description="Life of a refresh token; each use gives a new one."
+    )
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
 
     login_free_failures: int = Field(

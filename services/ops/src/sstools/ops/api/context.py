@@ -13,6 +13,7 @@ from sstools.ops.signin import SignIns
 from sstools.ops.store.audit import AuditLog
 from sstools.ops.store.idempotency import IdempotencyStore
 from sstools.ops.store.maintenance import MaintenanceStore
+from sstools.ops.store.sessions import RefreshTokens
 from sstools.ops.store.tasks import TaskStore
 from sstools.ops.superset.registry import Supersets
 from sstools.ops.tasks import TaskWorker
@@ -28,6 +29,7 @@ class SqlLimits:
 class OpsContext:
     authenticator: Authenticator
     sign_ins: SignIns
+    sessions: RefreshTokens
     trusted_proxies: tuple[Network, ...]
     confirmations: ConfirmationCodec
     audit: AuditLog

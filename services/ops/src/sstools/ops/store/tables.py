@@ -116,3 +116,20 @@ limits = Table(
     *counter_columns(),
     Column("blocked_until", DateTime(timezone=True)),
 )
+
+# Refresh tokens (stored as SHA-256 only): each use replaces the token with a new one of the same
+# family; a used one presented again means it was copied, and the whole family is revoked.
+refresh_tokens = Table(
+    "ops_refresh_tokens",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("family", UUID(as_uuid=True), nullable=False),
+    Column("username", Text, nullable=False),
+    Column("token_hash", Text, nullable=False, unique=True),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    Column("revoked_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_ops_refresh_tokens_family", "family"),
+    Index("ix_ops_refresh_tokens_username", "username"),
+)

@@ -15,6 +15,7 @@ from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.environments import Environment
 from sstools.ops.signin import SignInRefused
+from sstools.ops.store.sessions import RefreshRefused
 
 
 class Login(BaseModel):
@@ -31,6 +32,17 @@ class TokenOut(BaseModel):
     access_token: str
     token_type: str = "bearer"
     expires_in: int
+
+
+class SessionOut(TokenOut):
+    """A person's tokens: a short-lived access token, and the refresh token that renews it."""
+
+    refresh_token: str
+    refresh_expires_in: int
+
+
+class RefreshIn(BaseModel):
+    refresh_token: str = Field(min_length=1, max_length=200)
 
 
 class Me(BaseModel):
@@ -83,15 +95,36 @@ def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: obj
     authenticator = ctx.authenticator
     known_tools = set(tool_names())
 
+    def session(username: str, refresh_token: str) -> SessionOut:
+        return SessionOut(
+            access_token=authenticator.issue_user_token(username),
+            expires_in=int(authenticator.user_ttl.total_seconds()),
+            refresh_token=refresh_token,
+            refresh_expires_in=int(ctx.sessions.ttl.total_seconds()),
+        )
+
     @api.post("/api/auth/login")
-    async def login(body: Login, request: Request) -> TokenOut:
+    async def login(body: Login, request: Request) -> SessionOut:
         address = client_address(request, ctx.trusted_proxies)
         with refused_as_429():
             user = await ctx.sign_ins.password(body.username, body.password, address)
         if user is None:
             raise unauthorized("bad_credentials", "unknown user or wrong password")
-        ttl = int(authenticator.user_ttl.total_seconds())
-        return TokenOut(access_token=authenticator.issue_user_token(user.username), expires_in=ttl)
+        return session(user.username, await ctx.sessions.issue(user.username))
+
+    @api.post("/api/auth/refresh")
+    async def refresh(body: RefreshIn) -> SessionOut:
+        """New tokens for a refresh token, which is used up: the answer carries its successor."""
+        try:
+            renewed = await ctx.sessions.renew(body.refresh_token)
+        except RefreshRefused as refused:
+            raise unauthorized(refused.code, str(refused)) from None
+        return session(renewed.username, renewed.refresh_token)
+
+    @api.post("/api/auth/logout", status_code=status.HTTP_204_NO_CONTENT)
+    async def logout(body: RefreshIn) -> None:
+        """Sign out: the session's refresh tokens are revoked (its access token ends by itself)."""
+        await ctx.sessions.revoke(body.refresh_token)
 
     @api.post("/api/auth/service-token")
     async def service_token(body: ServiceLogin, request: Request) -> TokenOut:
