@@ -227,13 +227,9 @@ class SigningKey:
         ).decode()
 
     def public_pem(self) -> str:
-        return public_pem(self.public_key)
-
-
-def public_pem(key: Ed25519PublicKey) -> str:
-    return key.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
+        return self.public_key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode()
 
 
 _PEM_BLOCK = re.compile(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.DOTALL)

@@ -30,6 +30,10 @@ class SignInRefused(Exception):
         self.retry_after = retry_after
 
 
+def _busy() -> SignInRefused:
+    return SignInRefused("sign_in_busy", "too many sign-ins are being checked; try again", 1)
+
+
 class PasswordChecks:
     """At most ``at_once`` password checks run; ``waiting`` more may queue, clean ones first.
 
@@ -72,13 +76,11 @@ class PasswordChecks:
     def _make_room(self, suspect: bool) -> None:
         suspects = [entry for entry in self._queue if entry[0]]
         if suspect or not suspects:
-            raise SignInRefused("sign_in_busy", "too many sign-ins are being checked; try again", 1)
+            raise _busy()
         newest = max(suspects, key=lambda entry: entry[1])
         self._queue.remove(newest)
         heapq.heapify(self._queue)
-        newest[2].set_exception(
-            SignInRefused("sign_in_busy", "too many sign-ins are being checked; try again", 1)
-        )
+        newest[2].set_exception(_busy())
 
     def _release(self) -> None:
         while self._queue:
@@ -117,8 +119,7 @@ class SignIns:
             async with self.checks.slot(suspect=attempt.failures_before >= SUSPECT_AFTER):
                 user = await self.users.authenticate(username, password)
         except SignInRefused:
-            for key in (user_key, address_key):  # the check never ran: it is not a failure
-                await self.limits.refund(key)
+            await self.limits.refund(user_key, address_key)  # the check never ran: not a failure
             raise
         if user is not None:
             # they proved who they are: their count starts over; the address may be shared (an

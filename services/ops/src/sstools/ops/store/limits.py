@@ -77,13 +77,13 @@ class Limits:
         async with self._engine.begin() as connection:
             await connection.execute(delete(limits).where(limits.c.key == key))
 
-    async def refund(self, key: str) -> None:
-        """The attempt counted on ``key`` did not fail after all (a right password from a shared
+    async def refund(self, *keys: str) -> None:
+        """The attempt counted on ``keys`` did not fail after all (a right password from a shared
         address, a check that never ran): take it back."""
         async with self._engine.begin() as connection:
             await connection.execute(
                 update(limits)
-                .where(limits.c.key == key)
+                .where(limits.c.key.in_(keys))
                 .values(count=func.greatest(limits.c.count - 1, 0), blocked_until=None)
             )
 

@@ -52,7 +52,11 @@ class RefreshTokens:
             row = (
                 (
                     await connection.execute(
-                        select(refresh_tokens, users.c.is_active)
+                        select(
+                            refresh_tokens,
+                            users.c.is_active,
+                            (refresh_tokens.c.expires_at <= func.now()).label("expired"),
+                        )
                         .outerjoin(users, users.c.username == refresh_tokens.c.username)
                         .where(refresh_tokens.c.token_hash == _digest(token))
                         .with_for_update(of=refresh_tokens)
@@ -74,7 +78,7 @@ class RefreshTokens:
             elif not row["is_active"]:
                 await self._revoke_family(connection, row["family"])
                 refusal = RefreshRefused("user_inactive", "the user does not exist or is disabled")
-            elif await connection.scalar(select(func.now() >= row["expires_at"])):
+            elif row["expired"]:
                 refusal = RefreshRefused("refresh_expired", "the session has expired: sign in again")
             if refusal is None:
                 assert row is not None
