@@ -112,7 +112,7 @@ ops:
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
   secrets: [JWT_PRIVATE_KEY, JWT_PUBLIC_KEYS, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD]
   migrate: true
-  callers: {http: [ingress, agent]}
+  callers: {http: [ingress, agent, convo]}
 {{- end }}
 
 {{/* The Secret every secret variable comes from; rendering stops with this message when it is not named. */}}
@@ -176,6 +176,10 @@ DATABASE_URL always comes from the Secret, the bundled PostgreSQL's too: no secr
 {{- $_ := set $env "AGENT_CONVO_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "convo")) $root.Values.convo.ports.grpc) }}
 {{- $_ := set $env "AGENT_DOCPARSE_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "docparse")) $root.Values.docparse.ports.grpc) }}
 {{- $_ := set $env "AGENT_OPS_URL" (printf "http://%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "ops")) $root.Values.ops.ports.http) }}
+{{- end }}
+{{- if eq $name "convo" }}
+{{- /* convo asks ops whether a signed-in user is still active */}}
+{{- $_ := set $env "CONVO_OPS_URL" (printf "http://%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "ops")) $root.Values.ops.ports.http) }}
 {{- end }}
 {{- range $variable, $value := $svc.extraEnv }}
 {{- $_ := set $env $variable $value }}

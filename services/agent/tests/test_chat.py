@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 from gradio_client import Client
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import text
@@ -32,6 +33,18 @@ async def _fresh_dashboard(dev: SupersetClient) -> tuple[int, str]:
 
 async def _in_prod(prod: SupersetClient, title: str) -> int:
     return (await dashboards.search(prod, text=title)).count
+
+
+async def _set_active(database_url: str, username: str, active: bool) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text("UPDATE ops_users SET is_active = :active WHERE username = :name"),
+                {"active": active, "name": username},
+            )
+    finally:
+        await engine.dispose()
 
 
 async def test_search_and_health_stream_tool_events_then_an_answer(
@@ -208,15 +221,42 @@ async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, con
 
 async def test_a_disabled_user_is_refused_before_anything_of_the_turn_runs(agent_stack: AgentStack) -> None:
     conversation = new_conversation()
-    engine = create_engine(agent_stack.database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text("UPDATE ops_users SET is_active = false WHERE username = 'anna'"))
-    finally:
-        await engine.dispose()
+    await _set_active(agent_stack.database_url, "anna", False)
     reply = await agent_stack.say("покажи дашборды с проблемами валидации", conversation, username="anna")
     assert [error["code"] for error in reply.of("error")] == ["UNAUTHORIZED"], dump(reply)
     assert (reply.of("routing"), reply.of("tool_start"), reply.state) == ([], [], "failed")
+
+
+async def test_a_user_disabled_mid_conversation_is_refused_by_agent_and_convo_within_the_check_bound(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    """Their access token still verifies; ops' word that they are active is kept one second."""
+    bound = 1.0
+    async with (
+        running_stack(
+            supersets, fresh_database_url, tracer_provider, tmp_path, account_check_seconds=bound
+        ) as stack,
+        httpx.AsyncClient(
+            base_url=stack.convo_url, headers={"Authorization": f"Bearer {stack.token('anna')}"}, timeout=30
+        ) as convo,
+    ):
+        conversation = new_conversation()
+        assert (await stack.say("покажи дашборды", conversation, username="anna")).state == "success"
+        assert (await convo.get("/api/assistant/conversations")).status_code == 200  # both remember anna
+
+        await _set_active(fresh_database_url, "anna", False)
+        await asyncio.sleep(bound + 0.5)
+        refused = await stack.say("покажи дашборды", conversation, username="anna")
+        assert [error["code"] for error in refused.of("error")] == ["UNAUTHORIZED"], dump(refused)
+        assert (refused.of("routing"), refused.of("tool_start"), refused.state) == ([], [], "failed")
+        listing = await convo.get("/api/assistant/conversations")
+        assert (listing.status_code, listing.json()["detail"]["code"]) == (401, "user_inactive")
+        history = await convo.get(f"/api/assistant/conversations/{conversation}/history")
+        assert history.status_code == 401
+
+        await _set_active(fresh_database_url, "anna", True)  # a refusal is not remembered
+        assert (await convo.get("/api/assistant/conversations")).status_code == 200
+        assert (await stack.say("покажи дашборды", conversation, username="anna")).state == "success"
 
 
 async def test_a_confirmation_survives_the_agent_being_killed(

@@ -82,6 +82,18 @@ class AuthSettings(BaseSettings):
         return PublicKeyCodec(parse_public_keys(self.jwt_public_keys))
 
 
+class AccountCheckSettings(BaseSettings):
+    """Mixin for services that ask ops whether a signed-in user is still active."""
+
+    account_check_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=300,
+        description="How long ops' word that a user is active is trusted: a disabled user is "
+        "refused at most this many seconds later (0: ops is asked on every request).",
+    )
+
+
 class ConfirmationSettings(BaseSettings):
     """Mixin for the agent, which signs a person's confirmation of a call, and ops, which checks it."""
 

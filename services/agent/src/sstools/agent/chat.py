@@ -58,12 +58,9 @@ from sstools.agent.stream import Event, error, graph_events, replayed, state
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
 from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads, read_uploads
+from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
 from sstools.common.catalogue import Role
 
-# A role change reaches the agent's guard on a send within this time (a confirm reads it
-# anew, and ops enforces it at once).
-ROLE_CACHE_SECONDS = 30.0
-ROLE_CACHE_ENTRIES = 10_000
 _log = logging.getLogger(__name__)
 
 
@@ -92,6 +89,7 @@ class Clients:
     convo: ConvoClient
     ops: OpsClient
     docparse: DocparseClient
+    accounts: Accounts
 
 
 class ChatService:
@@ -119,6 +117,7 @@ class ChatService:
         self._convo = clients.convo
         self._ops = clients.ops
         self._docparse = clients.docparse
+        self._accounts = clients.accounts
         self._prefetch_limit = prefetch_limit
         self._model_name = model_name
         self._tracer = tracer
@@ -128,7 +127,6 @@ class ChatService:
         self._leases = Leases(clients.convo, lease_ttl_seconds)
         self._turn_limit = turn_limit
         self._sessions: set[tuple[str, str]] = set()  # (user, Gradio session) sending now
-        self._roles: dict[str, tuple[Role, float]] = {}  # username → role, good until
 
     @property
     def _graph(self) -> CompiledStateGraph[Any]:
@@ -336,28 +334,16 @@ class ChatService:
         return None if turn.env in known else turn.env
 
     async def _role(self, turn: Turn) -> Role | None:
-        """The user's role for the gate on a send, as ops said it at most ``ROLE_CACHE_SECONDS``
-        ago; unknown when ops cannot say (ops, the authority, still decides every call). A token
-        ops refuses (a disabled user, a revoked key) ends the turn before anything of it runs."""
-        now = time.monotonic()
-        known = self._roles.get(turn.username)
-        if known is not None and known[1] > now:
-            return known[0]
+        """The user's role for the gate on a send, as ops said it at most
+        ``AGENT_ACCOUNT_CHECK_SECONDS`` ago; unknown when ops cannot say (ops, the authority,
+        still decides every call). A user ops refuses (disabled, say) gets no turn at all."""
         try:
-            role = await self._ops.role(turn.user_token)
-        except OpsError as problem:
-            if problem.status == 401:
-                raise Refusal("UNAUTHORIZED", f"ops does not accept this user's token: {problem}") from None
+            return await self._accounts.role(turn.username, turn.user_token)
+        except AccountRefused as refused:
+            raise Refusal("UNAUTHORIZED", str(refused)) from None
+        except AccountUnknown as problem:
             _log.warning("user role unknown; ops alone will judge", extra={"error": str(problem)})
             return None
-        self._remember_role(turn.username, role)
-        return role
-
-    def _remember_role(self, username: str, role: Role) -> None:
-        now = time.monotonic()
-        if len(self._roles) >= ROLE_CACHE_ENTRIES:
-            self._roles = {user: entry for user, entry in self._roles.items() if entry[1] > now}
-        self._roles[username] = (role, now + ROLE_CACHE_SECONDS)
 
     async def _resume(self, turn: Turn, answer: Answer) -> AsyncIterator[Event]:
         snapshot = await self._graph.aget_state(self._config(turn))
@@ -370,10 +356,11 @@ class ChatService:
         if turn.action == "confirm" and answer.args:
             await self._check_edits(turn, card, answer.args)
         try:  # the role as ops has it now: a demotion counts from this very confirm
-            role = await self._ops.role(turn.user_token)
-        except OpsError as problem:
+            role = await self._accounts.role(turn.username, turn.user_token, fresh=True)
+        except AccountRefused as refused:
+            raise Refusal("UNAUTHORIZED", str(refused)) from None
+        except AccountUnknown as problem:
             raise Refusal("OPS_UNAVAILABLE", f"your role could not be checked: {problem}") from None
-        self._remember_role(turn.username, role)
         resume = {"action": turn.action, "digest": answer.digest, "args": answer.args}
         # The card's environment, not the page's current one: the call runs what was shown.
         config = self._config(turn, role=role, env_id=card.get("env_id") or None)

@@ -23,6 +23,7 @@ from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import Confirmations, build_tools
 from sstools.agent.ui.app import CHAT_PATH, chat_blocks
 from sstools.agent.ui.closed import ClosedGradioUploads
+from sstools.common.accounts import Accounts
 from sstools.common.confirmation import ConfirmationCodec
 from sstools.common.runtime import Service, service_main
 
@@ -33,6 +34,12 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         settings.ops_url,
         settings.ops_client_id,
         settings.ops_client_secret.get_secret_value(),
+        timeout=settings.tool_timeout_seconds,
+        tracer_provider=service.tracer_provider,
+    )
+    accounts = Accounts(
+        settings.ops_url,
+        settings.account_check_seconds,
         timeout=settings.tool_timeout_seconds,
         tracer_provider=service.tracer_provider,
     )
@@ -81,7 +88,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
     chat = ChatService(
         graph,
         tools,
-        Clients(router=router, convo=convo, ops=ops, docparse=docparse),
+        Clients(router=router, convo=convo, ops=ops, docparse=docparse, accounts=accounts),
         model_name,
         tracer,
         TurnMetrics(service.registry, tools),
@@ -98,6 +105,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         await convo.close()
         await docparse.close()
         await ops.aclose()
+        await accounts.aclose()
         await llm_http.aclose()
         await checkpoints.close()
 

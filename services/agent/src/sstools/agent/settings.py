@@ -4,6 +4,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.settings import (
+    AccountCheckSettings,
     AuthSettings,
     ConfirmationSettings,
     DatabaseSettings,
@@ -12,7 +13,9 @@ from sstools.common.settings import (
 )
 
 
-class AgentSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationSettings, LlmSettings):
+class AgentSettings(
+    ServiceSettings, DatabaseSettings, AuthSettings, AccountCheckSettings, ConfirmationSettings, LlmSettings
+):
     model_config = SettingsConfigDict(env_prefix="AGENT_")
     service_name: ClassVar[str] = "agent"
 

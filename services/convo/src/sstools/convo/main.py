@@ -6,6 +6,7 @@ on start and is not ready until the schema is current.
 
 from datetime import timedelta
 
+from sstools.common.accounts import Accounts
 from sstools.common.db import create_engine
 from sstools.common.runtime import Service, service_main
 from sstools.convo.api.app import build_app
@@ -31,6 +32,16 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
         ),
     )
     codec = settings.token_codec()
+    accounts = (
+        Accounts(
+            settings.ops_url,
+            settings.account_check_seconds,
+            timeout=settings.ops_timeout_seconds,
+            tracer_provider=service.tracer_provider,
+        )
+        if settings.ops_url
+        else None
+    )
     servicer = ConversationServicer(
         store,
         janitor,
@@ -45,12 +56,16 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
     service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
     service.add_http(
         "rest",
-        build_app(store, janitor, codec, settings.max_message_chars, uploads, settings.upload_max_bytes),
+        build_app(
+            store, janitor, codec, settings.max_message_chars, uploads, settings.upload_max_bytes, accounts
+        ),
         settings.http_port,
     )
     interval = settings.housekeeping_interval_seconds
     service.add_background(lambda: housekeeping_loop(janitor, uploads, retention, interval, metrics))
     service.add_cleanup(engine.dispose)
+    if accounts is not None:
+        service.add_cleanup(accounts.aclose)
 
 
 def main() -> None:

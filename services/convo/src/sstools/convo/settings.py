@@ -4,19 +4,27 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES
-from sstools.common.settings import AuthSettings, DatabaseSettings, ServiceSettings
+from sstools.common.settings import AccountCheckSettings, AuthSettings, DatabaseSettings, ServiceSettings
 
 # A whole upload travels to the agent in one gRPC message, which the agent accepts up to this.
 UPLOAD_MAX_BYTES_CEILING = FILE_MESSAGE_MAX_BYTES - 1024 * 1024
 
 
-class ConvoSettings(ServiceSettings, DatabaseSettings, AuthSettings):
+class ConvoSettings(ServiceSettings, DatabaseSettings, AuthSettings, AccountCheckSettings):
     model_config = SettingsConfigDict(env_prefix="CONVO_")
     service_name: ClassVar[str] = "convo"
 
     grpc_port: int = Field(default=50053, ge=0, le=65535, description="gRPC ConversationService port.")
     http_port: int = Field(default=8010, ge=0, le=65535, description="REST API for the browser.")
     metrics_port: int = Field(default=9103, ge=0, le=65535, description="Probes and /metrics port.")
+    ops_url: str = Field(
+        default="",
+        description="Operations API base URL, asked whether a signed-in user is still active; empty: "
+        "not asked, and a disabled user's token works until it expires (OPS_USER_TOKEN_TTL_SECONDS).",
+    )
+    ops_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="Longest wait for ops' answer (503 account_check_unavailable past it)."
+    )
     max_message_chars: int = Field(
         default=200_000, ge=1, description="Longest message content accepted; longer is refused (413)."
     )

@@ -287,11 +287,13 @@ async def running_stack(
     *,
     faulty_ops: bool = False,
     ops_environments: str | None = None,
+    account_check_seconds: float = 5.0,
     **agent_overrides: Any,
 ) -> AsyncIterator[AgentStack]:
     """The whole stack; with ``faulty_ops`` the agent reaches ops through a :class:`FaultyLink`;
-    ``ops_environments`` replaces ops' ENVIRONMENTS (dev and prod); ``agent_overrides`` replace
-    any of the agent's settings (a dead peer's address, say)."""
+    ``ops_environments`` replaces ops' ENVIRONMENTS (dev and prod); agent and convo trust ops'
+    word that a user is active ``account_check_seconds``; ``agent_overrides`` replace any of the
+    agent's settings (a dead peer's address, say)."""
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
     await asyncio.to_thread(CONVO_MIGRATIONS.upgrade, fresh_database_url)
     await _users(fresh_database_url)
@@ -317,17 +319,19 @@ async def running_stack(
                 DocparseSettings(grpc_port=0, metrics_port=0, workers=1), assemble_docparse, tracer_provider
             )
         )
+        ops_url = f"http://127.0.0.1:{ops.ports['api']}"
         convo_settings = ConvoSettings(
             grpc_port=0,
             http_port=0,
             metrics_port=0,
             database_url=fresh_database_url,
             jwt_public_keys=PUBLIC_KEYS,
+            ops_url=ops_url,
+            account_check_seconds=account_check_seconds,
         )
         convo = await stack.enter_async_context(
             started_service(convo_settings, assemble_convo, tracer_provider)
         )
-        ops_url = f"http://127.0.0.1:{ops.ports['api']}"
         link = await stack.enter_async_context(FaultyLink(ops.ports["api"])) if faulty_ops else None
         agent_values: dict[str, Any] = {
             "http_port": 0,
@@ -337,6 +341,7 @@ async def running_stack(
             "confirmation_secret": CONFIRMATION_SECRET,
             "ops_url": f"http://127.0.0.1:{link.port}" if link else ops_url,
             "ops_client_secret": AGENT_SECRET,
+            "account_check_seconds": account_check_seconds,
             "router_target": f"127.0.0.1:{router.ports['grpc']}",
             "convo_target": f"127.0.0.1:{convo.ports['grpc']}",
             "docparse_target": f"127.0.0.1:{docparse.ports['grpc']}",

@@ -283,14 +283,23 @@ def superset_environments(data_root: Path, ports: Mapping[str, int]) -> Iterator
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
 
 
-PEERS = ("AGENT_OPS_URL", "AGENT_ROUTER_TARGET", "AGENT_CONVO_TARGET", "AGENT_DOCPARSE_TARGET")
+PEERS = (
+    "AGENT_OPS_URL",
+    "AGENT_ROUTER_TARGET",
+    "AGENT_CONVO_TARGET",
+    "AGENT_DOCPARSE_TARGET",
+    "CONVO_OPS_URL",
+)
 
 
 def peer_addresses(environment: Mapping[str, str]) -> dict[str, str]:
-    """Where the agent finds ops, the router, convo and docparse: wherever this stack runs them."""
+    """Where the agent finds ops, the router, convo and docparse, and convo finds ops: wherever
+    this stack runs them."""
     ports = {service.name: service.ports for service in addresses(environment)}
+    ops_url = f"http://127.0.0.1:{ports['ops']['http_port']}"
     return {
-        "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']['http_port']}",
+        "AGENT_OPS_URL": ops_url,
+        "CONVO_OPS_URL": ops_url,
         "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']['grpc_port']}",
         "AGENT_CONVO_TARGET": f"127.0.0.1:{ports['convo']['grpc_port']}",
         "AGENT_DOCPARSE_TARGET": f"127.0.0.1:{ports['docparse']['grpc_port']}",

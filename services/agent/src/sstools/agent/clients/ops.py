@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.common.catalogue import Role
 from sstools.common.confirmation import HEADER as CONFIRMATION_HEADER
 from sstools.common.confirmation import request_fingerprint
 from sstools.common.tool_args import SQL_SHAPE, SqlArgs, SqlStatementArgs
@@ -78,10 +77,6 @@ class OpsClient:
                 self._token = str(body["access_token"])
                 self._token_expires = time.monotonic() + max(int(body["expires_in"]) - 30, 10)
             return self._token
-
-    async def role(self, user_token: str) -> Role:
-        """The user's role as ops has it now (what the agent's guard checks tools against)."""
-        return Role((await self._as_user("GET", "/api/auth/me", user_token))["role"])
 
     async def _as_user(self, method: str, path: str, user_token: str) -> Any:
         """A call of the user's own (no service identity): who they are, what they may pick."""

@@ -1,6 +1,8 @@
 """REST for the browser: its own conversations, under the user's JWT.
 
-Someone else's conversation answers 404, exactly like a missing one, so ids reveal nothing.
+Someone else's conversation answers 404, exactly like a missing one, so ids reveal nothing. With
+``CONVO_OPS_URL`` set, ops is also asked whether the user is still active (its yes kept
+``CONVO_ACCOUNT_CHECK_SECONDS``): a disabled user is refused within that, not when the token ends.
 
 Uploads: the raw file is the body of ``POST .../conversations/{id}/uploads?name=...``. The token,
 the name, the declared length and the user's quota are checked before a byte of the body is
@@ -16,6 +18,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
+from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
 from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, Page
@@ -75,6 +78,10 @@ class ActiveLease(BaseModel):
     active: bool
 
 
+def _unauthorized(detail: dict[str, str]) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
 def upload_name_problem(name: str) -> str | None:
     """Why a file name is refused, or None: a plain name, never a path."""
     if not name.strip():
@@ -97,26 +104,29 @@ def build_app(
     max_message_chars: int,
     uploads: UploadStore,
     upload_max_bytes: int,
+    accounts: Accounts | None,
 ) -> FastAPI:
     app = FastAPI(title="SS-Tools conversations", version="0.1.0")
 
-    def current_user(
+    async def current_user(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> str:
         if credentials is None:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED,
-                {"code": "token_missing"},
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            raise _unauthorized({"code": "token_missing"})
         try:
             claims = codec.verify(credentials.credentials, audience=USER_AUDIENCE, token_type=TokenType.USER)
         except TokenError as error:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED,
-                {"code": error.code, "message": str(error)},
-                headers={"WWW-Authenticate": "Bearer"},
-            ) from None
+            raise _unauthorized({"code": error.code, "message": str(error)}) from None
+        if accounts is not None:
+            try:
+                await accounts.role(claims.subject, credentials.credentials)
+            except AccountRefused as refused:
+                raise _unauthorized({"code": refused.code, "message": str(refused)}) from None
+            except AccountUnknown as problem:  # nothing else would stop a disabled user here
+                raise HTTPException(
+                    status.HTTP_503_SERVICE_UNAVAILABLE,
+                    {"code": "account_check_unavailable", "message": str(problem)},
+                ) from None
         return claims.subject
 
     @app.exception_handler(ConversationNotFound)

@@ -1,24 +1,28 @@
-"""Rotating ops' token key, as the README tells an operator to, through a real ops and convo on
-PostgreSQL: a token of the old key works until the rotation completes, then fails everywhere;
-a token of a key the services do not trust never works."""
+"""Tokens through a real ops and convo on PostgreSQL. Rotating ops' key as the README tells an
+operator to: a token of the old key works until the rotation completes, then fails everywhere;
+a token of a key the services do not trust never works. Disabling a user: their access and
+refresh tokens fail everywhere within the documented bound."""
 
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import jwt
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
+from sqlalchemy import text as sql
 
+from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.common.tokens import SigningKey
 from sstools.convo.main import assemble as assemble_convo
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
-from sstools.devstack.keys import forged_token
-from sstools.devstack.testing import started_service
+from sstools.devstack.keys import PUBLIC_KEYS, forged_token, user_token
+from sstools.devstack.testing import free_port, started_service
 from sstools.ops.main import assemble as assemble_ops
 from sstools.ops.settings import OpsSettings
 from sstools.ops.store import MIGRATIONS as OPS_MIGRATIONS
@@ -28,11 +32,29 @@ ADMIN_PASSWORD = "rotation-admin-pass"
 CONVERSATIONS = "/api/assistant/conversations"
 
 
+def convo_settings(database_url: str, trusted: str, ops_url: str, **settings: Any) -> ConvoSettings:
+    """A convo on free ports trusting the PEM keys ``trusted``, asking the ops at ``ops_url``."""
+    return ConvoSettings(
+        grpc_port=0,
+        http_port=0,
+        metrics_port=0,
+        database_url=database_url,
+        jwt_public_keys=trusted,
+        ops_url=ops_url,
+        **settings,
+    )
+
+
 @asynccontextmanager
 async def deployed(
-    database_url: str, tracer_provider: TracerProvider, signing: SigningKey, trusted: str
+    database_url: str,
+    tracer_provider: TracerProvider,
+    signing: SigningKey,
+    trusted: str,
+    account_check_seconds: float = 5.0,
 ) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
-    """Ops signing with ``signing`` and convo, both trusting the PEM keys ``trusted``."""
+    """Ops signing with ``signing`` and convo, both trusting the PEM keys ``trusted``; convo asks
+    ops whether a user is active, and trusts a yes ``account_check_seconds``."""
     ops_settings = OpsSettings(
         http_port=0,
         metrics_port=0,
@@ -43,22 +65,26 @@ async def deployed(
         admin_username="root",
         admin_password=ADMIN_PASSWORD,
     )
-    convo_settings = ConvoSettings(
-        grpc_port=0, http_port=0, metrics_port=0, database_url=database_url, jwt_public_keys=trusted
-    )
-    async with (
-        started_service(ops_settings, assemble_ops, tracer_provider) as ops,
-        started_service(convo_settings, assemble_convo, tracer_provider) as convo,
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{ops.ports['api']}", timeout=30) as ops_http,
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=30) as convo_http,
-    ):
-        yield ops_http, convo_http
+    async with started_service(ops_settings, assemble_ops, tracer_provider) as ops:
+        ops_url = f"http://127.0.0.1:{ops.ports['api']}"
+        settings = convo_settings(database_url, trusted, ops_url, account_check_seconds=account_check_seconds)
+        async with (
+            started_service(settings, assemble_convo, tracer_provider) as convo,
+            httpx.AsyncClient(base_url=ops_url, timeout=30) as ops_http,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=30) as convo_http,
+        ):
+            yield ops_http, convo_http
+
+
+async def signed_in(ops: httpx.AsyncClient, username: str = "root", password: str = ADMIN_PASSWORD) -> Any:
+    """Ops' answer to a right password: the access and the refresh token."""
+    reply = await ops.post("/api/auth/login", json={"username": username, "password": password})
+    assert reply.status_code == 200, reply.text
+    return reply.json()
 
 
 async def sign_in(ops: httpx.AsyncClient) -> str:
-    reply = await ops.post("/api/auth/login", json={"username": "root", "password": ADMIN_PASSWORD})
-    assert reply.status_code == 200, reply.text
-    return str(reply.json()["access_token"])
+    return str((await signed_in(ops))["access_token"])
 
 
 async def answers(ops: httpx.AsyncClient, convo: httpx.AsyncClient, token: str) -> list[tuple[int, str]]:
@@ -119,6 +145,44 @@ async def test_a_token_of_the_old_key_works_until_the_rotation_completes_then_fa
         assert await answers(ops, convo, forged_token("root")) == unknown_key
         forged_kid = forged_token("root", kid=new.kid)
         assert await answers(ops, convo, forged_kid) == [(401, "token_signature_invalid")] * 2
+
+
+async def test_a_disabled_users_access_and_refresh_tokens_fail_everywhere_within_the_bound(
+    database: str, tracer_provider: TracerProvider
+) -> None:
+    bound = 1.0
+    signing = SigningKey.generate()
+    engine = create_engine(database)
+    try:
+        await UserStore(engine).create("maria", "maria-pass-123", Role.OPERATOR)
+        async with deployed(database, tracer_provider, signing, signing.public_pem(), bound) as (ops, convo):
+            tokens = await signed_in(ops, "maria", "maria-pass-123")
+            assert await answers(ops, convo, tokens["access_token"]) == [(200, ""), (200, "")]
+
+            async with engine.begin() as connection:
+                disable = "UPDATE ops_users SET is_active = false WHERE username = 'maria'"
+                await connection.execute(sql(disable))
+            await asyncio.sleep(bound + 0.5)
+            inactive = [(401, "user_inactive"), (401, "user_inactive")]
+            assert await answers(ops, convo, tokens["access_token"]) == inactive
+            renewed = await ops.post("/api/auth/refresh", json={"refresh_token": tokens["refresh_token"]})
+            assert (renewed.status_code, renewed.json()["detail"]["code"]) == (401, "user_inactive")
+    finally:
+        await engine.dispose()
+
+
+async def test_convo_lets_no_one_in_when_it_cannot_ask_ops(
+    database: str, tracer_provider: TracerProvider
+) -> None:
+    settings = convo_settings(
+        database, PUBLIC_KEYS, f"http://127.0.0.1:{free_port()}"
+    )  # nothing listens there
+    async with (
+        started_service(settings, assemble_convo, tracer_provider) as convo,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=30) as http,
+    ):
+        reply = await http.get(CONVERSATIONS, headers={"Authorization": f"Bearer {user_token('root')}"})
+    assert (reply.status_code, reply.json()["detail"]["code"]) == (503, "account_check_unavailable")
 
 
 def test_ops_will_not_sign_with_a_key_the_services_do_not_trust() -> None:
