@@ -150,6 +150,9 @@ def _postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "postmaster.pid").read_text().split()[0])
 
 
+# Two starts of the whole stack and the browser suite: minutes on a busy 2-core machine, each
+# step bounded by its own wait (the banner, the e2e run), not by the suites' 300 s default.
+@pytest.mark.timeout(1200)
 def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clean(
     data_dir: Path, stack_environment: dict[str, str], stacks: Callable[[], RunningStack]
 ) -> None:

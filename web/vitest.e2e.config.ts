@@ -9,5 +9,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     fileParallelism: false,
     sequence: { concurrent: false },
+    // A poll waits for what the page shows, however long a busy 2-core machine takes to show it
+    // (vitest's default gives up after 1 s: a turn still asking Superset then reads as a failure).
+    expect: { poll: { timeout: 60_000, interval: 100 } },
   },
 });
