@@ -4,8 +4,7 @@ import pytest
 
 from sstools.common.catalogue import Role, Tier, tool_names
 from sstools.common.policy import RiskLevel, decide, normalise_env, resolve_env
-
-from .test_catalogue import POLICY_TABLE
+from sstools.devstack.policy_table import POLICY_TABLE
 
 ENVIRONMENTS = [None, "dev", "local-1", "staging", "test-eu", "prod", "production-eu", "sandbox"]
 

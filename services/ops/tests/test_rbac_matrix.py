@@ -1,6 +1,6 @@
-"""Every tool endpoint × every role × prod and non-prod: allowed exactly as the catalogue's policy
-says, through a real ops. And every way of calling an agent endpoint without both valid
-identities is refused.
+"""Every tool endpoint × every role × prod and non-prod: allowed exactly as DESIGN.md's policy
+table (written out by hand in ``sstools.devstack.policy_table``) says, through a real ops. And
+every way of calling an agent endpoint without both valid identities is refused.
 
 The environments point at a closed port, so an allowed call goes on to fail at Superset (503)
 or at its own validation (422 for an empty body) — never at the guard (403)."""
@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.catalogue import ALWAYS_OFFERED, tool_names
 from sstools.common.db import create_engine
-from sstools.common.policy import decide
 from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.common.tool_args import ENDPOINTS as TOOL_ENDPOINTS
 from sstools.devstack.keys import PUBLIC_KEYS, forged_token, user_token
+from sstools.devstack.policy_table import allowed
 from sstools.devstack.testing import free_port
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import SERVICE_AUDIENCE
@@ -134,11 +134,10 @@ async def test_every_endpoint_allows_exactly_the_roles_the_policy_names(ops: Ops
     wrong = []
     for endpoint in ENDPOINTS:
         for env_id in ("dev", "prod") if endpoint.env_scoped else ("",):
-            decision = decide(endpoint.tool, env_id or None)
             for username, role in USERS.items():
                 reply = await _call(ops, endpoint, env_id, ops.headers(username))
                 denied = reply.status_code == 403
-                if denied == decision.allows(role) or (
+                if denied == allowed(endpoint.tool, role, prod=env_id == "prod") or (
                     denied and reply.json()["detail"]["code"] != "permission_denied"
                 ):
                     wrong.append((endpoint, env_id, role.value, reply.status_code, reply.text[:200]))
