@@ -213,6 +213,30 @@ async def test_grpc_connections_are_retired_at_their_age_so_clients_re_resolve(
         await service.stop()
 
 
+async def test_an_idle_http_connection_outlives_the_clients_keep_alive(service: Service) -> None:
+    """httpx drops an idle connection after 5 s; the server must not close it first (uvicorn's own
+    default, 5 s, raced the agent's checks of a user with ops every 5 s: ReadError)."""
+    await service.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", service.ports["api"])
+        request = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"
+        for pause in (0.0, 6.0):  # the second request after the client's keep-alive has passed
+            await asyncio.sleep(pause)
+            writer.write(request)
+            await writer.drain()
+            status_line = await asyncio.wait_for(reader.readline(), 5)
+            assert status_line.startswith(b"HTTP/1.1 200"), (pause, status_line)
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+        writer.close()
+    finally:
+        await service.stop()
+
+
 def test_listening_socket_is_tcp_so_connections_skip_nagle() -> None:
     import socket
 

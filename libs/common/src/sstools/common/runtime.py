@@ -42,6 +42,11 @@ GrpcRegistration = Callable[[grpc.aio.Server], Iterable[str]]
 Warmup = Callable[[], Awaitable[None]]
 Cleanup = Callable[[], Awaitable[None]]
 
+# An idle connection is kept longer than the services' httpx clients keep theirs (5 s): at
+# uvicorn's own 5 s a client calling every ~5 s could send on a connection the server was
+# closing, and get ReadError instead of an answer.
+HTTP_KEEP_ALIVE_SECONDS = 30
+
 
 class _EmbeddedUvicorn(uvicorn.Server):
     """A uvicorn server that leaves signal handling to the Service that runs it."""
@@ -173,7 +178,12 @@ class Service:
         # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from any loopback peer
         # as the client; the services that care read it themselves, from proxies they trust
         config = uvicorn.Config(
-            listener.app, log_config=None, access_log=False, lifespan="on", proxy_headers=False
+            listener.app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            proxy_headers=False,
+            timeout_keep_alive=HTTP_KEEP_ALIVE_SECONDS,
         )
         listener.server = _EmbeddedUvicorn(config)
         listener.task = asyncio.create_task(listener.server.serve(sockets=[sock]))
