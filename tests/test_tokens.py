@@ -19,9 +19,9 @@ from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.common.tokens import SigningKey
 from sstools.convo.main import assemble as assemble_convo
-from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
-from sstools.devstack.keys import PUBLIC_KEYS, forged_token, user_token
+from sstools.devstack.agentstack import convo_settings_for
+from sstools.devstack.keys import forged_token, user_token
 from sstools.devstack.testing import free_port, started_service
 from sstools.ops.main import assemble as assemble_ops
 from sstools.ops.settings import OpsSettings
@@ -30,19 +30,6 @@ from sstools.ops.store.users import UserStore
 
 ADMIN_PASSWORD = "rotation-admin-pass"
 CONVERSATIONS = "/api/assistant/conversations"
-
-
-def convo_settings(database_url: str, trusted: str, ops_url: str, **settings: Any) -> ConvoSettings:
-    """A convo on free ports trusting the PEM keys ``trusted``, asking the ops at ``ops_url``."""
-    return ConvoSettings(
-        grpc_port=0,
-        http_port=0,
-        metrics_port=0,
-        database_url=database_url,
-        jwt_public_keys=trusted,
-        ops_url=ops_url,
-        **settings,
-    )
 
 
 @asynccontextmanager
@@ -67,7 +54,12 @@ async def deployed(
     )
     async with started_service(ops_settings, assemble_ops, tracer_provider) as ops:
         ops_url = f"http://127.0.0.1:{ops.ports['api']}"
-        settings = convo_settings(database_url, trusted, ops_url, account_check_seconds=account_check_seconds)
+        settings = convo_settings_for(
+            database_url,
+            jwt_public_keys=trusted,
+            ops_url=ops_url,
+            account_check_seconds=account_check_seconds,
+        )
         async with (
             started_service(settings, assemble_convo, tracer_provider) as convo,
             httpx.AsyncClient(base_url=ops_url, timeout=30) as ops_http,
@@ -174,9 +166,7 @@ async def test_a_disabled_users_access_and_refresh_tokens_fail_everywhere_within
 async def test_convo_lets_no_one_in_when_it_cannot_ask_ops(
     database: str, tracer_provider: TracerProvider
 ) -> None:
-    settings = convo_settings(
-        database, PUBLIC_KEYS, f"http://127.0.0.1:{free_port()}"
-    )  # nothing listens there
+    settings = convo_settings_for(database, ops_url=f"http://127.0.0.1:{free_port()}")  # nothing listens
     async with (
         started_service(settings, assemble_convo, tracer_provider) as convo,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{convo.ports['rest']}", timeout=30) as http,

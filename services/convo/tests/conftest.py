@@ -15,31 +15,16 @@ from sstools.common.db import create_engine
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES
 from sstools.common.runtime import Service
 from sstools.convo.main import assemble
-from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
 from sstools.convo.v1 import convo_pb2_grpc
-from sstools.devstack.keys import PUBLIC_KEYS
+from sstools.devstack.agentstack import convo_settings_for
 from sstools.devstack.keys import user_token as issue_user_token
 from sstools.devstack.testing import started_service
 
 
 def user_token(user: str, now: datetime | None = None) -> str:
     return issue_user_token(user, ttl=timedelta(minutes=5), now=now)
-
-
-def settings_for(database_url: str, **settings: Any) -> ConvoSettings:
-    """A convo on free ports that trusts the test key."""
-    return ConvoSettings(
-        **{
-            "grpc_port": 0,
-            "http_port": 0,
-            "metrics_port": 0,
-            "database_url": database_url,
-            "jwt_public_keys": PUBLIC_KEYS,
-            **settings,
-        }
-    )
 
 
 @pytest.fixture
@@ -67,7 +52,7 @@ async def convo(
 ) -> AsyncIterator[Service]:
     """The whole convo service, in-process on free ports."""
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
-    settings = settings_for(fresh_database_url, **convo_settings)
+    settings = convo_settings_for(fresh_database_url, **convo_settings)
     async with started_service(settings, assemble, tracer_provider) as service:
         yield service
 

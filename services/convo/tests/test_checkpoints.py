@@ -144,16 +144,15 @@ async def test_running_service_pays_owed_clean_ups_and_reports_checkpoint_volume
 ) -> None:
     """Owed clean-ups left by a crash are paid by the service's housekeeping loop, not only on archive."""
     from sstools.convo.main import assemble
+    from sstools.devstack.agentstack import convo_settings_for
     from sstools.devstack.testing import http_get, started_service
-
-    from .conftest import settings_for
 
     store = ConversationStore(engine)
     archived = await _conversation_with_checkpoints(store, saver, turns=2)
     await store.set_archived(OWNER, uuid.UUID(archived), archived=True)  # owed, not yet paid
     assert (await _rows(engine, archived))["checkpoints"] > 0
 
-    settings = settings_for(fresh_database_url, housekeeping_interval_seconds=0.1)
+    settings = convo_settings_for(fresh_database_url, housekeeping_interval_seconds=0.1)
     async with started_service(settings, assemble, tracer_provider) as service:
         for _ in range(100):
             if await _rows(engine, archived) == dict.fromkeys(CHECKPOINT_TABLES, 0):

@@ -5,15 +5,14 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.convo.main import assemble
 from sstools.convo.store import MIGRATIONS
+from sstools.devstack.agentstack import convo_settings_for
 from sstools.devstack.testing import probe
-
-from .conftest import settings_for
 
 
 async def test_convo_is_not_ready_until_its_schema_is_migrated(
     fresh_database_url: str, tracer_provider: TracerProvider
 ) -> None:
-    settings = settings_for(fresh_database_url)
+    settings = convo_settings_for(fresh_database_url)
     before = await probe(settings, assemble, tracer_provider)
     assert before.listeners == {"metrics", "grpc", "rest"}
     assert (before.readyz_status, before.readyz_checks["database"]) == (503, "failing")

@@ -11,10 +11,9 @@ from sstools.convo.main import assemble
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.agentstack import convo_settings_for
 from sstools.devstack.postgres import embedded_server, ensure_database
 from sstools.devstack.testing import started_service
-
-from .conftest import settings_for
 
 
 async def _history(settings: ConvoSettings, provider: TracerProvider, cid: str) -> tuple[str, list[str]]:
@@ -41,7 +40,7 @@ async def test_history_and_titles_survive_service_and_database_restarts(
         ensure_database(admin_url, "convo")
         url = make_url(admin_url).set(database="convo").render_as_string(hide_password=False)
         await asyncio.to_thread(MIGRATIONS.upgrade, url)
-        settings = settings_for(url)
+        settings = convo_settings_for(url)
         async with (
             started_service(settings, assemble, tracer_provider) as service,
             grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,

@@ -10,9 +10,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.convo.main import assemble
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
+from sstools.devstack.agentstack import convo_settings_for
 from sstools.devstack.testing import started_service
-
-from .conftest import settings_for
 
 
 async def count(
@@ -50,7 +49,7 @@ async def test_every_convo_replica_counts_the_same_turns(
     fresh_database_url: str,
     tracer_provider: TracerProvider,
 ) -> None:
-    settings = settings_for(fresh_database_url)
+    settings = convo_settings_for(fresh_database_url)
     async with (
         started_service(settings, assemble, tracer_provider) as other,
         grpc.aio.insecure_channel(f"127.0.0.1:{other.ports['grpc']}") as channel,

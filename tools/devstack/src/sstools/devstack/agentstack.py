@@ -78,6 +78,20 @@ class Reply:
         )
 
 
+def convo_settings_for(database_url: str, **settings: Any) -> ConvoSettings:
+    """A convo on free ports on ``database_url`` that trusts the test key (``settings`` override)."""
+    return ConvoSettings(
+        **{
+            "grpc_port": 0,
+            "http_port": 0,
+            "metrics_port": 0,
+            "database_url": database_url,
+            "jwt_public_keys": PUBLIC_KEYS,
+            **settings,
+        }
+    )
+
+
 @dataclass
 class AgentStack:
     chat_url: str
@@ -320,14 +334,8 @@ async def running_stack(
             )
         )
         ops_url = f"http://127.0.0.1:{ops.ports['api']}"
-        convo_settings = ConvoSettings(
-            grpc_port=0,
-            http_port=0,
-            metrics_port=0,
-            database_url=fresh_database_url,
-            jwt_public_keys=PUBLIC_KEYS,
-            ops_url=ops_url,
-            account_check_seconds=account_check_seconds,
+        convo_settings = convo_settings_for(
+            fresh_database_url, ops_url=ops_url, account_check_seconds=account_check_seconds
         )
         convo = await stack.enter_async_context(
             started_service(convo_settings, assemble_convo, tracer_provider)

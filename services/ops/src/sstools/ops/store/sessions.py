@@ -36,6 +36,15 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+async def revoke_sessions_of(connection: AsyncConnection, username: str) -> None:
+    """Every refresh token of the user, in the caller's transaction (a user being disabled)."""
+    await connection.execute(
+        update(refresh_tokens)
+        .where(refresh_tokens.c.username == username, refresh_tokens.c.revoked_at.is_(None))
+        .values(revoked_at=func.now())
+    )
+
+
 class RefreshTokens:
     def __init__(self, engine: AsyncEngine, ttl: timedelta) -> None:
         self._engine = engine

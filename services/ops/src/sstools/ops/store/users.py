@@ -19,7 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.catalogue import Role
-from sstools.ops.store.tables import refresh_tokens, users
+from sstools.ops.store.sessions import revoke_sessions_of
+from sstools.ops.store.tables import users
 
 _hasher = PasswordHasher()
 
@@ -50,10 +51,11 @@ class UserStore:
         self._engine = engine
 
     async def create(self, username: str, password: str, role: Role) -> User:
+        password_hash = await asyncio.to_thread(_hasher.hash, password)  # tens of ms of CPU: off the loop
         async with self._engine.begin() as connection:
             await connection.execute(
                 insert(users).values(
-                    id=uuid.uuid4(), username=username, password_hash=_hasher.hash(password), role=role.value
+                    id=uuid.uuid4(), username=username, password_hash=password_hash, role=role.value
                 )
             )
         return User(username, role)
@@ -113,11 +115,7 @@ class UserStore:
                 .values(role=after.role.value, is_active=after.active)
             )
             if not after.active:
-                await connection.execute(
-                    update(refresh_tokens)
-                    .where(refresh_tokens.c.username == username, refresh_tokens.c.revoked_at.is_(None))
-                    .values(revoked_at=func.now())
-                )
+                await revoke_sessions_of(connection, username)
         return after
 
     async def authenticate(self, username: str, password: str) -> User | None:
