@@ -26,15 +26,31 @@ VALUE_SETS = {
     "production": ([CHART / "values-prod.yaml"], {}),
     "development": ([CHART / "values-dev.yaml"], {}),
 }
-SECRET_VARIABLES = {
-    "DATABASE_URL",
-    "JWT_PRIVATE_KEY",
-    "JWT_PUBLIC_KEYS",
-    "CONFIRMATION_SECRET",
-    "LLM_API_KEY",
-    "AGENT_OPS_CLIENT_SECRET",
-    "OPS_SERVICE_CLIENTS",
-    "OPS_ADMIN_PASSWORD",
+# values.yaml's secrets.keys: each secret variable and its key in the one existing Secret.
+SECRET_KEYS = {
+    "DATABASE_URL": "database-url",
+    "JWT_PRIVATE_KEY": "jwt-private-key",
+    "JWT_PUBLIC_KEYS": "jwt-public-keys",
+    "CONFIRMATION_SECRET": "confirmation-secret",
+    "LLM_API_KEY": "llm-api-key",
+    "AGENT_OPS_CLIENT_SECRET": "agent-ops-client-secret",
+    "OPS_SERVICE_CLIENTS": "ops-service-clients",
+    "OPS_ADMIN_PASSWORD": "ops-admin-password",
+    "POSTGRES_PASSWORD": "postgres-password",
+}
+OPTIONAL_SECRETS = {"LLM_API_KEY", "OPS_ADMIN_PASSWORD"}  # the service's default applies without them
+SERVICES = {("Deployment", name) for name in ("agent", "router", "docparse", "convo", "ops", "web")}
+MIGRATIONS = {("Job", "migrate")}  # a Helm hook running each service's migrations
+# Per value set: the Secret's name, the workloads rendered, and the secret variables they read.
+SECRETS_BY_VALUE_SET = {
+    "default": ("sstools-secrets", SERVICES | MIGRATIONS, set(SECRET_KEYS) - {"POSTGRES_PASSWORD"}),
+    "production": ("sstools-agent-secrets", SERVICES | MIGRATIONS, set(SECRET_KEYS) - {"POSTGRES_PASSWORD"}),
+    # the bundled PostgreSQL, a StatefulSet, reads its password from the same Secret
+    "development": (
+        "sstools-agent-dev-secrets",
+        SERVICES | MIGRATIONS | {("StatefulSet", "postgresql")},
+        set(SECRET_KEYS),
+    ),
 }
 
 
@@ -133,15 +149,39 @@ def test_without_an_existing_secret_the_chart_refuses_to_render() -> None:
         render()
 
 
+def _pod_spec(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod a workload runs, whatever its kind (a CronJob's through its Job template)."""
+    spec = document.get("spec") or {}
+    if document["kind"] == "Pod":
+        return spec
+    template = (spec.get("jobTemplate") or {}).get("spec", spec).get("template")
+    return template["spec"] if template else None
+
+
 def test_secrets_come_only_by_reference(rendered: tuple[str, list[dict[str, Any]]]) -> None:
-    _, documents = rendered
+    value_set, documents = rendered
+    secret_name, workloads, secrets = SECRETS_BY_VALUE_SET[value_set]
     assert _of(documents, "Secret") == []  # the chart makes none: no default secret anywhere
-    for component, containers in _containers(documents).items():
-        for container in containers:
+    checked: set[tuple[str, str]] = set()
+    seen: set[str] = set()
+    for document in documents:
+        pod = _pod_spec(document)
+        if pod is None:
+            continue
+        checked.add((document["kind"], _component(document)))
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            where = (document["kind"], _component(document), container["name"])
+            assert "envFrom" not in container, where  # every variable by name, none in bulk
             for variable in container.get("env", []):
-                if variable["name"] in SECRET_VARIABLES:
-                    assert "value" not in variable, (component, variable)
-                    assert variable["valueFrom"]["secretKeyRef"]["name"], (component, variable)
+                if variable["name"] not in SECRET_KEYS:
+                    continue
+                seen.add(variable["name"])
+                reference: dict[str, object] = {"name": secret_name, "key": SECRET_KEYS[variable["name"]]}
+                if variable["name"] in OPTIONAL_SECRETS:
+                    reference["optional"] = True
+                assert variable == {"name": variable["name"], "valueFrom": {"secretKeyRef": reference}}, where
+    assert checked == workloads  # every workload the chart renders, none missed
+    assert seen == secrets  # each secret is read somewhere, so each was checked
 
 
 def test_the_router_scales_on_its_own_and_the_agent_balances_over_its_replicas(

@@ -25,18 +25,18 @@ from typing import Any
 import pytest
 from gradio_client import Client
 
-from sstools.common.catalogue import Tier, tool_names
-from sstools.common.catalogue import tool as catalogue_tool
-from sstools.common.policy import decide
-from sstools.common.tool_args import ARGS, ENV_FIELDS, is_env_id
+from sstools.common.catalogue import Role, Tier
 from sstools.devstack.agentstack import USERS, AgentStack, dump, new_conversation
 from sstools.devstack.agentstack import Reply as ChatReply
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE, RANKS, R
 from sstools.devstack.sideeffects import Scope, Snapshot, describe, diff, remove_new_objects, settled
 from sstools.devstack.superset import Instance
 
 TURNS = 50
 ENVIRONMENTS = frozenset({"dev", "prod"})  # what the stack configures
+ENV_FIELDS = ("env_id", "source_env")  # the arguments of the tools here that name an environment
+SQL_TOOL = "superset_execute_sql"  # every statement this model sends it writes
 CRAFTED_ENVS = (
     "prod/maintenance/end#",
     "../prod",
@@ -147,16 +147,20 @@ class Expected:
     code: str = ""  # a tool_error's error.code
 
 
-def _may_change(call: ToolCall) -> bool:
-    spec = catalogue_tool(call.name)
-    return spec.policy.tier is not Tier.READ or spec.mutating_sql_policy is not None
+def _policy(name: str) -> tuple[Tier, Role, Role]:
+    """DESIGN.md's (tier, lowest role, lowest role in prod) of a known tool, as this model calls it."""
+    return MUTATING_SQL if name == SQL_TOOL else POLICY_TABLE[name]
+
+
+def _may_change(name: str) -> bool:
+    return _policy(name)[0] is not R
 
 
 def expected_of_batch(batch: tuple[ToolCall, ...], username: str) -> list[Expected]:
     """What the gate must make of each call of a batch: a batch holding a call that may change
     something runs that call alone, the others are refused (``ONE_CHANGE_AT_A_TIME``)."""
-    known = set(tool_names())
-    changing = [call.id for call in batch if call.name in known and _may_change(call)]
+    known = set(POLICY_TABLE)
+    changing = [call.id for call in batch if call.name in known and _may_change(call.name)]
     return [
         Expected("tool_error", "ONE_CHANGE_AT_A_TIME")
         if call.name in known and len(batch) > 1 and changing and call.id != changing[0]
@@ -169,19 +173,17 @@ def expected(call: ToolCall, username: str) -> Expected:
     """What the gate must make of the call alone for this user, in the design's order."""
     args = call.arguments
     assert isinstance(args, dict)
-    if call.name not in set(tool_names()):
+    if call.name not in POLICY_TABLE:
         return Expected("tool_error", "UNKNOWN_TOOL")
-    for field in ENV_FIELDS:
-        value = args.get(field)
-        if value is not None and not (is_env_id(value) and value in ENVIRONMENTS):
-            return Expected("tool_error", "INVALID_ENVIRONMENT")
-    model = ARGS[call.name].model_fields
-    if set(args) - {field.alias or name for name, field in model.items()} - set(model):
-        return Expected("tool_error", "invalid_arguments")  # its own "confirmed" is no tool's argument
-    decision = decide(call.name, args.get("env_id"), mutating_sql=True)  # every statement here writes
-    if not decision.allows(USERS[username]):
+    if any(args.get(field, "dev") not in ENVIRONMENTS for field in ENV_FIELDS):
+        return Expected("tool_error", "INVALID_ENVIRONMENT")
+    if "confirmed" in args:  # the model's own: no tool takes it (all else it sends, its tool does)
+        return Expected("tool_error", "invalid_arguments")
+    tier, lowest, lowest_in_prod = _policy(call.name)
+    required = lowest_in_prod if args.get("env_id") == "prod" else lowest
+    if RANKS[USERS[username]] < RANKS[required]:
         return Expected("permission_denied")
-    return Expected("confirm_required" if decision.needs_confirmation else "ran")
+    return Expected("confirm_required" if tier is not R else "ran")
 
 
 def _unaccounted(batch: tuple[ToolCall, ...], wanted: list[Expected], reply: ChatReply) -> list[str]:
@@ -219,7 +221,7 @@ def _unaccounted(batch: tuple[ToolCall, ...], wanted: list[Expected], reply: Cha
         if event["run_id"] not in ended:
             problems.append(f"{event['tool']} started and never ended")
         arguments = event.get("input") or {}
-        if decide(event["tool"], arguments.get("env_id"), mutating_sql=True).tier is not Tier.READ:
+        if event["tool"] not in POLICY_TABLE or _may_change(event["tool"]):
             problems.append(f"{event['tool']} ran without a confirmation: {arguments}")
     for card in reply.of("confirm_required"):
         if "confirmed" in card["tool_args"]:

@@ -3,9 +3,11 @@ against the whole stack with both Superset instances, and what it changed is rea
 the services (:mod:`sstools.devstack.sideeffects`: ops' rows, backup files, the exports
 repository, Superset's objects, the example database) before and after the call.
 
-- A tool whose catalogue tier is ``read`` must change nothing at all, and must run without a card.
+- A tool whose tier is ``read`` (DESIGN.md's table, :mod:`sstools.devstack.policy_table`) must
+  change nothing at all, and must run without a card.
 - A write or dangerous tool pauses for confirmation; the sweep confirms it as ``root`` (admin) so
-  it really runs, and it must change what it exists to change (:data:`STEPS` says what and why):
+  it really runs, and it must change all it exists to change and nothing else (:data:`STEPS` says
+  what and why, and what it may change besides where the session's shared Superset decides it):
   that is also how the sweep proves it can see a change at all.
 
 The calls are ordered so that every write succeeds here: the branch before the commit on it, the
@@ -26,10 +28,11 @@ from typing import Any
 import pytest
 from gradio_client import Client
 
-from sstools.common.catalogue import Tier, tool, tool_names
+from sstools.common.catalogue import Tier
 from sstools.devstack.agentstack import AgentStack, dump, new_conversation
 from sstools.devstack.agentstack import Reply as ChatReply
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE
 from sstools.devstack.sideeffects import (
     Scope,
     Snapshot,
@@ -52,17 +55,19 @@ Args = dict[str, Any] | Callable[[Snapshot], dict[str, Any]]
 class Step:
     tool: str
     args: Args
-    # For a write: the areas of the snapshot the call must change, all of them (with why).
+    # For a write: the areas of the snapshot the call must change, all of them (with why) ...
     changes: tuple[str, ...] = ()
     why: str = ""
-    # superset_execute_sql with a statement that writes: judged by the catalogue's mutating policy.
+    # ... and those it may change besides, depending on what earlier suites of the session left
+    # in the shared Superset instances; it changes nothing else.
+    may_change: tuple[str, ...] = ()
+    # superset_execute_sql with a statement that writes: DESIGN.md's policy for such SQL.
     mutating_sql: bool = False
 
     @property
     def tier(self) -> Tier:
-        spec = tool(self.tool)
-        policy = spec.mutating_sql_policy if self.mutating_sql and spec.mutating_sql_policy else spec.policy
-        return policy.tier
+        """DESIGN.md's tier, from the table written out by hand (not from the catalogue)."""
+        return (MUTATING_SQL if self.mutating_sql else POLICY_TABLE[self.tool])[0]
 
     @property
     def label(self) -> str:
@@ -89,78 +94,86 @@ def _latest_task(snapshot: Snapshot) -> dict[str, Any]:
 
 DEPLOYED = _prod_dashboard(DEPLOYED_SLUG)
 TASK = ("ops.ops_tasks",)
+# A confirmed change is recorded under its Idempotency-Key, so that a resent one is not run twice.
+CONFIRMED = ("ops.ops_idempotency",)
+# Importing over a dashboard an earlier suite of the session deployed overwrites it, but its
+# charts and datasets need not show a new change time; into a prod without them, they are new.
+IMPORTED_CONTENT = ("superset.prod.chart", "superset.prod.dataset")
 
 STEPS: tuple[Step, ...] = (
     Step(
         "create_branch",
         {"name": SWEEP_BRANCH},
-        ("git",),
+        ("git", *CONFIRMED),
         "a new ref in the exports repository (the first git call also creates the repository)",
     ),
     Step(
         "commit_changes",
         {"env_id": "dev", "branch": SWEEP_BRANCH, "dashboard_ids": [1], "message": "sweep"},
-        ("git",),
+        ("git", *CONFIRMED),
         "dashboard 1's export committed on the new branch: new objects, the branch moves",
     ),
     Step(
         "run_backup",
         {"env_id": "dev"},
-        (*TASK, "ops.ops_backups", "backups"),
+        (*TASK, "ops.ops_backups", "backups", *CONFIRMED),
         "a backup task, its record and its zip",
     ),
     Step(
         "deploy_dashboard",
         {"env_id": "prod", "dashboard_id": 2, "source_env": "dev"},
-        (*TASK, "ops.ops_backups", "backups", "superset.prod.dashboard"),
-        # Other suites of the session may have deployed it already: then the import overwrites
-        # the dashboard, and its charts need not show a new change time.
+        (*TASK, "ops.ops_backups", "backups", "superset.prod.dashboard", *CONFIRMED),
         "prod is backed up, then dev's 'Orders and Events' is imported into it",
+        may_change=IMPORTED_CONTENT,
     ),
     Step(
         "execute_migration",
         {"env_id": "prod", "source_env": "dev", "dashboard_ids": [2]},
-        (*TASK, "ops.ops_backups", "backups"),
+        (*TASK, "ops.ops_backups", "backups", "superset.prod.dashboard", *CONFIRMED),
         "a migration task that backs prod up before importing (again) into it",
+        may_change=IMPORTED_CONTENT,
     ),
     Step(
         "superset_create_dashboard",
         {"env_id": "prod", "title": "Side-effect sweep"},
-        ("superset.prod.dashboard",),
+        ("superset.prod.dashboard", *CONFIRMED),
         "a new dashboard",
     ),
     Step(
         "superset_copy_dashboard",
         lambda snapshot: {"env_id": "prod", "dashboard_id": DEPLOYED(snapshot), "title": "Sweep copy"},
-        ("superset.prod.dashboard",),
-        "a copy of the deployed dashboard",
+        ("superset.prod.dashboard", "superset.prod.chart", *CONFIRMED),
+        "a copy of the deployed dashboard, sharing its charts (each now on both dashboards)",
     ),
     Step(
         "superset_execute_sql",
         {"env_id": "dev", "database_id": 1, "sql": f"CREATE TABLE {SWEEP_TABLE} (id INTEGER)"},
-        ("examples",),
+        ("examples", *CONFIRMED),
         "a confirmed statement that writes: a new table in the example database",
         mutating_sql=True,
     ),
     Step(
         "superset_create_dataset",
         {"env_id": "dev", "database_id": 1, "table_name": SWEEP_TABLE},
-        ("superset.dev.dataset",),
+        ("superset.dev.dataset", *CONFIRMED),
         "a dataset for the table the statement above created (no suite has one for it)",
     ),
     Step(
-        "run_llm_validation", {"env_id": "dev", "dashboard_id": 1}, TASK, "a validation task keeps its report"
+        "run_llm_validation",
+        {"env_id": "dev", "dashboard_id": 1},
+        (*TASK, *CONFIRMED),
+        "a validation task keeps its report",
     ),
     Step(
         "run_llm_documentation",
         lambda snapshot: {"env_id": "prod", "dashboard_id": DEPLOYED(snapshot)},
-        (*TASK, "superset.prod.chart"),
+        (*TASK, "superset.prod.chart", *CONFIRMED),
         "a documentation task that writes descriptions into the deployed dashboard's charts",
     ),
     Step(
         "start_maintenance",
         {"env_id": "dev", "reason": "side-effect sweep"},
-        ("ops.ops_maintenance",),
+        ("ops.ops_maintenance", *CONFIRMED),
         "an open maintenance window",
     ),
     # The reads, with something to read: tasks, backups, an open window, a deployed dashboard.
@@ -188,7 +201,7 @@ STEPS: tuple[Step, ...] = (
     Step(
         "end_maintenance",
         {"env_id": "dev"},
-        ("ops.ops_maintenance",),
+        ("ops.ops_maintenance", *CONFIRMED),
         "the window started above is closed",
     ),
 )
@@ -235,7 +248,7 @@ def _ran(name: str, replies: list[ChatReply]) -> str | None:
 async def test_every_tool_changes_only_what_its_tier_allows(
     llm_stack: AgentStack, llm: FakeLlm, supersets: dict[str, Instance], tmp_path: Path
 ) -> None:
-    assert {step.tool for step in STEPS} == set(tool_names()), "the sweep must call every tool"
+    assert {step.tool for step in STEPS} == set(POLICY_TABLE), "the sweep must call every tool"
     unjustified = [step.label for step in STEPS if step.tier is not Tier.READ and not step.changes]
     assert not unjustified, f"say what these writes must change: {unjustified}"
     scope = Scope.of(llm_stack.database_url, tmp_path, supersets)
@@ -264,10 +277,12 @@ async def test_every_tool_changes_only_what_its_tier_allows(
             else:
                 if not carded:
                     outcome.problems.append(f"a {step.tier} call ran without a confirmation card")
-                missing = [area for area in step.changes if area not in areas(changes)]
-                if missing:
+                changed = areas(changes)
+                # all it exists to change, and nothing beyond what it may
+                if not set(step.changes) <= changed <= {*step.changes, *step.may_change}:
                     outcome.problems.append(
-                        f"it should change {', '.join(missing)} ({step.why}); it changed:{describe(changes)}"
+                        f"it should change {', '.join(sorted(step.changes))} ({step.why}), and may change"
+                        f" {', '.join(step.may_change) or 'nothing else'}; it changed:{describe(changes)}"
                     )
             outcomes.append(outcome)
     finally:

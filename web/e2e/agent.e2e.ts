@@ -353,8 +353,10 @@ describe("the /agent page", () => {
       await ask("задеплой дашборд 1 в prod");
       await expectState("denied");
       const card = page.getByTestId("denied-card");
-      expect(await card.textContent()).toContain("admin");
-      expect(await card.getByTestId("alternative").count()).toBeGreaterThan(0);
+      // the tool, the role it needs, and the analyst's own role, as the agent sent them
+      expect(await card.locator("code").allTextContents()).toEqual(["deploy_dashboard"]);
+      expect(await card.locator("strong").allTextContents()).toEqual(["admin", "analyst"]);
+      expect(await card.getByTestId("alternative").count()).toBe(2); // health summary, dashboard search
       expect(await page.getByTestId("confirm-card").count()).toBe(0);
       await shoot("11-permission-denied");
       await card.getByTestId("close-denied").click();

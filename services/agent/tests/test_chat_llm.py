@@ -2,6 +2,8 @@
 streamed tokens, streamed tool calls, the confirmation pause, and the model's failures."""
 
 import asyncio
+import json
+import re
 import uuid
 
 from sstools.devstack.agentstack import AgentStack, dump
@@ -51,13 +53,21 @@ async def test_a_deploy_the_model_asks_for_waits_for_confirmation(
     rejected = await llm_stack.say("", conversation, action="reject")
     assert rejected.of("tool_start") == []
     assert rejected.text == "Rejected, nothing was deployed."
-    assert "rejected" in llm.requests[-1]["messages"][-1]["content"]
+    told = llm.requests[-1]["messages"][-1]  # the call's result, fenced as tool output
+    assert told["role"] == "tool"
+    fence = re.search(
+        r'<untrusted-tool-result tool="deploy_dashboard">\n(.*)\n</untrusted-tool-result>$',
+        told["content"],
+        re.S,
+    )
+    assert fence is not None, told["content"]
+    assert json.loads(fence.group(1))["error"]["code"] == "rejected"
 
 
 async def test_a_failing_model_ends_the_turn_with_an_error(llm_stack: AgentStack, llm: FakeLlm) -> None:
     llm.says(Reply(status=500), Reply(status=500), Reply(status=500))
     reply = await llm_stack.say("покажи дашборды", str(uuid.uuid4()))
-    assert reply.of("error"), dump(reply)
+    assert [error["code"] for error in reply.of("error")] == ["LLM_UNAVAILABLE"], dump(reply)
     assert reply.state == "failed"
 
 
@@ -115,7 +125,7 @@ async def test_unreadable_output_is_asked_again_once_then_reported(
     llm.says(broken_call, broken_call)
     failed = await llm_stack.say("что сломано?", str(uuid.uuid4()))
     assert failed.of("error"), dump(failed)
-    assert failed.of("error")[0]["code"] == "LLM_MALFORMED", dump(failed)
+    assert [error["code"] for error in failed.of("error")] == ["LLM_MALFORMED"], dump(failed)
     assert failed.of("tool_start") == []
     assert failed.state == "failed"
 

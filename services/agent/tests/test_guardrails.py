@@ -4,6 +4,7 @@ timeouts of tools (ops behind a faulty loopback link), and one audit record per 
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from sstools.devstack.agentstack import AgentStack, dump, new_conversation, runn
 from sstools.devstack.fake_llm import FakeLlm, Reply
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port
+
+JWT_SHAPED = re.compile(rb"eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+")  # base64url JSON header and payload
 
 
 async def test_a_role_below_the_tool_is_denied_before_any_confirmation(
@@ -119,7 +122,7 @@ async def test_a_second_send_in_the_same_session_is_busy(llm_stack: AgentStack, 
     first = asyncio.create_task(llm_stack.say("расскажи", new_conversation(), client=session))
     await asyncio.sleep(0.7)
     second = await llm_stack.say("и ещё", new_conversation(), client=session)
-    assert second.of("error")[0]["code"] == "BUSY", dump(second)
+    assert [error["code"] for error in second.of("error")] == ["BUSY"], dump(second)
     assert second.state == "failed"
     assert (await first).text == "медленный ответ"
     after = await llm_stack.say("теперь можно?", new_conversation(), client=session)
@@ -139,7 +142,7 @@ async def test_a_conversation_leased_elsewhere_is_busy_until_released(
         )
         assert lease.acquired
         busy = await agent_stack.say("покажи дашборды", conversation)
-        assert busy.of("error")[0]["code"] == "BUSY", dump(busy)
+        assert [error["code"] for error in busy.of("error")] == ["BUSY"], dump(busy)
         assert "another tab" in busy.of("error")[0]["message"]
         await convo.ReleaseLease(
             convo_pb2.ReleaseLeaseRequest(conversation_id=conversation, holder="another-tab")
@@ -170,7 +173,7 @@ async def test_an_oversized_or_malformed_ui_context_is_refused(agent_stack: Agen
     big = json.dumps({"objectType": "dashboard", "objectName": "x" * 200, "route": "/d", "pad": "y" * 5000})
     conversation = new_conversation()
     reply = await agent_stack.say("покажи дашборды", conversation, ui_context=big)
-    assert reply.of("error")[0]["code"] == "PAYLOAD_TOO_LARGE", dump(reply)
+    assert [error["code"] for error in reply.of("error")] == ["PAYLOAD_TOO_LARGE"], dump(reply)
     assert reply.state == "failed"
     assert reply.of("tool_start") == []
     malformed = await agent_stack.say(
@@ -185,7 +188,7 @@ async def test_an_oversized_or_malformed_ui_context_is_refused(agent_stack: Agen
     audit = await agent_stack.audit(conversation)
     assert [(row["decision"], row["outcome"]) for row in audit] == [("refused", "failed")]
     unnamed = await agent_stack.say("покажи дашборды", "not-a-uuid")
-    assert unnamed.of("error")[0]["code"] == "INVALID_CONVERSATION_ID", dump(unnamed)
+    assert [error["code"] for error in unnamed.of("error")] == ["INVALID_CONVERSATION_ID"], dump(unnamed)
     anonymous = await agent_stack.rows(
         "SELECT decision, outcome FROM assistant_audit WHERE conversation_id IS NULL"
     )
@@ -211,9 +214,10 @@ async def test_unsupported_and_oversized_uploads_are_refused_and_the_chat_goes_o
     program.write_bytes(b"MZ\x90\x00" + bytes(2000))
     reply = await agent_stack.say("покажи дашборды", conversation, files=[program])
     errors = {error["file"]: error for error in reply.of("error")}
+    assert list(errors) == ["setup.exe"], dump(reply)
     assert errors["setup.exe"]["code"] == "UPLOAD_UNSUPPORTED_TYPE", dump(reply)
-    assert {"pdf", "xlsx", "csv"} <= set(errors["setup.exe"]["supported"])
-    assert "pdf" in errors["setup.exe"]["message"]
+    # what the person may attach instead: README's list
+    assert errors["setup.exe"]["supported"] == ["pdf", "xlsx", "csv", "json", "png", "jpeg"]
     assert [event["tool"] for event in reply.of("tool_start")] == ["search_dashboards"]  # the chat went on
     assert reply.state == "success"
     # the turn is over: its upload is gone, and nothing of big.csv was ever kept
@@ -378,17 +382,44 @@ async def test_creation_and_diagnostic_requests_are_not_prefetched(
     assert all(message["role"] != "system" for message in request["messages"]), dump(reply)
 
 
+def _stored(value: object) -> bytes:
+    """A column's value as it is kept: bytea as its bytes, JSON as its text, anything else as text."""
+    if isinstance(value, bytes | memoryview):
+        return bytes(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value).encode()
+    return str(value).encode()
+
+
 async def test_the_user_token_is_never_written_into_checkpoints(
     agent_stack: AgentStack, conversation: str
 ) -> None:
-    await agent_stack.say("задеплой дашборд 1 в prod", conversation)  # a pause: checkpoints with config
-    found = await agent_stack.rows(
-        "SELECT metadata::text AS metadata FROM checkpoints WHERE thread_id = :id", id=conversation
+    session = await asyncio.to_thread(agent_stack.client, "root")  # the token the turn is sent with
+    token = session.headers["Authorization"].removeprefix("Bearer ")
+    _, payload, signature = token.split(".")
+    await agent_stack.say("задеплой дашборд 1 в prod", conversation, client=session)  # a pause
+    # LangGraph's checkpoint tables, named by hand: every column of every row of the thread
+    stored: dict[str, list[bytes]] = {}
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        rows = await agent_stack.rows(f"SELECT * FROM {table} WHERE thread_id = :id", id=conversation)
+        stored[table] = [_stored(value) for row in rows for value in row.values()]
+    # the turn was checkpointed into each table, so the search below has something to search
+    assert sorted(table for table, values in stored.items() if values) == sorted(stored)
+    # the run's config does reach the checkpoints (LangGraph copies it into their metadata) ...
+    metadata = await agent_stack.rows(
+        "SELECT metadata->>'username' AS username FROM checkpoints WHERE thread_id = :id", id=conversation
     )
-    metadata = [row["metadata"] for row in found]
-    assert metadata  # the turn was checkpointed
-    assert any('"username": "root"' in row for row in metadata)  # run config does reach metadata
-    assert not any("eyJ" in row for row in metadata)  # but never a JWT
+    assert {row["username"] for row in metadata} == {"root"}
+    # ... but neither the token nor any part of it that could be replayed or forged from
+    found = [
+        (table, name)
+        for table, values in stored.items()
+        for name, part in (("token", token), ("payload", payload), ("signature", signature))
+        if any(part.encode() in value for value in values)
+    ]
+    assert found == []
+    # nor any other token (the agent's own for ops, say): nothing JWT-shaped at all
+    assert [table for table, values in stored.items() if any(map(JWT_SHAPED.search, values))] == []
 
 
 async def test_with_router_and_docparse_down_the_chat_still_answers(
@@ -422,7 +453,7 @@ async def test_with_convo_down_the_turn_fails_cleanly_and_writes_nothing(
     ) as stack:
         reply = await stack.say("задеплой дашборд 1 в prod", conversation)
         checkpoints = await stack.rows("SELECT 1 FROM checkpoints WHERE thread_id = :id", id=conversation)
-    assert reply.of("error")[0]["code"] == "CONVO_UNAVAILABLE", dump(reply)
+    assert [error["code"] for error in reply.of("error")] == ["CONVO_UNAVAILABLE"], dump(reply)
     assert reply.of("tool_start") == []
     assert reply.of("confirm_required") == []
     assert reply.state == "failed"

@@ -5,7 +5,7 @@ from typing import cast
 import pytest
 
 from sstools.agent.chat import ChatService
-from sstools.agent.ui.app import GRADIO_ANALYTICS_EVENTS, chat_blocks
+from sstools.agent.ui.app import chat_blocks
 from sstools.devstack.keys import ISSUER
 
 
@@ -18,8 +18,9 @@ def test_the_queue_summarises_its_analytics_rarely_and_over_a_bounded_window(
     # The service is never called: only the Blocks and their queue are built.
     blocks = chat_blocks(cast(ChatService, object()), ISSUER, 4, "offline").queue()
     queue = blocks._queue
-    assert queue.ANALYTICS_MAX_EVENTS == GRADIO_ANALYTICS_EVENTS
-    assert queue.ANAYLTICS_CACHE_FREQUENCY == GRADIO_ANALYTICS_EVENTS  # Gradio's own spelling
+    # every 1 000 events over the last 1 000 (Gradio's defaults: every event, over all of them)
+    assert queue.ANALYTICS_MAX_EVENTS == 1_000
+    assert queue.ANAYLTICS_CACHE_FREQUENCY == 1_000  # Gradio's own spelling
 
 
 def test_an_operator_setting_still_wins(monkeypatch: pytest.MonkeyPatch) -> None:

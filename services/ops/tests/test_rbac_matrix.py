@@ -21,12 +21,11 @@ import pytest
 from fastapi.routing import APIRoute
 from opentelemetry.sdk.trace import TracerProvider
 
-from sstools.common.catalogue import ALWAYS_OFFERED, tool_names
 from sstools.common.db import create_engine
 from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.common.tool_args import ENDPOINTS as TOOL_ENDPOINTS
-from sstools.devstack.keys import PUBLIC_KEYS, forged_token, user_token
-from sstools.devstack.policy_table import allowed
+from sstools.devstack.keys import ISSUER, PUBLIC_KEYS, forged_token, user_token
+from sstools.devstack.policy_table import POLICY_TABLE, allowed
 from sstools.devstack.testing import free_port
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import SERVICE_AUDIENCE
@@ -90,7 +89,7 @@ ENDPOINTS = _endpoints()
 
 def test_every_tool_that_acts_through_ops_has_an_endpoint() -> None:
     guarded = {endpoint.tool for endpoint in ENDPOINTS}
-    assert guarded == set(tool_names()) - {ALWAYS_OFFERED}  # show_capabilities is the agent's own
+    assert guarded == set(POLICY_TABLE) - {"show_capabilities"}  # the agent answers that one itself
 
 
 def test_the_agent_calls_each_tool_where_ops_serves_it_with_the_same_models() -> None:
@@ -151,13 +150,13 @@ async def test_every_endpoint_allows_exactly_the_roles_the_policy_names(ops: Ops
     assert checked >= 4 * 40
 
 
-def _hs256(payload: dict[str, Any], secret: str) -> str:
+def _hs256(payload: dict[str, Any], secret: str, kid: str) -> str:
     """HS256 by hand: PyJWT will not take a PEM public key as an HMAC secret; an attacker will."""
     claims = {
         key: int(value.timestamp()) if isinstance(value, datetime) else value
         for key, value in payload.items()
     }
-    signed = ".".join(_segment(part) for part in ({"alg": "HS256", "typ": "JWT"}, claims))
+    signed = ".".join(_segment(part) for part in ({"alg": "HS256", "kid": kid, "typ": "JWT"}, claims))
     signature = hmac.new(secret.encode(), signed.encode(), hashlib.sha256).digest()
     return f"{signed}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
 
@@ -166,14 +165,17 @@ def _segment(part: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(part).encode()).rstrip(b"=").decode()
 
 
-def _unsigned(payload: dict[str, Any]) -> str:
-    return jwt.encode(payload, None, algorithm="none")  # type: ignore[arg-type]  # what an attacker sends
+def _unsigned(payload: dict[str, Any], kid: str) -> str:
+    # what an attacker sends: no signature, under the kid of ops' real key
+    return jwt.encode(payload, None, algorithm="none", headers={"kid": kid})  # type: ignore[arg-type]
 
 
-async def test_calls_without_both_valid_identities_are_rejected(ops: OpsApi) -> None:
+async def test_calls_without_both_valid_identities_are_rejected_with_the_reason(ops: OpsApi) -> None:
     now = datetime.now(UTC)
     root = ops.user_tokens["root"]
     service = ops.service_token
+    kid = jwt.get_unverified_header(root)["kid"]  # the key ops signs with, which it knows
+    assert kid == jwt.get_unverified_header(service)["kid"]
     user_claims = {
         "sub": "root",
         "typ": TokenType.USER.value,
@@ -182,53 +184,92 @@ async def test_calls_without_both_valid_identities_are_rejected(ops: OpsApi) -> 
         "exp": now + timedelta(minutes=5),
     }
     service_claims = {**user_claims, "sub": "agent", "typ": TokenType.SERVICE.value, "aud": SERVICE_AUDIENCE}
-    expired_user = user_token("root", ttl=timedelta(seconds=1), now=now - timedelta(hours=1))
-    kid = jwt.get_unverified_header(root)["kid"]
-    forged_service = forged_token("agent", token_type=TokenType.SERVICE, audience=SERVICE_AUDIENCE)
-    attempts = {
-        "user token only": {"Authorization": f"Bearer {root}"},
-        "service token only": {"Authorization": f"Bearer {service}"},
-        "user token as both": {"Authorization": f"Bearer {root}", "X-User-Authorization": f"Bearer {root}"},
-        "service token as both": {
-            "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {service}",
-        },
-        "user token of another key": {
-            "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {forged_token('root')}",
-        },
-        "user token of another key under ops' kid": {
-            "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {forged_token('root', kid=kid)}",
-        },
-        "service token of another key": {
-            "Authorization": f"Bearer {forged_service}",
-            "X-User-Authorization": f"Bearer {root}",
-        },
-        "HS256 user token keyed with ops' public key": {
-            "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {_hs256(user_claims, PUBLIC_KEYS)}",
-        },
-        "HS256 service token": {
-            "Authorization": f"Bearer {_hs256(service_claims, 'some-other-secret-of-32-bytes-or-more!')}",
-            "X-User-Authorization": f"Bearer {root}",
-        },
-        "alg none user token": {
-            "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {_unsigned(user_claims)}",
-        },
-        "alg none service token": {
-            "Authorization": f"Bearer {_unsigned(service_claims)}",
-            "X-User-Authorization": f"Bearer {root}",
-        },
-        "expired user token": {
-            "Authorization": f"Bearer {service}",
-            "X-User-Authorization": f"Bearer {expired_user}",
-        },
-        "no tokens": {},
-        "not a bearer": {"Authorization": f"Basic {service}", "X-User-Authorization": f"Bearer {root}"},
+    hour_ago = now - timedelta(hours=1)
+    expired_user = user_token("root", ttl=timedelta(seconds=1), now=hour_ago)  # ops' key, long over
+    expired_service = ISSUER.issue(
+        "agent",
+        token_type=TokenType.SERVICE,
+        audience=SERVICE_AUDIENCE,
+        ttl=timedelta(seconds=1),
+        now=hour_ago,
+    )
+
+    def forged(subject: str, **kind: Any) -> str:
+        """Signed with a key of the forger's own, named by the kid of ops' key (copied from a token)."""
+        return forged_token(subject, kid=kid, **kind)
+
+    service_kind = {"token_type": TokenType.SERVICE, "audience": SERVICE_AUDIENCE}
+    agent = {"Authorization": f"Bearer {service}"}  # the agent's valid identity
+    other_secret = "some-other-secret-of-32-bytes-or-more!"
+    attempts: dict[str, tuple[dict[str, str], str]] = {
+        "user token only": ({"Authorization": f"Bearer {root}"}, "token_audience_invalid"),
+        "service token only": ({"Authorization": f"Bearer {service}"}, "user_token_missing"),
+        "user token as both": (
+            {"Authorization": f"Bearer {root}", "X-User-Authorization": f"Bearer {root}"},
+            "token_audience_invalid",
+        ),
+        "service token as both": (
+            {**agent, "X-User-Authorization": f"Bearer {service}"},
+            "token_audience_invalid",
+        ),
+        "user token of a key ops does not know": (
+            {**agent, "X-User-Authorization": f"Bearer {forged_token('root')}"},
+            "token_key_unknown",
+        ),
+        "user token of another key under ops' kid": (
+            {**agent, "X-User-Authorization": f"Bearer {forged('root')}"},
+            "token_signature_invalid",
+        ),
+        "service token of another key under ops' kid": (
+            {
+                "Authorization": f"Bearer {forged('agent', **service_kind)}",
+                "X-User-Authorization": f"Bearer {root}",
+            },
+            "token_signature_invalid",
+        ),
+        "HS256 user token keyed with ops' public key": (
+            {**agent, "X-User-Authorization": f"Bearer {_hs256(user_claims, PUBLIC_KEYS, kid)}"},
+            "token_algorithm_rejected",
+        ),
+        "HS256 service token": (
+            {
+                "Authorization": f"Bearer {_hs256(service_claims, other_secret, kid)}",
+                "X-User-Authorization": f"Bearer {root}",
+            },
+            "token_algorithm_rejected",
+        ),
+        "alg none user token": (
+            {**agent, "X-User-Authorization": f"Bearer {_unsigned(user_claims, kid)}"},
+            "token_algorithm_rejected",
+        ),
+        "alg none service token": (
+            {
+                "Authorization": f"Bearer {_unsigned(service_claims, kid)}",
+                "X-User-Authorization": f"Bearer {root}",
+            },
+            "token_algorithm_rejected",
+        ),
+        "expired user token": ({**agent, "X-User-Authorization": f"Bearer {expired_user}"}, "token_expired"),
+        "expired service token": (
+            {"Authorization": f"Bearer {expired_service}", "X-User-Authorization": f"Bearer {root}"},
+            "token_expired",
+        ),
+        "no tokens": ({}, "service_token_missing"),
+        "not a bearer": (
+            {"Authorization": f"Basic {service}", "X-User-Authorization": f"Bearer {root}"},
+            "service_token_missing",
+        ),
     }
+    refused = {}
     for endpoint in ENDPOINTS:
-        for name, headers in attempts.items():
+        for name, (headers, _) in attempts.items():
             reply = await _call(ops, endpoint, "prod", headers)
-            assert reply.status_code == 401, (endpoint, name, reply.text)
+            refused[endpoint.method, endpoint.path, name] = (
+                reply.status_code,
+                reply.json()["detail"]["code"],
+            )
+    assert refused == {
+        (endpoint.method, endpoint.path, name): (401, code)
+        for endpoint in ENDPOINTS
+        for name, (_, code) in attempts.items()
+    }

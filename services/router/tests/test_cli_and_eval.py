@@ -1,3 +1,5 @@
+"""The router's command line (in process and through a running server) and its evaluation."""
+
 import asyncio
 import io
 import json
@@ -44,9 +46,14 @@ async def test_cli_routes_through_a_running_server(tracer_provider: TracerProvid
         failures = await asyncio.to_thread(run, lines, route, output)
     answers = [json.loads(line) for line in output.getvalue().splitlines()]
     assert failures == 2
+    assert len(answers) == 3  # the empty line is skipped, not answered
+    assert answers[0]["q"] == "deploy dashboard 42 to prod"
     assert "deploy_dashboard" in answers[0]["tools"]
-    assert answers[1] == {"line": 3, "error": answers[1]["error"]}
-    assert answers[2]["line"] == 4
+    # each bad line is answered with its number and why, and the lines after it are still read
+    assert answers[1:] == [
+        {"line": 3, "error": "bad input line: JSONDecodeError('Expecting value: line 1 column 1 (char 0)')"},
+        {"line": 4, "error": "bad input line: TypeError('q must be a string')"},
+    ]
 
 
 def test_evaluate_counts_recall_tools_and_forbidden() -> None:

@@ -1,8 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
   AgentChatModel,
-  MAX_FILE_BYTES,
-  RECONNECT_DELAY_MS,
   normaliseEnv,
   isEnvId,
   uiContextFromUrl,
@@ -209,9 +207,13 @@ describe("AgentChatModel", () => {
     expect(chat.canConfirm).toBe(false);
     await chat.confirm(); // ignored while counting down
     expect(transport.requests).toHaveLength(1);
-    for (let second = 0; second < 5; second++) ticks[0]();
+    for (let second = 0; second < 4; second++) ticks[0]();
+    expect(chat.dangerousCountdownActive).toBe(true); // five seconds: one still to go
+    expect(chat.canConfirm).toBe(false);
+    ticks[0]();
     expect(chat.dangerousCountdownActive).toBe(false);
     expect(chat.canConfirm).toBe(true);
+    expect(ticks).toHaveLength(0); // the timer is stopped
   });
 
   it("rejects a pending action with a reject submit", async () => {
@@ -278,7 +280,7 @@ describe("AgentChatModel", () => {
     const chat = new AgentChatModel({ transport, sleep: async (ms) => void slept.push(ms) });
     expect(await chat.connect("token")).toBe(false);
     expect(transport.connects).toBe(5);
-    expect(slept).toEqual([RECONNECT_DELAY_MS, RECONNECT_DELAY_MS, RECONNECT_DELAY_MS, RECONNECT_DELAY_MS]);
+    expect(slept).toEqual([5_000, 5_000, 5_000, 5_000]);
     expect(chat.connection).toBe("lost");
     expect(chat.error?.code).toBe("NETWORK");
     expect(await chat.connect("token")).toBe(true);
@@ -303,7 +305,10 @@ describe("AgentChatModel", () => {
 
   it("refuses unsupported and oversized files in the page", () => {
     const file = (name: string, size = 10) => new File([new Uint8Array(size)], name);
-    expect(AgentChatModel.rejectFiles([file("tool.exe"), file("report.pdf"), file("big.xlsx", MAX_FILE_BYTES + 1)])).toEqual([
+    const limit = 10 * 1024 * 1024; // 10 MB, convo's and docparse's limit too
+    expect(
+      AgentChatModel.rejectFiles([file("tool.exe"), file("report.pdf"), file("big.xlsx", limit + 1), file("full.csv", limit)]),
+    ).toEqual([
       { file: "tool.exe", reason: "unsupportedFile" },
       { file: "big.xlsx", reason: "fileTooLarge" },
     ]);

@@ -41,3 +41,8 @@ def allowed(tool_name: str, role: Role, *, prod: bool) -> bool:
     """Whether the table lets ``role`` call ``tool_name`` (on a prod target when ``prod``)."""
     _, lowest, lowest_in_prod = POLICY_TABLE[tool_name]
     return RANKS[role] >= RANKS[lowest_in_prod if prod else lowest]
+
+
+# DESIGN.md: superset_execute_sql with anything but one read-only statement (tier, lowest role,
+# lowest role when the target is prod).
+MUTATING_SQL = (D, ADM, ADM)
