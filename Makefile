@@ -14,13 +14,23 @@ WEB_BUILD := web/build/200.html
 WEB_SOURCES := $(shell find web/src web/static -type f 2>/dev/null) web/vite.config.ts web/tsconfig.json
 NPM := PATH="$(CURDIR)/$(BIN):$$PATH" npm --prefix web --no-audit --no-fund --loglevel=error
 
-.PHONY: run test web protos vectors lock install clean
+.PHONY: run test mutation browser-suite web protos vectors lock install clean
 
 run: $(INSTALLED) $(WEB_BUILD)
 	$(BIN)/sstools-stack
 
 test: $(INSTALLED) $(INSTALLED_ST) $(WEB_BUILD)
 	$(BIN)/sstools-check $(ARGS)
+
+# Mutation testing of the safety core (sstools.devstack.mutation): each module's score as JSON,
+# kept in tools/devstack/mutation-scores.json; `make test` re-checks the modules changed since.
+mutation: $(INSTALLED)
+	$(BIN)/sstools-mutation --record $(ARGS)
+
+# The page's browser suite alone, RUNS times over one stack of its own (sstools.devstack.browser).
+RUNS ?= 10
+browser-suite: $(INSTALLED) $(WEB_BUILD)
+	$(BIN)/sstools-browser-suite --runs $(RUNS)
 
 web: $(WEB_BUILD)
 

@@ -1,11 +1,6 @@
 """`make run`'s supervisor end to end: embedded database, every service ready, data kept, clean stop."""
 
 import asyncio
-import contextlib
-import os
-import select
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,113 +12,16 @@ import pytest
 from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
-from sstools.common.catalogue import Role
-from sstools.common.db import create_engine
-from sstools.devstack import documents
+from sstools.devstack import browser, running
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
-from sstools.devstack.paths import REPO_ROOT
+from sstools.devstack.running import READY_BANNER, RunningStack
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
 from sstools.devstack.testing import free_port
-from sstools.ops.store.users import UserStore
-
-READY_BANNER = "SS-Tools stack is ready:"
-SCREENSHOTS = REPO_ROOT / "web" / "test-results" / "screenshots"  # CI keeps them as artifacts
-ANALYST, ANALYST_PASSWORD = "anna", "anna-analyst-pass-123"  # the page's permission-denied case
-
-
-class RunningStack:
-    """`sstools-stack` in its own process group, as a terminal runs it, its output on a pipe."""
-
-    def __init__(self, data_dir: Path, environment: dict[str, str], superset_ports: str) -> None:
-        self._output_fd, write_fd = os.pipe()
-        self.process = subprocess.Popen(
-            [
-                *("sstools-stack", "--data-dir", str(data_dir), "--ready-timeout", "120"),
-                *("--superset-ports", superset_ports),
-            ],
-            env=environment,
-            stdout=write_fd,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        os.close(write_fd)
-        self._output = b""
-        self.started: list[psutil.Process] = []
-
-    @property
-    def output(self) -> str:
-        return self._output.decode(errors="replace")
-
-    def _read(self, timeout: float) -> bool:
-        """Read what is there within ``timeout``; False at end of output."""
-        if not select.select([self._output_fd], [], [], timeout)[0]:
-            return True
-        chunk = os.read(self._output_fd, 65536)
-        self._output += chunk
-        return bool(chunk)
-
-    def wait_for(self, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.output and time.monotonic() < deadline:
-            if not self._read(1):
-                break
-        assert text in self.output, f"no {text!r} in stack output:\n{self.output}"
-
-    def kill_leftovers(self) -> None:
-        """After a failed test: nothing this stack started may outlive it."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        for process in self.started:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
-
-    def record_started(self, data_dir: Path) -> list[psutil.Process]:
-        """Every process the stack runs now: its supervisor's children and the database server."""
-        self.started = [*self.descendants(), psutil.Process(_postmaster_pid(data_dir))]
-        return self.started
-
-    def descendants(self) -> list[psutil.Process]:
-        children: list[psutil.Process] = psutil.Process(self.process.pid).children(recursive=True)
-        return children
-
-    def interrupt(self, *, hang_up_first: bool = False) -> int:
-        """Ctrl-C: SIGINT to the whole foreground process group.
-
-        ``hang_up_first`` closes the reading end before, as when `make run | tee` loses its tee
-        to the same Ctrl-C: the stack must still stop everything.
-        """
-        if self.process.poll() is not None:
-            raise AssertionError(f"stack exited early ({self.process.returncode}):\n{self.output}")
-        if hang_up_first:
-            os.close(self._output_fd)
-            os.killpg(self.process.pid, signal.SIGINT)
-            return self.process.wait(timeout=60)
-        os.killpg(self.process.pid, signal.SIGINT)
-        while self._read(60):
-            pass
-        os.close(self._output_fd)
-        return self.process.wait(timeout=60)
 
 
 @pytest.fixture
 def stack_environment() -> dict[str, str]:
-    given = (
-        "DATABASE_URL",
-        "ENVIRONMENTS",
-        "JWT_PRIVATE_KEY",
-        "JWT_PUBLIC_KEYS",
-        "CONFIRMATION_SECRET",
-        "OPS_ADMIN_PASSWORD",
-    )
-    environment = {key: value for key, value in os.environ.items() if key not in given}
-    for name, settings_class in SETTINGS.items():
-        for field in settings_class.model_fields:
-            if field.endswith("_port"):
-                environment[f"{name.upper()}_{field.upper()}"] = str(free_port())
-    environment["WEB_PORT"] = str(free_port())
-    # An answer streams for seconds, as a real model's would: the browser test stops one halfway.
-    environment["AGENT_OFFLINE_WORDS_PER_SECOND"] = "12"
-    return environment
+    return running.stack_environment()
 
 
 @pytest.fixture
@@ -144,10 +42,6 @@ def stacks(data_dir: Path, stack_environment: dict[str, str]) -> Iterator[Callab
     yield start
     for stack in running:
         stack.kill_leftovers()
-
-
-def _postmaster_pid(data_dir: Path) -> int:
-    return int((data_dir / "postmaster.pid").read_text().split()[0])
 
 
 # Two starts of the whole stack and the browser suite: minutes on a busy 2-core machine, each
@@ -174,7 +68,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         assert versions == (2,)  # convo and ops were migrated before they started
         _seeded_broken_chart_is_reported(stack_environment, data_dir.parent)
         _board_and_alerts_query_only_exported_metrics(services)
-        asyncio.run(_add_user(database, ANALYST, Role.ANALYST))
+        asyncio.run(browser.add_analyst(database))
         _the_page_works_in_a_browser(stack_environment, data_dir.parent)
     finally:
         returncode = first.interrupt()
@@ -274,47 +168,24 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
 
     title = titles("dev")[1]
     assert title not in titles("prod").values()  # the page's deploy is what brings it
-    password = (data_root / "ops-admin-password").read_text().strip()
-    report = documents.pdf(
-        data_root, "квартальный-отчёт.pdf", ["Квартальный отчёт", "Риск: задержка поставок в регионе Сибирь."]
-    )
-    e2e = subprocess.run(
-        ["npm", "--prefix", str(REPO_ROOT / "web"), "--loglevel=error", "run", "e2e"],
-        env={
-            **environment,
-            "E2E_BASE_URL": page_address(environment).url,
-            "E2E_USERNAME": "admin",
-            "E2E_PASSWORD": password,
-            "E2E_ANALYST_USERNAME": ANALYST,
-            "E2E_ANALYST_PASSWORD": ANALYST_PASSWORD,
-            "E2E_PDF": str(report),
-            "E2E_SCREENSHOTS": str(SCREENSHOTS),
-            # the stack's own signing key: the page's session test makes a token that ends soon
-            "E2E_SIGNING_KEY": (data_root / "jwt-private-key.pem").read_text(),
-        },
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert e2e.returncode == 0, e2e.stdout[-6000:] + e2e.stderr[-3000:]
+    suite = browser.run_suite(environment, data_root)
+    assert suite.returncode == 0, suite.output[-9000:]
     for _ in range(60):  # the deploy runs as a task
         if title in titles("prod").values():
             break
         time.sleep(1)
     else:
         raise AssertionError(f"{title!r} never reached prod: {titles('prod')}")
-    assert {path.name for path in SCREENSHOTS.glob("*.png")} >= {
-        "03-confirm-card-desktop.png",
-        "03-confirm-card-narrow.png",
+    # each state web/e2e shoots, at both widths, and the second tab's own
+    states = (
+        *("01-login", "02-prod-context", "02-tool-cards", "03-confirm-card", "04-confirmed", "05-rejected"),
+        *("06-exe-rejected", "07-pdf-answer", "07-debug", "08-english", "09-sidebar", "10-archived"),
+        *("11-permission-denied", "12-stopped", "13-connection-lost", "14-session-ended"),
+    )
+    assert {path.name for path in browser.SCREENSHOTS.iterdir()} == {
+        *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),
+        "12-second-tab-desktop.png",
     }
-
-
-async def _add_user(database_url: str, username: str, role: Role) -> None:
-    engine = create_engine(database_url)
-    try:
-        await UserStore(engine).create(username, ANALYST_PASSWORD, role)
-    finally:
-        await engine.dispose()
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -1,6 +1,8 @@
 """The fast path alone (no stack): which words make a command, what it takes from them, and
 that a negation keeps an otherwise explicit command off it (FR-035)."""
 
+import re
+
 import pytest
 
 from sstools.agent.fastpath import fast_confirmation_tool
@@ -63,3 +65,21 @@ def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str
 )
 def test_anything_less_than_a_short_complete_command_goes_to_the_model(text: str) -> None:
     assert fast_confirmation_tool(text, SCHEMAS) is None
+
+
+def test_a_fast_call_has_an_id_of_its_own_that_says_where_it_came_from() -> None:
+    first = fast_confirmation_tool("сделай бэкап prod", SCHEMAS)
+    second = fast_confirmation_tool("сделай бэкап prod", SCHEMAS)
+    assert first is not None
+    assert second is not None
+    for call in (first, second):
+        assert re.fullmatch(r"fast_[0-9a-f]{16}", str(call["id"])), call["id"]
+    assert first["id"] != second["id"]  # each confirmation card answers one call
+
+
+def test_a_command_of_up_to_200_characters_is_short_enough() -> None:
+    command = "задеплой дашборд 17 в prod"
+    longest = command + " " * (200 - len(command) - 1) + "!"  # inner spaces: not stripped away
+    assert len(longest) == 200
+    assert fast_confirmation_tool(longest, SCHEMAS) is not None
+    assert fast_confirmation_tool(longest + "!", SCHEMAS) is None

@@ -5,15 +5,17 @@ person confirmed it (:mod:`sstools.devstack.confirming`)."""
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
+from fastapi import Header
 from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
@@ -21,10 +23,11 @@ from sstools.devstack.confirming import confirming
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import started_service
+from sstools.devstack.testing import scratch_database, started_service
+from sstools.ops.api.auth import Caller
 from sstools.ops.main import assemble
 from sstools.ops.settings import OpsSettings
-from sstools.ops.store import MIGRATIONS
+from sstools.ops.store import MIGRATIONS, metadata
 from sstools.ops.store.users import UserStore
 
 CONFIRMATION_SECRET = "ops-test-confirmations-" + "c" * 32
@@ -36,6 +39,18 @@ USERS = {"vera": Role.VIEWER, "anna": Role.ANALYST, "oleg": Role.OPERATOR, "root
 
 def password(username: str) -> str:
     return ADMIN_PASSWORD if username == "root" else f"{username}-pass-123"
+
+
+# The header naming the user of a call to a test's own app (see ``named_caller``).
+USER_HEADER = "X-Test-User"
+
+
+async def named_caller(username: Annotated[str, Header(alias=USER_HEADER)]) -> Caller:
+    """A stand-in for ``agent_for_user`` (:func:`sstools.ops.api.auth.dependencies`) in a test's
+    own app: the agent's call for the user of ``USERS`` named in ``X-Test-User``, with that
+    user's role — what the real one returns once both tokens are verified (that is tested in
+    test_identity.py and the RBAC matrix); the code under test only uses the ``Caller``."""
+    return Caller("agent", username, USERS[username])
 
 
 @dataclass
@@ -162,6 +177,30 @@ async def ops(
 async def database(fresh_database_url: str) -> str:
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
     return fresh_database_url
+
+
+@pytest.fixture(scope="module")
+def module_database(database_url: str) -> Iterator[str]:
+    """A scratch database with ops' schema for one test module: quicker than one per test, which
+    matters to tests run again for every mutant. Use it through ``emptied_engine``."""
+    with scratch_database(database_url) as url:
+        MIGRATIONS.upgrade(url)
+        yield url
+
+
+@pytest.fixture
+async def emptied_engine(module_database: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on the module's database with every ops table emptied: each test starts from
+    nothing, whatever the tests before it left."""
+    engine = create_engine(module_database)
+    async with engine.begin() as connection:
+        # DELETE, not TRUNCATE: on tables this small it is many times quicker
+        for table in reversed(metadata.sorted_tables):
+            await connection.execute(table.delete())
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
 
 
 @asynccontextmanager

@@ -41,7 +41,7 @@ def fast_confirmation_tool(text: str, schemas: Mapping[str, type[BaseModel]]) ->
         if not pattern.search(command):
             continue
         facts = extract(command)
-        arguments = arguments_for(name, schemas[name], facts, command)
+        arguments = arguments_for(schemas[name], facts, command)
         if arguments is None or (name in _NEEDS_ENV and not facts.env):
             return None
         return ToolCall(name=name, args=arguments, id=f"{_ID_PREFIX}{uuid.uuid4().hex[:16]}")

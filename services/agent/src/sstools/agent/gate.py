@@ -47,6 +47,8 @@ REFUSED_EVENT = "tool_refused"  # the custom event a refusal is dispatched as (a
 CONFIRM_PROMPTS = {
     "dangerous": "⚠️ Опасное действие: подтвердите / Dangerous action: please confirm",
     "guarded": "Изменение данных: подтвердите / This changes data: please confirm",
+    # Only a card whose edit made a change a read (SQL edited into a query): still a new card.
+    "safe": "Подтвердите / Please confirm",
 }
 _KNOWN_TOOLS = frozenset(tool_names())
 # What a card shows beside the arguments: an edit that changes any of it needs a new card.

@@ -103,7 +103,7 @@ def extract(text: str, history: Sequence[BaseMessage] = ()) -> Extracted:
     return Extracted(numbers=numbers, env=target, source_env=source, quoted=_QUOTED.findall(plain), sql=sql)
 
 
-def arguments_for(name: str, schema: type[BaseModel], facts: Extracted, text: str) -> dict[str, Any] | None:
+def arguments_for(schema: type[BaseModel], facts: Extracted, text: str) -> dict[str, Any] | None:
     """The tool's arguments from the facts, or None if a required one cannot be filled."""
     fields = {
         key: info for key, info in schema.model_fields.items() if key not in ("tool_call_id", "confirmed")
@@ -199,7 +199,7 @@ class OfflinePlanner(BaseChatModel):
             schema = candidate.args_schema
             if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
                 continue
-            arguments = arguments_for(candidate.name, schema, facts, text)
+            arguments = arguments_for(schema, facts, text)
             if arguments is None:
                 continue
             reading = tool(candidate.name).policy.tier is Tier.READ

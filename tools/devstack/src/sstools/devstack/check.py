@@ -1,5 +1,6 @@
-"""`make test`: lint, types, stub freshness, the page's checks and unit tests, then every test
-suite against a real PostgreSQL.
+"""`make test`: lint, types, stub freshness, the page's checks and unit tests, the mutation
+score of every safety-core module changed since its score was recorded, then every test suite
+against a real PostgreSQL.
 
 Every step runs even when an earlier one fails, so one run shows every problem; the exit code
 is non-zero if any step failed — including a pytest run that collected no tests.
@@ -24,6 +25,8 @@ STATIC_STEPS = [
     ("web check", ["npm", "--prefix", "web", "--loglevel=error", "run", "check"]),
     ("web unit tests", ["npm", "--prefix", "web", "--loglevel=error", "test"]),
 ]
+# A change to the safety core or its tests must leave tests that notice nine mutants in ten.
+MUTATION_STEP = ["sstools-mutation", "--changed", "--min-score", "90"]
 PYTEST_NO_TESTS = 5
 
 
@@ -46,7 +49,10 @@ def main() -> None:
     environment = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
     failed = [name for name, command in STATIC_STEPS if not run_step(name, command, environment)]
     with database_url(DATA_DIR / "pg-test", database="sstools_test") as url:
-        if not run_step("pytest", ["pytest", *args.pytest_args], {**environment, "DATABASE_URL": url}):
+        with_database = {**environment, "DATABASE_URL": url}
+        if not run_step("mutation", MUTATION_STEP, with_database):
+            failed.append("mutation")
+        if not run_step("pytest", ["pytest", *args.pytest_args], with_database):
             failed.append("pytest")
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)

@@ -122,8 +122,9 @@ class Guard:
         )
 
     def permit(self, tool: str, *, audited_as: str | None = None) -> Any:
-        """The dependency of an endpoint of ``tool``; its audit records name ``audited_as``
-        when the endpoint is not the tool's call itself (a question asked before it)."""
+        """The dependency of an endpoint of ``tool``. The record of its outcome names
+        ``audited_as`` when the endpoint is not the tool's call itself (a question asked before
+        it); a refusal before the endpoint runs is the tool's, and is recorded as such."""
         action = audited_as or tool
 
         async def dependency(
@@ -155,6 +156,9 @@ class Guard:
                     ("denied" if error.status_code == 403 else "refused"),
                     {"status": error.status_code},
                 )
+                raise
+            except BaseException as error:  # a bug or a cancelled call did not end "ok"
+                outcome, detail = "failed", {"error": type(error).__name__}
                 raise
             finally:
                 await self._record(caller, action, env_id, outcome, detail)

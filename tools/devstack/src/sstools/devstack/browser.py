@@ -1,0 +1,132 @@
+"""The page's browser suite (web/e2e: Vitest driving Debian's Chromium) against a running stack.
+
+The stack test runs it once (tests/test_stack.py). ``sstools-browser-suite --runs N`` starts a
+stack of its own once — a fresh data folder, free ports, the real Superset pair — and runs the
+suite N times over it, printing a JSON line per run (passed or not, seconds, the tests that
+failed) and a last line with the tally and the median time: the suite's own flakiness, measured.
+"""
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sstools.common.catalogue import Role
+from sstools.common.db import create_engine
+from sstools.devstack import documents
+from sstools.devstack.paths import REPO_ROOT
+from sstools.devstack.running import READY_BANNER, RunningStack, stack_environment
+from sstools.devstack.stack import page_address
+from sstools.devstack.testing import free_port
+from sstools.ops.store.users import UserStore
+
+ANALYST, ANALYST_PASSWORD = "anna", "anna-analyst-pass-123"  # the page's permission-denied case
+SCREENSHOTS = REPO_ROOT / "web" / "test-results" / "screenshots"  # CI keeps them as artifacts
+SUITE_TIMEOUT_SECONDS = 900
+
+
+@dataclass
+class SuiteRun:
+    """One run of the suite: its exit code, output, wall time and each test's outcome."""
+
+    returncode: int
+    output: str
+    seconds: float
+    outcomes: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # a failed test's first lines
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "passed": self.returncode == 0,
+            "seconds": round(self.seconds, 1),
+            "tests": len(self.outcomes),
+            "failed": self.failures,
+        }
+
+
+async def add_analyst(database_url: str) -> None:
+    """The analyst the permission-denied case signs in as."""
+    engine = create_engine(database_url)
+    try:
+        await UserStore(engine).create(ANALYST, ANALYST_PASSWORD, Role.ANALYST)
+    finally:
+        await engine.dispose()
+
+
+def run_suite(environment: dict[str, str], data_root: Path, screenshots: Path = SCREENSHOTS) -> SuiteRun:
+    """web/e2e against the stack that ``environment`` describes, with the secrets it keeps in
+    ``data_root``; each state's screenshots in ``screenshots``."""
+    report = documents.pdf(
+        data_root, "квартальный-отчёт.pdf", ["Квартальный отчёт", "Риск: задержка поставок в регионе Сибирь."]
+    )
+    results = data_root / "e2e-results.json"
+    results.unlink(missing_ok=True)
+    # an earlier run's screenshots would pass for this one's: the folder holds this run's alone
+    shutil.rmtree(screenshots, ignore_errors=True)
+    started = time.monotonic()
+    e2e = subprocess.run(
+        [
+            *("npm", "--prefix", str(REPO_ROOT / "web"), "--loglevel=error", "run", "e2e", "--"),
+            *("--reporter=default", "--reporter=json", f"--outputFile={results}"),
+        ],
+        env={
+            **environment,
+            "E2E_BASE_URL": page_address(environment).url,
+            "E2E_USERNAME": "admin",
+            "E2E_PASSWORD": (data_root / "ops-admin-password").read_text().strip(),
+            "E2E_ANALYST_USERNAME": ANALYST,
+            "E2E_ANALYST_PASSWORD": ANALYST_PASSWORD,
+            "E2E_PDF": str(report),
+            "E2E_SCREENSHOTS": str(screenshots),
+            # the stack's own signing key: the session tests make tokens that end soon
+            "E2E_SIGNING_KEY": (data_root / "jwt-private-key.pem").read_text(),
+        },
+        capture_output=True,
+        text=True,
+        timeout=SUITE_TIMEOUT_SECONDS,
+    )
+    run = SuiteRun(e2e.returncode, e2e.stdout + e2e.stderr, time.monotonic() - started)
+    if results.exists():
+        for suite in json.loads(results.read_text())["testResults"]:
+            for test in suite["assertionResults"]:
+                run.outcomes[test["title"]] = test["status"]
+                if test["status"] != "passed":
+                    run.failures[test["title"]] = "\n".join(test["failureMessages"])[:600]
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=10, help="how many times to run the suite")
+    args = parser.parse_args()
+    environment = stack_environment()
+    runs: list[SuiteRun] = []
+    with tempfile.TemporaryDirectory(prefix="browser-suite-") as folder:
+        data_dir = Path(folder) / "pg"
+        stack = RunningStack(data_dir, environment, f"dev={free_port()},prod={free_port()}")
+        try:
+            stack.wait_for(READY_BANNER, 300)
+            asyncio.run(add_analyst(f"postgresql://postgres@/sstools?host={data_dir}"))
+            for number in range(1, args.runs + 1):
+                runs.append(run_suite(environment, Path(folder), Path(folder) / "screenshots"))
+                print(json.dumps({"run": number, **runs[-1].summary()}, ensure_ascii=False), flush=True)
+                if runs[-1].returncode and not runs[-1].outcomes:
+                    print(runs[-1].output[-4000:], flush=True)  # it did not get as far as its tests
+        finally:
+            stopped = stack.interrupt() if stack.process.poll() is None else stack.process.returncode
+            stack.kill_leftovers()
+    times = [run.seconds for run in runs]
+    passed = sum(run.returncode == 0 for run in runs)
+    tally = {"runs": len(runs), "passed": passed, "median_seconds": round(statistics.median(times), 1)}
+    print(json.dumps({**tally, "stack_stopped_with": stopped}), flush=True)
+    if passed < len(runs):
+        raise SystemExit(1)

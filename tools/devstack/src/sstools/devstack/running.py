@@ -1,0 +1,120 @@
+"""`sstools-stack` driven as a person at a terminal drives it, for the tests and the browser
+suite's runner: in its own process group, its output on a pipe, stopped with Ctrl-C."""
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from sstools.devstack.stack import SETTINGS
+from sstools.devstack.testing import free_port
+
+READY_BANNER = "SS-Tools stack is ready:"
+# Variables a developer's shell may set that would point the stack at something else.
+_GIVEN = (
+    "DATABASE_URL",
+    "ENVIRONMENTS",
+    "JWT_PRIVATE_KEY",
+    "JWT_PUBLIC_KEYS",
+    "CONFIRMATION_SECRET",
+    "OPS_ADMIN_PASSWORD",
+)
+
+
+def stack_environment() -> dict[str, str]:
+    """This process's environment for a stack of its own: every listener on a free port, and the
+    offline model paced, so that an answer streams for seconds as a real model's would."""
+    environment = {key: value for key, value in os.environ.items() if key not in _GIVEN}
+    # the stack's and its services' console scripts are this interpreter's virtualenv's
+    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
+    for name, settings_class in SETTINGS.items():
+        for field in settings_class.model_fields:
+            if field.endswith("_port"):
+                environment[f"{name.upper()}_{field.upper()}"] = str(free_port())
+    environment["WEB_PORT"] = str(free_port())
+    environment["AGENT_OFFLINE_WORDS_PER_SECOND"] = "12"  # the browser suite stops one halfway
+    return environment
+
+
+def postmaster_pid(data_dir: Path) -> int:
+    return int((data_dir / "postmaster.pid").read_text().split()[0])
+
+
+class RunningStack:
+    """`sstools-stack` in its own process group, as a terminal runs it, its output on a pipe."""
+
+    def __init__(self, data_dir: Path, environment: dict[str, str], superset_ports: str) -> None:
+        self._output_fd, write_fd = os.pipe()
+        self.process = subprocess.Popen(
+            [
+                *("sstools-stack", "--data-dir", str(data_dir), "--ready-timeout", "120"),
+                *("--superset-ports", superset_ports),
+            ],
+            env=environment,
+            stdout=write_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        os.close(write_fd)
+        self._output = b""
+        self.started: list[psutil.Process] = []
+
+    @property
+    def output(self) -> str:
+        return self._output.decode(errors="replace")
+
+    def _read(self, timeout: float) -> bool:
+        """Read what is there within ``timeout``; False at end of output."""
+        if not select.select([self._output_fd], [], [], timeout)[0]:
+            return True
+        chunk = os.read(self._output_fd, 65536)
+        self._output += chunk
+        return bool(chunk)
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output and time.monotonic() < deadline:
+            if not self._read(1):
+                break
+        assert text in self.output, f"no {text!r} in stack output:\n{self.output}"
+
+    def kill_leftovers(self) -> None:
+        """After a failed test: nothing this stack started may outlive it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for process in self.started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+
+    def record_started(self, data_dir: Path) -> list[psutil.Process]:
+        """Every process the stack runs now: its supervisor's children and the database server."""
+        self.started = [*self.descendants(), psutil.Process(postmaster_pid(data_dir))]
+        return self.started
+
+    def descendants(self) -> list[psutil.Process]:
+        children: list[psutil.Process] = psutil.Process(self.process.pid).children(recursive=True)
+        return children
+
+    def interrupt(self, *, hang_up_first: bool = False) -> int:
+        """Ctrl-C: SIGINT to the whole foreground process group.
+
+        ``hang_up_first`` closes the reading end before, as when `make run | tee` loses its tee
+        to the same Ctrl-C: the stack must still stop everything.
+        """
+        if self.process.poll() is not None:
+            raise AssertionError(f"stack exited early ({self.process.returncode}):\n{self.output}")
+        if hang_up_first:
+            os.close(self._output_fd)
+            os.killpg(self.process.pid, signal.SIGINT)
+            return self.process.wait(timeout=60)
+        os.killpg(self.process.pid, signal.SIGINT)
+        while self._read(60):
+            pass
+        os.close(self._output_fd)
+        return self.process.wait(timeout=60)
