@@ -1,9 +1,7 @@
 """Fixtures every suite may use: the test database server, an in-memory tracer, real Superset."""
 
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -11,6 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sstools.devstack.demo import local_supersets
+from sstools.devstack.paths import on_venv_path
 from sstools.devstack.superset import Instance, default_home
 from sstools.devstack.testing import free_port, scratch_database
 
@@ -20,7 +19,7 @@ pytest_plugins = ["sstools.devstack.agentstack"]
 
 def pytest_configure(config: pytest.Config) -> None:
     # Tests start the services' console scripts; find them in this interpreter's virtualenv.
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ["PATH"] = on_venv_path(os.environ.get("PATH"))
 
 
 @pytest.fixture(scope="session")

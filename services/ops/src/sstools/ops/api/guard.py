@@ -67,9 +67,7 @@ class Guard:
         production = env is not None and env.production
         return decide(tool, env_id, production=production, mutating_sql=mutating_sql)
 
-    async def check(
-        self, caller: Caller, tool: str, env_id: str | None, *, mutating_sql: bool = False
-    ) -> Decision:
+    async def check(self, caller: Caller, tool: str, env_id: str | None, *, mutating_sql: bool) -> Decision:
         decision = self.decision(tool, env_id, mutating_sql=mutating_sql)
         if not decision.allows(caller.role):
             await self._record(
@@ -77,6 +75,16 @@ class Guard:
             )
             raise denied(tool, decision, caller)
         return decision
+
+    async def admit(
+        self, request: Request, caller: Caller, tool: str, env_id: str | None, *, mutating_sql: bool = False
+    ) -> None:
+        """The policy's answer for this call and, for one that changes something, the person's
+        confirmation of exactly this request; a refusal is recorded and raised."""
+        decision = await self.check(caller, tool, env_id, mutating_sql=mutating_sql)
+        # a GET only reads (a tool's list of what it made): nothing there to confirm
+        if decision.needs_confirmation and request.method != "GET":
+            await self.require_confirmation(request, caller, tool, env_id)
 
     async def require_confirmation(
         self, request: Request, caller: Caller, tool: str, env_id: str | None
@@ -141,10 +149,7 @@ class Guard:
                         + (", ".join(sorted(self._environments)) or "none"),
                     },
                 )
-            decision = await self.check(caller, tool, env_id)
-            # a GET only reads (a tool's list of what it made): nothing there to confirm
-            if decision.needs_confirmation and request.method != "GET":
-                await self.require_confirmation(request, caller, tool, env_id)
+            await self.admit(request, caller, tool, env_id)
             outcome, detail = "ok", {}
             try:
                 yield caller

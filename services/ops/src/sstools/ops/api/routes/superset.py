@@ -181,8 +181,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         judged = await sqllab.judge(client, backends, body.database_id, body.sql)
         read_only = judged.shape.read_only
         if not read_only:
-            await guard.check(caller, "superset_execute_sql", env_id, mutating_sql=True)
-            await guard.require_confirmation(request, caller, "superset_execute_sql", env_id)
+            await guard.admit(request, caller, "superset_execute_sql", env_id, mutating_sql=True)
         try:
             text = sqllab.script(body.sql, judged)
         except SqlNotParsed as error:
