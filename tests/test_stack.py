@@ -14,7 +14,7 @@ from gradio_client import Client
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.devstack import browser, running
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
-from sstools.devstack.running import READY_BANNER, RunningStack
+from sstools.devstack.running import RunningStack
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
 from sstools.devstack.testing import free_port
 
@@ -54,7 +54,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
 
     first = stacks()
     try:
-        first.wait_for(READY_BANNER, 150)
+        first.wait_until_ready()
         services = addresses(stack_environment)
         assert {service.name for service in services} == set(SETTINGS)
         assert all(is_ready(service) for service in services)
@@ -79,7 +79,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
 
     second = stacks()
     try:
-        second.wait_for(READY_BANNER, 150)
+        second.wait_until_ready()
         with psycopg.connect(database) as connection:
             assert connection.execute("SELECT note FROM kept_between_runs").fetchall() == [("first run",)]
         started = second.record_started(data_dir)

@@ -22,7 +22,7 @@ from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.devstack import documents
 from sstools.devstack.paths import REPO_ROOT
-from sstools.devstack.running import READY_BANNER, RunningStack, stack_environment
+from sstools.devstack.running import RunningStack, stack_environment
 from sstools.devstack.stack import page_address
 from sstools.devstack.testing import free_port
 from sstools.ops.store.users import UserStore
@@ -114,7 +114,7 @@ def main() -> None:
         data_dir = Path(folder) / "pg"
         stack = RunningStack(data_dir, environment, f"dev={free_port()},prod={free_port()}")
         try:
-            stack.wait_for(READY_BANNER, 300)
+            stack.wait_until_ready()
             asyncio.run(add_analyst(f"postgresql://postgres@/sstools?host={data_dir}"))
             for number in range(1, args.runs + 1):
                 runs.append(run_suite(environment, Path(folder), Path(folder) / "screenshots"))

@@ -12,10 +12,11 @@ from pathlib import Path
 import psutil
 
 from sstools.devstack.paths import VENV_BIN, on_venv_path
-from sstools.devstack.stack import SETTINGS
+from sstools.devstack.stack import NOT_READY, READY_BANNER, SETTINGS
 from sstools.devstack.testing import free_port
 
-READY_BANNER = "SS-Tools stack is ready:"
+READY_TIMEOUT = 180  # the stack's own bound on its services' start, after its databases are up
+STOP_TIMEOUT = 90  # Ctrl-C to the last process gone: every service's grace, and the databases'
 # Variables a developer's shell may set that would point the stack at something else.
 _GIVEN = (
     "DATABASE_URL",
@@ -52,7 +53,8 @@ class RunningStack:
         self._output_fd, write_fd = os.pipe()
         self.process = subprocess.Popen(
             [
-                *(str(VENV_BIN / "sstools-stack"), "--data-dir", str(data_dir), "--ready-timeout", "120"),
+                *(str(VENV_BIN / "sstools-stack"), "--data-dir", str(data_dir)),
+                *("--ready-timeout", str(READY_TIMEOUT)),
                 *("--superset-ports", superset_ports),
             ],
             env=environment,
@@ -76,12 +78,14 @@ class RunningStack:
         self._output += chunk
         return bool(chunk)
 
-    def wait_for(self, text: str, timeout: float) -> None:
+    def wait_until_ready(self, timeout: float = READY_TIMEOUT + 240) -> None:
+        """Until the banner; the stack gives up by itself (its ready-timeout) or exits first, and
+        ``timeout`` also covers its databases' and local Supersets' start before that."""
         deadline = time.monotonic() + timeout
-        while text not in self.output and time.monotonic() < deadline:
-            if not self._read(1):
+        while READY_BANNER not in self.output and NOT_READY not in self.output:
+            if time.monotonic() > deadline or not self._read(1):
                 break
-        assert text in self.output, f"no {text!r} in stack output:\n{self.output}"
+        assert READY_BANNER in self.output, f"stack not ready ({machine_load()}):\n{self.output}"
 
     def kill_leftovers(self) -> None:
         """After a failed test: nothing this stack started may outlive it."""
@@ -111,9 +115,31 @@ class RunningStack:
         if hang_up_first:
             os.close(self._output_fd)
             os.killpg(self.process.pid, signal.SIGINT)
-            return self.process.wait(timeout=60)
+            return self.process.wait(timeout=STOP_TIMEOUT)
         os.killpg(self.process.pid, signal.SIGINT)
-        while self._read(60):
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline and self._read(1):
             pass
         os.close(self._output_fd)
-        return self.process.wait(timeout=60)
+        try:
+            return self.process.wait(timeout=max(deadline - time.monotonic(), 0) + 5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"stack still running {STOP_TIMEOUT} s after Ctrl-C ({machine_load()}):\n{self.output}"
+            ) from None
+
+
+def machine_load() -> str:
+    """What else this machine is doing, for a message about something that was too slow."""
+
+    def cpu_seconds(process: psutil.Process) -> float:
+        times = process.info["cpu_times"]
+        return float(times.user + times.system) if times else 0.0
+
+    busiest = sorted(psutil.process_iter(["pid", "name", "cpu_times", "cmdline"]), key=cpu_seconds)[-6:]
+    lines = (
+        f"{process.pid} {cpu_seconds(process):.0f} s: "
+        + " ".join(process.info["cmdline"] or [process.info["name"]])[:120]
+        for process in reversed(busiest)
+    )
+    return f"load average {os.getloadavg()}; most CPU used by: " + "; ".join(lines)

@@ -192,6 +192,10 @@ class Listening(Protocol):
     def ready(self) -> bool: ...
 
 
+READY_BANNER = "SS-Tools stack is ready:"
+NOT_READY = "stack: not ready after"
+
+
 class ReadinessWatch(threading.Thread):
     """Waits for every service to be ready, prints where they are, or stops the stack on timeout."""
 
@@ -222,7 +226,7 @@ class ReadinessWatch(threading.Thread):
         if waiting:
             self.timed_out = True
             names = ", ".join(service.name for service in waiting)
-            self._output.write(f"stack: not ready after {self._timeout:.0f} s: {names}; stopping\n")
+            self._output.write(f"{NOT_READY} {self._timeout:.0f} s: {names}; stopping\n")
             self._manager.terminate()
             return
         self._output.write(banner(self._services, self._notes) + "\n")
@@ -230,7 +234,7 @@ class ReadinessWatch(threading.Thread):
 
 
 def banner(services: list[Listening], notes: list[str]) -> str:
-    lines = ["", "SS-Tools stack is ready:", f"  {'service':<10}{'listener':<14}address"]
+    lines = ["", READY_BANNER, f"  {'service':<10}{'listener':<14}address"]
     for service in services:
         for listener, port in service.ports.items():
             scheme = "" if listener == "grpc_port" else "http://"
