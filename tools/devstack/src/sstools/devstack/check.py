@@ -26,6 +26,9 @@ STATIC_STEPS = [
 ]
 # A change to the safety core or its tests must leave tests that notice nine mutants in ten.
 MUTATION_STEP = ["sstools-mutation", "--changed", "--min-score", "90"]
+# Both cores: most tests wait on a server, a process or a browser, so two workers nearly halve
+# the run. A test file stays on one worker, with its module fixtures set up once.
+PYTEST = ["pytest", "--numprocesses", "2", "--dist", "loadfile"]
 PYTEST_NO_TESTS = 5
 
 
@@ -50,7 +53,7 @@ def main() -> None:
         with_database = {**environment, "DATABASE_URL": url}
         if not run_step("mutation", MUTATION_STEP, with_database):
             failed.append("mutation")
-        if not run_step("pytest", ["pytest", *args.pytest_args], with_database):
+        if not run_step("pytest", [*PYTEST, *args.pytest_args], with_database):
             failed.append("pytest")
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)

@@ -8,6 +8,7 @@ each new instance starts from a copy of the template instead. Database drivers (
 PostgreSQL data sources) go into the same virtualenv; adding one does not rebuild the template.
 """
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -137,11 +138,19 @@ def ensure_installed(home: SupersetHome) -> None:
 
 
 def ensure_template(home: SupersetHome) -> None:
-    """An initialised metadata database with the admin user, made once."""
-    ensure_installed(home)
-    done = home.template / ".initialised"
-    if done.exists() and done.read_text() == _TEMPLATE_VERSION:
-        return
+    """An initialised metadata database with the admin user, made once — by one process at a
+    time: test workers and a `make run` beside them share the home."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    with (home.root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_installed(home)
+        done = home.template / ".initialised"
+        if not (done.exists() and done.read_text() == _TEMPLATE_VERSION):
+            _make_template(home)
+            done.write_text(_TEMPLATE_VERSION)
+
+
+def _make_template(home: SupersetHome) -> None:
     shutil.rmtree(home.template, ignore_errors=True)
     home.template.mkdir(parents=True)
     if not home.admin_password_file.exists():
@@ -161,7 +170,6 @@ def ensure_template(home: SupersetHome) -> None:
         )
         if result.returncode != 0:
             raise RuntimeError(f"superset {step[0]} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-    done.write_text(_TEMPLATE_VERSION)
 
 
 def prepare_instance(home: SupersetHome, folder: Path, env_id: str, port: int) -> Instance:
