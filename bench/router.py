@@ -28,12 +28,12 @@ import grpc
 import psutil
 
 from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS
+from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.router import Router, RouterConfig, Tier
 from sstools.devstack.testing import free_port, wait_ready
 from sstools.router.embedding.backends import load_embedder
 from sstools.router.embedding.index import EmbeddingIndex, catalogue_passages
 from sstools.router.eval import evaluate, load_cases
-from sstools.router.keywords import KeywordIndex
-from sstools.router.routing import Router, RouterConfig, Tier
 from sstools.router.v1 import router_pb2, router_pb2_grpc
 
 DEV_SET = Path(__file__).parents[1] / "services" / "router" / "eval" / "dev.jsonl"

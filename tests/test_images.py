@@ -1,16 +1,43 @@
 """The service images as their Dockerfiles describe them (no Docker daemon runs in CI): each
-copies only what its service needs, runs as a non-root user, exposes the ports its settings
-default to, checks its own health, and the router's leaves torch out."""
+copies exactly the sources of its package and of the repo's packages it depends on, runs as a
+non-root user, exposes the ports its settings default to, checks its own health, and the
+router's leaves torch out."""
 
 import re
+import subprocess
+import sys
 from importlib.metadata import requires
 
 import pytest
+from packaging.requirements import Requirement
 
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.stack import SETTINGS
 
-SHARED_SOURCES = {"requirements.lock", "protos", "libs/common"}
+# Where each of the repo's own packages lives: what an image copies to build it.
+LOCAL_PACKAGES = {
+    "sstools-protos": "protos",
+    "sstools-common": "libs/common",
+    **{f"sstools-{name}": f"services/{name}" for name in SETTINGS},
+}
+
+
+def _local_sources(package: str) -> set[str]:
+    """The folders of ``package`` and of every repo package it needs, as installed (its
+    declared dependencies, followed through; extras it is not asked for left out)."""
+    needed, pending = set(), [package]
+    while pending:
+        name = pending.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        for line in requires(name) or []:
+            requirement = Requirement(line)
+            if requirement.name in LOCAL_PACKAGES and not (
+                requirement.marker and "extra" in str(requirement.marker)
+            ):
+                pending.append(requirement.name)
+    return {LOCAL_PACKAGES[name] for name in needed}
 
 
 def _final_stage(name: str) -> list[str]:
@@ -29,7 +56,8 @@ def test_the_image_copies_only_its_service_and_what_it_shares(name: str) -> None
     copied = {
         line.split()[1] for line in _all_lines(name) if line.startswith("COPY ") and "--from" not in line
     }
-    assert copied == SHARED_SOURCES | {f"services/{name}"}
+    assert copied == {"requirements.lock"} | _local_sources(f"sstools-{name}")
+    assert _local_sources(f"sstools-{name}") == {"protos", "libs/common", f"services/{name}"}
     ignored = {
         line.strip()
         for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
@@ -81,3 +109,25 @@ def test_the_page_image_serves_the_built_page_as_non_root_with_a_health_check() 
     assert "EXPOSE 8080" in lines
     assert any(line.startswith("HEALTHCHECK ") for line in lines)
     assert "healthz" in (REPO_ROOT / "web" / "Caddyfile").read_text()
+
+
+def test_the_agent_runs_without_the_router_package() -> None:
+    """The agent's image holds no router service: its in-process keyword tier is the shared
+    library's. Imported with every `sstools.router` module but the protocol's stubs refused,
+    the agent starts its app and routes a message without the service."""
+    script = """
+import importlib.abc, sys
+class NoRouterService(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("sstools.router.") and not name.startswith("sstools.router.v1"):
+            raise ImportError(f"{name} is the router service's, not in the agent's image")
+sys.meta_path.insert(0, NoRouterService())
+import sstools.agent.main
+from opentelemetry.sdk.trace import TracerProvider
+from sstools.agent.clients.router import ToolRouter
+local = ToolRouter("127.0.0.1:9", 0.1, TracerProvider())._local
+print(local.route("не делай бэкап, покажи дашборды").names)
+"""
+    routed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert routed.returncode == 0, routed.stderr[-3000:]
+    assert routed.stdout.split("\n")[-2] == "['search_dashboards', 'show_capabilities']"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sstools.router.routing import Router
+from sstools.common.routing.router import Router
 from sstools.router.settings import RouterSettings
 from sstools.router.warmup import build_router
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.routing.router import Router
 from sstools.devstack.testing import started_service
 from sstools.router.cli import run, through_server
 from sstools.router.eval import Case, evaluate, load_cases
 from sstools.router.main import assemble
-from sstools.router.routing import Router
 from sstools.router.settings import RouterSettings
 
 EVAL_DIR = Path(__file__).parents[1] / "eval"

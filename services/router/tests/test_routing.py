@@ -4,9 +4,9 @@ import time
 
 import pytest
 
+from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.router import RouteContext, Router, RouterConfig, Source, Tier
 from sstools.devstack.policy_table import POLICY_TABLE
-from sstools.router.keywords import KeywordIndex
-from sstools.router.routing import RouteContext, Router, RouterConfig, Source, Tier
 
 ALWAYS_OFFERED = "show_capabilities"  # DESIGN.md: offered with every route, so help is always at hand
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from sstools.common.routing.router import Source
 from sstools.router.embedding.backends import EmbeddingModelError, load_embedder
-from sstools.router.routing import Source
 from sstools.router.settings import RouterSettings
 from sstools.router.warmup import build_router
 

@@ -5,8 +5,8 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from sstools.common.routing.router import RouterConfig
 from sstools.common.settings import ServiceSettings
-from sstools.router.routing import RouterConfig
 
 
 class RouterSettings(ServiceSettings):

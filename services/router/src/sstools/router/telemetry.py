@@ -2,7 +2,7 @@
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sstools.router.routing import RouteResult
+from sstools.common.routing.router import RouteResult
 
 
 class RouterMetrics:

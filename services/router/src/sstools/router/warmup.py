@@ -3,10 +3,10 @@
 import logging
 import time
 
+from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.router import Router
 from sstools.router.embedding.backends import EmbeddingModelError, load_embedder
 from sstools.router.embedding.index import EmbeddingIndex
-from sstools.router.keywords import KeywordIndex
-from sstools.router.routing import Router
 from sstools.router.settings import RouterSettings
 
 _log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.grpc_client import LazyChannel
-from sstools.router.keywords import KeywordIndex
-from sstools.router.routing import RouteContext, Router
+from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.router import RouteContext, Router
 from sstools.router.v1 import router_pb2, router_pb2_grpc
 
 _log = logging.getLogger(__name__)

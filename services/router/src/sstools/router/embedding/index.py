@@ -13,23 +13,17 @@ checked by a test like the gRPC stubs); others are stored in ``ROUTER_VECTOR_DIR
 import hashlib
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 
 import numpy as np
 
 from sstools.common.catalogue import TOOLS, ToolSpec
+from sstools.common.routing.router import ScoredTool
 from sstools.router.embedding.backends import Embedder, Vectors
 
 _log = logging.getLogger(__name__)
 PACKAGED_VECTORS = Path(__file__).parent / "vectors"
-
-
-@dataclass(frozen=True)
-class ScoredTool:
-    tool: str
-    score: float
 
 
 def passages(spec: ToolSpec) -> list[str]:

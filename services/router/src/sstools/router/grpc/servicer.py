@@ -6,7 +6,7 @@ from typing import Any
 from opentelemetry import trace
 
 import grpc
-from sstools.router.routing import RouteContext, Router, RouteResult, Source, Tier
+from sstools.common.routing.router import RouteContext, Router, RouteResult, Source, Tier
 from sstools.router.telemetry import RouterMetrics
 from sstools.router.v1 import router_pb2, router_pb2_grpc
 

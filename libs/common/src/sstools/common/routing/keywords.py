@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sstools.common.catalogue import TOOLS, ToolSpec
-from sstools.router.text import Word, phrase_stems, stem, words
+from sstools.common.routing.text import Word, phrase_stems, stem, words
 
 _MAX_GAP = 1
 _MIN_FUZZY_LENGTH = 4

@@ -1,17 +1,19 @@
 """The hybrid router: keywords first, the embedding tier only when keywords find too little.
 
-One code path serves the gRPC servicer, the CLI, the evaluation and the benchmark.
+One code path serves the router's gRPC servicer, its CLI, evaluation and benchmark (with the
+embedding index it loads) and the agent's fallback (keywords alone, no model).
 """
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from sstools.common.catalogue import ALWAYS_OFFERED
-from sstools.router.embedding.index import EmbeddingIndex
-from sstools.router.keywords import KeywordIndex
-from sstools.router.text import stem, words
+from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.text import stem, words
 
 # Control characters and the like carry no meaning for routing; they become spaces.
 _UNPRINTABLE = re.compile(r"[^\w\s.,;:!?()'\"’«»/#@%+=*<>\[\]{}-]", re.UNICODE)
@@ -44,6 +46,27 @@ _SEARCH_TOOL = "search_dashboards"
 # Ids, numbers and punctuation ("дашборд 42", "task 7f3a?") say nothing about which tool is
 # meant, and the model's cost grows with every token: they are left out of what it embeds.
 _NOT_EMBEDDED = re.compile(r"\S*\d\S*|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class ScoredTool:
+    tool: str
+    score: float
+
+
+class Embedder(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def default_threshold(self) -> float: ...
+
+
+class Embeddings(Protocol):
+    """The embedding tier (the router service's index): each tool's similarity to a query."""
+
+    @property
+    def embedder(self) -> Embedder: ...
+    def scores(self, query: str) -> Sequence[ScoredTool]: ...
 
 
 class Source(StrEnum):
@@ -99,7 +122,7 @@ class RouteResult:
 
 class Router:
     def __init__(
-        self, keywords: KeywordIndex, embeddings: EmbeddingIndex | None, config: RouterConfig = RouterConfig()
+        self, keywords: KeywordIndex, embeddings: Embeddings | None, config: RouterConfig = RouterConfig()
     ) -> None:
         self._keywords = keywords
         self._embeddings = embeddings

@@ -1,5 +1,5 @@
 from sstools.common.catalogue import Policy, Role, Tier, ToolSpec
-from sstools.router.keywords import KeywordIndex
+from sstools.common.routing.keywords import KeywordIndex
 
 _POLICY = Policy(Tier.READ, Role.VIEWER, Role.VIEWER)
 
