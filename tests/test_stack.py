@@ -82,10 +82,30 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         second.wait_until_ready()
         with psycopg.connect(database) as connection:
             assert connection.execute("SELECT note FROM kept_between_runs").fetchall() == [("first run",)]
+        _a_killed_service_is_started_again(second, stack_environment)
         started = second.record_started(data_dir)
     finally:
         assert second.interrupt(hang_up_first=True) == 0
     assert [process.pid for process in started if _alive(process)] == []
+
+
+def _a_killed_service_is_started_again(stack: RunningStack, environment: dict[str, str]) -> None:
+    """`kill -9` of the router: the stack starts it again, as a cluster restarts a pod, and it is
+    ready within 30 s; the rest of the stack never stopped."""
+    (router,) = [address for address in addresses(environment) if address.name == "router"]
+    (process,) = [
+        process
+        for process in stack.descendants()
+        if process.cmdline()[1:2] and process.cmdline()[1].endswith("/sstools-router")
+    ]
+    process.kill()
+    stack.wait_for("router exited (-9); restart 1 in 1 s", 30)
+    killed = time.monotonic()
+    while not is_ready(router) and time.monotonic() - killed < 30:
+        time.sleep(0.2)
+    assert is_ready(router), stack.output[-5000:]
+    assert stack.process.poll() is None
+    assert all(is_ready(service) for service in addresses(environment))
 
 
 def _board_and_alerts_query_only_exported_metrics(services: list[ServiceAddress]) -> None:

@@ -27,8 +27,9 @@ STATIC_STEPS = [
 # A change to the safety core or its tests must leave tests that notice nine mutants in ten.
 MUTATION_STEP = ["sstools-mutation", "--changed", "--min-score", "90"]
 # Both cores: most tests wait on a server, a process or a browser, so two workers nearly halve
-# the run. A test file stays on one worker, with its module fixtures set up once.
-PYTEST = ["pytest", "--numprocesses", "2", "--dist", "loadfile"]
+# the run. A test file stays on one worker, with its module fixtures set up once; files are
+# handed out in testpaths' order (longest first), not xdist's by-number-of-tests.
+PYTEST = ["pytest", "--numprocesses", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
 PYTEST_NO_TESTS = 5
 
 

@@ -78,13 +78,21 @@ class RunningStack:
         self._output += chunk
         return bool(chunk)
 
+    def _read_until(self, *texts: str, timeout: float) -> None:
+        """Until one of ``texts`` is in the output, the output ends, or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while not any(text in self.output for text in texts):
+            if time.monotonic() > deadline or not self._read(1):
+                break
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        self._read_until(text, timeout=timeout)
+        assert text in self.output, f"no {text!r} in stack output ({machine_load()}):\n{self.output}"
+
     def wait_until_ready(self, timeout: float = READY_TIMEOUT + 240) -> None:
         """Until the banner; the stack gives up by itself (its ready-timeout) or exits first, and
         ``timeout`` also covers its databases' and local Supersets' start before that."""
-        deadline = time.monotonic() + timeout
-        while READY_BANNER not in self.output and NOT_READY not in self.output:
-            if time.monotonic() > deadline or not self._read(1):
-                break
+        self._read_until(READY_BANNER, NOT_READY, timeout=timeout)
         assert READY_BANNER in self.output, f"stack not ready ({machine_load()}):\n{self.output}"
 
     def kill_leftovers(self) -> None:

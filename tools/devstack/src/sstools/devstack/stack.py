@@ -4,8 +4,9 @@ Order: database (``DATABASE_URL`` or the embedded server) → each owner's migra
 ``sstools-<service> migrate`` an init container runs) → every Procfile process → wait until each
 ``/readyz`` answers 200 and each gRPC health check is SERVING → print the addresses. Beside them,
 Caddy serves the built /agent page and routes the API paths to the services as the cluster's
-ingress does, so the page and its APIs share one origin. Ctrl-C (or SIGTERM) stops every
-process, then the embedded database.
+ingress does, so the page and its APIs share one origin. A process that exits or is killed is
+started again after a back-off (``sstools.devstack.restarting``), as a cluster restarts a pod.
+Ctrl-C (or SIGTERM) stops every process, then the embedded database.
 """
 
 import argparse
@@ -13,6 +14,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 import threading
@@ -323,6 +325,12 @@ def sign_in_notes(environment: Mapping[str, str], data_root: Path) -> list[str]:
     return notes
 
 
+def restarting(name: str, command: str) -> str:
+    """``command`` restarted when it exits, as a cluster restarts a pod (the supervisor alone
+    would stop the whole stack when one process ends)."""
+    return f"exec {shlex.quote(sys.executable)} -m sstools.devstack.restarting {name} {shlex.quote(command)}"
+
+
 def _ports(value: str) -> dict[str, int]:
     pairs = (pair.split("=", 1) for pair in value.split(",") if pair)
     return {env_id: int(port) for env_id, port in pairs}
@@ -371,10 +379,10 @@ def main() -> None:
         output = ResilientOutput(sys.stdout)
         manager = Manager(Printer(output))
         for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
-            manager.add_process(name, command, env=process_environment(name, environment))
+            manager.add_process(name, restarting(name, command), env=process_environment(name, environment))
         manager.add_process(
             "web",
-            f"exec caddy run --adapter caddyfile --config {CADDYFILE}",
+            restarting("web", f"exec caddy run --adapter caddyfile --config {CADDYFILE}"),
             env={**environment, **proxy_environment(environment)},
         )
         page = page_address(environment)

@@ -1,0 +1,75 @@
+"""One Procfile process under `make run`, restarted when it exits, as a cluster restarts a pod.
+
+    python -m sstools.devstack.restarting NAME COMMAND
+
+runs COMMAND with ``/bin/sh -c`` and, when it exits without being asked to, says so and starts
+it again after a back-off (1 s, doubling up to 30 s; back to 1 s once a run lasted a minute).
+A process that exits with 2 — a bad setting, which no restart mends — is not restarted: this
+wrapper exits with it, and the stack stops with the process's own message on screen.
+
+SIGTERM or SIGINT (the stack's supervisor sends them to the whole process group, child
+included) stops the restarting: the wrapper waits for its child and exits with its code.
+"""
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+BAD_SETTING = 2  # a service's exit code for a setting it refuses
+
+
+@dataclass
+class Backoff:
+    """How long to wait before the next start."""
+
+    first: float = 1.0
+    most: float = 30.0
+    stable_after: float = 60.0
+    _next: float = 0.0
+
+    def after(self, ran_for: float) -> float:
+        """The wait before a restart of a run that lasted ``ran_for`` seconds."""
+        if ran_for >= self.stable_after or not self._next:
+            self._next = self.first
+        delay = self._next
+        self._next = min(self._next * 2, self.most)
+        return delay
+
+
+def _exit_code(returncode: int) -> int:
+    return returncode if returncode >= 0 else 128 - returncode  # killed by a signal: 128 + its number
+
+
+def run(name: str, command: str, backoff: Backoff) -> int:
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()  # the child had the same signal: it is stopping too
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    restarts = 0
+    while True:
+        started = time.monotonic()
+        returncode = subprocess.Popen(["/bin/sh", "-c", command]).wait()
+        if stopping.is_set() or returncode == BAD_SETTING:
+            return _exit_code(returncode)
+        delay = backoff.after(time.monotonic() - started)
+        restarts += 1
+        print(f"{name} exited ({returncode}); restart {restarts} in {delay:g} s", file=sys.stderr, flush=True)
+        if stopping.wait(delay):
+            return _exit_code(returncode)
+
+
+def main() -> None:
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    raise SystemExit(run(sys.argv[1], sys.argv[2], Backoff()))
+
+
+if __name__ == "__main__":
+    main()
