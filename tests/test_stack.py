@@ -69,7 +69,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         _seeded_broken_chart_is_reported(stack_environment, data_dir.parent)
         _board_and_alerts_query_only_exported_metrics(services)
         asyncio.run(browser.add_analyst(database))
-        _the_page_works_in_a_browser(stack_environment, data_dir.parent)
+        _the_page_works_in_a_browser(stack_environment, data_dir.parent, database)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -174,7 +174,7 @@ def _seeded_broken_chart_is_reported(environment: dict[str, str], data_root: Pat
     assert "Legacy uptime" in answer, answer
 
 
-def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -> None:
+def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path, database: str) -> None:
     """web/e2e in Debian's Chromium against this stack's proxy (screenshots of each state kept in
     web/test-results/screenshots); then the dashboard the page deployed is in prod Superset."""
     ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
@@ -188,7 +188,7 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path) -
 
     title = titles("dev")[1]
     assert title not in titles("prod").values()  # the page's deploy is what brings it
-    suite = browser.run_suite(environment, data_root)
+    suite = browser.run_suite(environment, data_root, database)
     assert suite.returncode == 0, suite.output[-9000:]
     for _ in range(60):  # the deploy runs as a task
         if title in titles("prod").values():
