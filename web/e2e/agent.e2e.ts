@@ -162,7 +162,7 @@ describe("the /agent page", () => {
     expect(await page.getByTestId("context-pill").textContent()).toContain("dashboard Sales Overview @prod");
     await shoot(page, "02-prod-context");
     await select.selectOption("dev");
-    expect(await page.getByTestId("prod-flag").count()).toBe(0);
+    await expect.poll(() => page.getByTestId("prod-flag").count()).toBe(0);
     expect(await page.getByTestId("context-pill").textContent()).toContain("@dev");
   });
 
@@ -190,7 +190,7 @@ describe("the /agent page", () => {
     await shoot(page, "03-confirm-card");
     await card.getByTestId("confirm").click({ timeout: 15_000 }); // enabled once any countdown ends
     await expectState(page, "started", "success");
-    expect(await page.getByTestId("confirm-card").count()).toBe(0);
+    await expect.poll(() => page.getByTestId("confirm-card").count()).toBe(0);
     await shoot(page, "04-confirmed");
   });
 
@@ -200,7 +200,7 @@ describe("the /agent page", () => {
     await expectState(page, "needs_confirmation");
     await page.getByTestId("confirm-card").getByTestId("reject").click();
     await expectState(page, "success");
-    expect(await page.getByTestId("confirm-card").count()).toBe(0);
+    await expect.poll(() => page.getByTestId("confirm-card").count()).toBe(0);
     expect(await page.getByTestId("assistant-message").last().getByTestId("tool-card").count()).toBe(0);
     await shoot(page, "05-rejected");
   });
@@ -278,7 +278,7 @@ describe("the /agent page", () => {
     await open.click();
     const reopened = second.getByTestId("assistant-message").last();
     await reopened.getByTestId("partial").waitFor();
-    expect(await second.getByTestId("active-elsewhere").count()).toBe(0);
+    await expect.poll(() => second.getByTestId("active-elsewhere").count()).toBe(0);
     expect(await second.getByTestId("assistant-message").count()).toBe(2);
     expect((await reopened.getByTestId("answer").textContent()) ?? "").toContain(kept.trim().split(/\s+/).slice(0, 3).join(" "));
   });
@@ -296,7 +296,7 @@ describe("the /agent page", () => {
     }
     await page.getByTestId("retry").click();
     await expectState(page, "success");
-    expect(await page.getByTestId("connection-banner").count()).toBe(0);
+    await expect.poll(() => page.getByTestId("connection-banner").count()).toBe(0);
     expect(await page.getByTestId("connection").textContent()).toBe("connected");
     await expect.poll(() => page.getByTestId("list-error").count()).toBe(0);
   });
@@ -408,13 +408,14 @@ describe("the /agent page", () => {
     await expectState(page, "denied");
     const card = page.getByTestId("denied-card");
     // the tool, the role it needs, and the analyst's own role, as the agent sent them
-    expect(await card.locator("code").allTextContents()).toEqual(["deploy_dashboard"]);
+    // the card follows the state badge by a render: wait for it, then read it whole
+    await expect.poll(() => card.locator("code").allTextContents()).toEqual(["deploy_dashboard"]);
     expect(await card.locator("strong").allTextContents()).toEqual(["admin", "analyst"]);
     expect(await card.getByTestId("alternative").allTextContents()).toEqual(["Что сломано в дашбордах?", "Покажи дашборды"]);
     expect(await page.getByTestId("confirm-card").count()).toBe(0);
     await shoot(page, "11-permission-denied");
     await card.getByTestId("close-denied").click();
-    expect(await page.getByTestId("denied-card").count()).toBe(0);
+    await expect.poll(() => page.getByTestId("denied-card").count()).toBe(0);
 
     // An alternative is one click: its prompt is asked as the next message.
     await ask(page, DEPLOY_TO_PROD);
@@ -424,6 +425,6 @@ describe("the /agent page", () => {
     await expect.poll(() => page.getByTestId("user-message").count()).toBe(3);
     expect(await page.getByTestId("user-message").last().textContent()).toContain("Что сломано в дашбордах?");
     await expectState(page, "success");
-    expect(await page.getByTestId("denied-card").count()).toBe(0);
+    await expect.poll(() => page.getByTestId("denied-card").count()).toBe(0);
   });
 });
