@@ -297,7 +297,7 @@ describe("the /agent page", () => {
     await page.getByTestId("retry").click();
     await expectState(page, "success");
     await expect.poll(() => page.getByTestId("connection-banner").count()).toBe(0);
-    expect(await page.getByTestId("connection").textContent()).toBe("connected");
+    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
     await expect.poll(() => page.getByTestId("list-error").count()).toBe(0);
   });
 
@@ -306,8 +306,9 @@ describe("the /agent page", () => {
     await ask(page, PROBLEMS);
     await expectState(page, "success");
     await page.getByTestId("debug").locator("summary").click();
-    const snapshot = await debugSnapshot(page);
-    expect(snapshot).toMatchObject({ connection: "connected", streaming: false, active_tool_calls: 0, message_count: 2 });
+    await expect
+      .poll(() => debugSnapshot(page))
+      .toMatchObject({ connection: "connected", streaming: false, active_tool_calls: 0, message_count: 2 });
     await shoot(page, "07-debug");
   });
 
