@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 BAD_SETTING = 2  # a service's exit code for a setting it refuses
@@ -29,7 +29,7 @@ class Backoff:
     first: float = 1.0
     most: float = 30.0
     stable_after: float = 60.0
-    _next: float = 0.0
+    _next: float = field(default=0.0, init=False)
 
     def after(self, ran_for: float) -> float:
         """The wait before a restart of a run that lasted ``ran_for`` seconds."""
@@ -38,6 +38,11 @@ class Backoff:
         delay = self._next
         self._next = min(self._next * 2, self.most)
         return delay
+
+
+def command_line(name: str, command: str) -> list[str]:
+    """How the stack's supervisor runs ``command`` under this wrapper."""
+    return [sys.executable, "-m", __name__, name, command]
 
 
 def _exit_code(returncode: int) -> int:

@@ -12,10 +12,9 @@ from pathlib import Path
 import psutil
 
 from sstools.devstack.paths import VENV_BIN, on_venv_path
-from sstools.devstack.stack import NOT_READY, READY_BANNER, SETTINGS
+from sstools.devstack.stack import NOT_READY, READY_BANNER, READY_TIMEOUT_SECONDS, SETTINGS
 from sstools.devstack.testing import free_port
 
-READY_TIMEOUT = 180  # the stack's own bound on its services' start, after its databases are up
 STOP_TIMEOUT = 90  # Ctrl-C to the last process gone: every service's grace, and the databases'
 # Variables a developer's shell may set that would point the stack at something else.
 _GIVEN = (
@@ -54,7 +53,6 @@ class RunningStack:
         self.process = subprocess.Popen(
             [
                 *(str(VENV_BIN / "sstools-stack"), "--data-dir", str(data_dir)),
-                *("--ready-timeout", str(READY_TIMEOUT)),
                 *("--superset-ports", superset_ports),
             ],
             env=environment,
@@ -89,7 +87,7 @@ class RunningStack:
         self._read_until(text, timeout=timeout)
         assert text in self.output, f"no {text!r} in stack output ({machine_load()}):\n{self.output}"
 
-    def wait_until_ready(self, timeout: float = READY_TIMEOUT + 240) -> None:
+    def wait_until_ready(self, timeout: float = READY_TIMEOUT_SECONDS + 240) -> None:
         """Until the banner; the stack gives up by itself (its ready-timeout) or exits first, and
         ``timeout`` also covers its databases' and local Supersets' start before that."""
         self._read_until(READY_BANNER, NOT_READY, timeout=timeout)

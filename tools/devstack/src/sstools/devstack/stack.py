@@ -39,6 +39,7 @@ from sstools.convo.settings import ConvoSettings
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url
+from sstools.devstack.restarting import command_line as restarting_command
 from sstools.devstack.superset import default_home
 from sstools.docparse.settings import DocparseSettings
 from sstools.ops.settings import OpsSettings
@@ -195,6 +196,7 @@ class Listening(Protocol):
 
 
 READY_BANNER = "SS-Tools stack is ready:"
+READY_TIMEOUT_SECONDS = 180.0
 NOT_READY = "stack: not ready after"
 
 
@@ -328,7 +330,7 @@ def sign_in_notes(environment: Mapping[str, str], data_root: Path) -> list[str]:
 def restarting(name: str, command: str) -> str:
     """``command`` restarted when it exits, as a cluster restarts a pod (the supervisor alone
     would stop the whole stack when one process ends)."""
-    return f"exec {shlex.quote(sys.executable)} -m sstools.devstack.restarting {name} {shlex.quote(command)}"
+    return f"exec {shlex.join(restarting_command(name, command))}"
 
 
 def _ports(value: str) -> dict[str, int]:
@@ -341,7 +343,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR / "pg", help="embedded PostgreSQL data")
-    parser.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for readiness")
+    parser.add_argument(
+        "--ready-timeout", type=float, default=READY_TIMEOUT_SECONDS, help="seconds to wait for readiness"
+    )
     parser.add_argument(
         "--superset-ports",
         type=_ports,
