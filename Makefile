@@ -14,7 +14,7 @@ WEB_BUILD := web/build/200.html
 WEB_SOURCES := $(shell find web/src web/static -type f 2>/dev/null) web/vite.config.ts web/tsconfig.json
 NPM := PATH="$(CURDIR)/$(BIN):$$PATH" npm --prefix web --no-audit --no-fund --loglevel=error
 
-.PHONY: run test mutation browser-suite web protos dockerfiles vectors lock install clean
+.PHONY: run test mutation browser-suite web protos dockerfiles images vectors lock install clean
 
 run: $(INSTALLED) $(WEB_BUILD)
 	$(BIN)/sstools-stack
@@ -47,6 +47,11 @@ protos: $(INSTALLED)
 # The services' Dockerfiles, from one pattern (sstools.devstack.dockerfiles); `make test` checks them.
 dockerfiles: $(INSTALLED)
 	$(BIN)/sstools-dockerfiles
+
+# Every image, built with podman (sstools.devstack.images; sets podman and its base image up where
+# missing). IMAGES="agent web" builds those alone.
+images: $(INSTALLED)
+	$(BIN)/sstools-images $(IMAGES)
 
 install: $(INSTALLED)
 

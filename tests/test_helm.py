@@ -1,5 +1,5 @@
 """The Helm chart as CI can check it without a cluster: a real helm lints it strictly and
-renders it with the default, production and development values; every rendered manifest passes
+renders it with the default, production, development and single-host values; every rendered manifest passes
 strict schema validation; broken templates make those checks fail; and the chart keeps the
 promises the deployment rests on (secrets only by reference, the router scaled on its own,
 network isolation, every setting documented)."""
@@ -25,6 +25,7 @@ VALUE_SETS = {
     "default": ([], SECRET),
     "production": ([CHART / "values-prod.yaml"], {}),
     "development": ([CHART / "values-dev.yaml"], {}),
+    "single host": ([CHART / "values-single-host.yaml"], {}),
 }
 # values.yaml's secrets.keys: each secret variable and its key in the one existing Secret.
 SECRET_KEYS = {
@@ -51,11 +52,26 @@ SECRETS_BY_VALUE_SET = {
         SERVICES | MIGRATIONS | {("StatefulSet", "postgresql")},
         set(SECRET_KEYS),
     ),
+    "single host": (
+        "sstools-agent-single-host",
+        SERVICES | MIGRATIONS,
+        set(SECRET_KEYS) - {"POSTGRES_PASSWORD"},
+    ),
 }
+
+
+# The value sets for a cluster: with an ingress controller, network policies and more than one node.
+IN_CLUSTER = ["default", "production", "development"]
 
 
 @pytest.fixture(scope="module", params=list(VALUE_SETS))
 def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    files, values = VALUE_SETS[request.param]
+    return request.param, render(values_files=files, set_values=values)
+
+
+@pytest.fixture(scope="module", params=IN_CLUSTER)
+def in_cluster(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
     files, values = VALUE_SETS[request.param]
     return request.param, render(values_files=files, set_values=values)
 
@@ -91,10 +107,11 @@ def test_the_chart_lints_strictly(value_set: str) -> None:
 def test_every_rendered_manifest_passes_strict_schema_validation(
     rendered: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    _, documents = rendered
-    assert {"Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget", "Ingress"} <= {
-        document["kind"] for document in documents
-    }
+    value_set, documents = rendered
+    kinds = {"Deployment", "Service", "Job"}
+    if value_set in IN_CLUSTER:
+        kinds |= {"NetworkPolicy", "PodDisruptionBudget", "Ingress"}
+    assert kinds <= {document["kind"] for document in documents}
     assert [problem for document in documents for problem in problems(document)] == []
 
 
@@ -185,9 +202,9 @@ def test_secrets_come_only_by_reference(rendered: tuple[str, list[dict[str, Any]
 
 
 def test_the_router_scales_on_its_own_and_the_agent_balances_over_its_replicas(
-    rendered: tuple[str, list[dict[str, Any]]],
+    in_cluster: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    value_set, documents = rendered
+    value_set, documents = in_cluster
     deployments = {_component(deployment): deployment for deployment in _of(documents, "Deployment")}
     router = deployments["router"]
     autoscalers = _of(documents, "HorizontalPodAutoscaler")
@@ -214,9 +231,9 @@ def test_the_router_scales_on_its_own_and_the_agent_balances_over_its_replicas(
 
 
 def test_the_ingress_routes_the_chat_path_the_agent_serves_and_the_apis(
-    rendered: tuple[str, list[dict[str, Any]]],
+    in_cluster: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    _, documents = rendered
+    _, documents = in_cluster
     routes = {
         path["path"]: path["backend"]["service"]["name"]
         for ingress in _of(documents, "Ingress")
@@ -230,10 +247,10 @@ def test_the_ingress_routes_the_chat_path_the_agent_serves_and_the_apis(
     assert routes["/"] == services["web"]  # the page, on the same origin as its APIs
 
 
-def test_the_ingress_takes_uploads_up_to_convos_limit(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+def test_the_ingress_takes_uploads_up_to_convos_limit(in_cluster: tuple[str, list[dict[str, Any]]]) -> None:
     """nginx refuses bodies over 1 MB by default; the Ingress carrying convo's upload route must
     take at least CONVO_UPLOAD_MAX_BYTES, so convo itself answers (413 with its typed body)."""
-    _, documents = rendered
+    _, documents = in_cluster
     (carrier,) = [
         ingress
         for ingress in _of(documents, "Ingress")
@@ -254,9 +271,9 @@ def test_the_ingress_takes_uploads_up_to_convos_limit(rendered: tuple[str, list[
 
 
 def test_network_policies_isolate_the_internal_services_and_block_the_metadata_address(
-    rendered: tuple[str, list[dict[str, Any]]],
+    in_cluster: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    _, documents = rendered
+    _, documents = in_cluster
     policies = _of(documents, "NetworkPolicy")
     by_component = {
         policy["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component"): policy
@@ -280,6 +297,52 @@ def test_network_policies_isolate_the_internal_services_and_block_the_metadata_a
     ]
     assert egress_blocks
     assert all("169.254.169.254/32" in block.get("except", []) for block in egress_blocks)
+
+
+def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loopback() -> None:
+    """values-single-host.yaml: what `podman kube play` runs (tests/test_chart_runs.py)."""
+    files, values = VALUE_SETS["single host"]
+    documents = render(values_files=files, set_values={**values, "ops.ports.http": "18000"})
+    pods = {
+        (document["kind"], _component(document)): pod
+        for document in documents
+        if (pod := _pod_spec(document))
+    }
+    assert set(pods) == SERVICES | MIGRATIONS
+    assert {key: (pod["hostNetwork"], pod["dnsPolicy"]) for key, pod in pods.items()} == {
+        key: (True, "ClusterFirstWithHostNet") for key in pods
+    }
+    env = {
+        component: {variable["name"]: variable.get("value") for variable in container.get("env", [])}
+        for component, (container,) in _containers(documents).items()
+    }
+    peers = {
+        name: env["agent"][name]
+        for name in ("AGENT_ROUTER_TARGET", "AGENT_CONVO_TARGET", "AGENT_DOCPARSE_TARGET", "AGENT_OPS_URL")
+    }
+    assert peers == {
+        "AGENT_ROUTER_TARGET": "127.0.0.1:50051",
+        "AGENT_CONVO_TARGET": "127.0.0.1:50053",
+        "AGENT_DOCPARSE_TARGET": "127.0.0.1:50052",
+        "AGENT_OPS_URL": "http://127.0.0.1:18000",
+    }
+    assert env["convo"]["CONVO_OPS_URL"] == "http://127.0.0.1:18000"
+    assert env["web"] == {"WEB_PORT": "8080"}
+    # nothing that needs a cluster: no autoscaler, no ingress, no policies, one pod of each
+    assert {document["kind"] for document in documents} == {"Deployment", "Service", "Job"}
+    assert {
+        _component(document): document["spec"]["replicas"] for document in _of(documents, "Deployment")
+    } == {name: 1 for name in ("agent", "router", "docparse", "convo", "ops", "web")}
+    # and in a cluster the same peers are the release's Services
+    cluster = render(values_files=[CHART / "values-dev.yaml"])
+    services = {_component(service): service["metadata"]["name"] for service in _of(cluster, "Service")}
+    (agent,) = _containers(cluster)["agent"]
+    in_cluster = {variable["name"]: variable.get("value") for variable in agent["env"]}
+    assert in_cluster["AGENT_CONVO_TARGET"] == f"{services['convo']}:50053"
+    assert in_cluster["AGENT_OPS_URL"] == f"http://{services['ops']}:8000"
+    cluster_pods = [pod for document in cluster if (pod := _pod_spec(document))]
+    assert cluster_pods
+    assert [pod for pod in cluster_pods if "hostNetwork" in pod] == []
 
 
 def test_values_document_every_variable_the_services_read() -> None:

@@ -1,14 +1,16 @@
-"""The service images as their Dockerfiles describe them (no Docker daemon runs in CI): each
-copies exactly the sources of its package and of the repo's packages it depends on, runs as a
-non-root user, exposes the ports its settings default to, checks its own health, and the
-router's leaves torch out."""
+"""The service images as their Dockerfiles describe them (tests/test_containers.py builds and
+runs them): each copies exactly the sources of its package and of the repo's packages it depends
+on, runs as the chart's non-root user, exposes the ports its settings default to, checks its own
+health, and the router's leaves torch out."""
 
+import ast
 import re
 import subprocess
 import sys
-from importlib.metadata import requires
+from importlib.metadata import PackageNotFoundError, metadata, packages_distributions, requires
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 
 from sstools.devstack.paths import REPO_ROOT
@@ -20,6 +22,17 @@ LOCAL_PACKAGES = {
     "sstools-common": "libs/common",
     **{f"sstools-{name}": f"services/{name}" for name in SETTINGS},
 }
+
+
+def _chart_user() -> str:
+    """uid:gid the chart's pod security context runs every container as."""
+    context = yaml.safe_load((REPO_ROOT / "helm" / "sstools-agent" / "values.yaml").read_text())[
+        "podSecurityContext"
+    ]
+    return f"{context['runAsUser']}:{context['runAsGroup']}"
+
+
+_CHART_USER = _chart_user()
 
 
 def _local_sources(package: str) -> set[str]:
@@ -71,9 +84,7 @@ def test_the_image_runs_as_non_root_on_its_settings_ports_with_a_health_check(na
     final = _final_stage(name)
     assert final[0].startswith("python:3.11-slim")
     users = [line.split()[1] for line in final if line.startswith("USER ")]
-    assert users
-    assert users[-1].isdigit()
-    assert int(users[-1]) != 0
+    assert users == [_CHART_USER]
     settings = SETTINGS[name]
     prefix = name.upper()
     defaults = {
@@ -105,7 +116,7 @@ def test_the_page_image_serves_the_built_page_as_non_root_with_a_health_check() 
     lines = [line.strip() for line in (REPO_ROOT / "web" / "Dockerfile").read_text().splitlines()]
     assert "RUN npm ci --no-audit --no-fund" in lines  # exactly the lock's packages
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
-    assert users == ["10001"]
+    assert users == [_CHART_USER]
     assert "EXPOSE 8080" in lines
     assert any(line.startswith("HEALTHCHECK ") for line in lines)
     assert "healthz" in (REPO_ROOT / "web" / "Caddyfile").read_text()
@@ -131,3 +142,54 @@ print(local.route("не делай бэкап, покажи дашборды").n
     routed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert routed.returncode == 0, routed.stderr[-3000:]
     assert routed.stdout.split("\n")[-2] == "['search_dashboards', 'show_capabilities']"
+
+
+def _provided(package: str) -> set[str]:
+    """Every distribution installing ``package`` brings — its declared dependencies, with the
+    extras it asks for, followed through — or its own extras would (code behind an extra, such
+    as the router's `st` backend, may import what that extra brings), normalised."""
+    own_extras = frozenset(metadata(package).get_all("Provides-Extra") or [])
+    provided, pending = set(), [(package, own_extras)]
+    while pending:
+        name, extras = pending.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if (key, extras) in provided:
+            continue
+        provided.add((key, extras))
+        try:
+            lines = requires(name) or []
+        except PackageNotFoundError:
+            continue  # a marker's dependency for another platform or Python
+        for line in lines:
+            requirement = Requirement(line)
+            if requirement.marker and not any(
+                requirement.marker.evaluate({"extra": extra}) for extra in [*extras, ""]
+            ):
+                continue
+            pending.append((requirement.name, frozenset(requirement.extras)))
+    return {key for key, _ in provided}
+
+
+@pytest.mark.parametrize("package", list(LOCAL_PACKAGES))
+def test_every_module_a_package_imports_is_one_it_declares(package: str) -> None:
+    """An image installs a package's declared dependencies alone: an import that works in the
+    shared .venv only because another package brought it would fail in the image (sstools-common
+    imported `cryptography`, which only a service's other dependencies brought)."""
+    distributions = packages_distributions()
+    provided = _provided(package)
+    undeclared = set()
+    for path in (REPO_ROOT / LOCAL_PACKAGES[package] / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for top in {module.split(".")[0] for module in modules} - set(sys.stdlib_module_names):
+                if top == "sstools":
+                    continue
+                owners = {re.sub(r"[-_.]+", "-", owner).lower() for owner in distributions.get(top, [top])}
+                if not owners & provided:
+                    undeclared.add(f"{top} ({path.relative_to(REPO_ROOT)}:{node.lineno})")
+    assert sorted(undeclared) == []

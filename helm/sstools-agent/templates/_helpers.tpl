@@ -170,16 +170,17 @@ DATABASE_URL always comes from the Secret, the bundled PostgreSQL's too: no secr
 {{- $_ := set $env (printf "%s_%s_PORT" $facts.prefix (upper $port)) $number }}
 {{- end }}
 {{- if eq $name "agent" }}
-{{- /* Service names of this release (same namespace). The router's is the headless one: it resolves
-     to every ready router pod, and the agent's channel balances round_robin over them. */}}
-{{- $_ := set $env "AGENT_ROUTER_TARGET" (printf "dns:///%s-headless:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "router")) $root.Values.router.ports.grpc) }}
-{{- $_ := set $env "AGENT_CONVO_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "convo")) $root.Values.convo.ports.grpc) }}
-{{- $_ := set $env "AGENT_DOCPARSE_TARGET" (printf "%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "docparse")) $root.Values.docparse.ports.grpc) }}
-{{- $_ := set $env "AGENT_OPS_URL" (printf "http://%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "ops")) $root.Values.ops.ports.http) }}
+{{- /* Service names of this release (same namespace), or loopback on one host. The router's is the
+     headless one: it resolves to every ready router pod, and the agent's channel balances
+     round_robin over them. */}}
+{{- $_ := set $env "AGENT_ROUTER_TARGET" (include "sstools-agent.peer" (dict "root" $root "name" "router" "port" "grpc" "dns" "dns:///" "suffix" "-headless")) }}
+{{- $_ := set $env "AGENT_CONVO_TARGET" (include "sstools-agent.peer" (dict "root" $root "name" "convo" "port" "grpc")) }}
+{{- $_ := set $env "AGENT_DOCPARSE_TARGET" (include "sstools-agent.peer" (dict "root" $root "name" "docparse" "port" "grpc")) }}
+{{- $_ := set $env "AGENT_OPS_URL" (printf "http://%s" (include "sstools-agent.peer" (dict "root" $root "name" "ops" "port" "http"))) }}
 {{- end }}
 {{- if eq $name "convo" }}
 {{- /* convo asks ops whether a signed-in user is still active */}}
-{{- $_ := set $env "CONVO_OPS_URL" (printf "http://%s:%v" (include "sstools-agent.componentName" (dict "root" $root "name" "ops")) $root.Values.ops.ports.http) }}
+{{- $_ := set $env "CONVO_OPS_URL" (printf "http://%s" (include "sstools-agent.peer" (dict "root" $root "name" "ops" "port" "http"))) }}
 {{- end }}
 {{- range $variable, $value := $svc.extraEnv }}
 {{- $_ := set $env $variable $value }}
@@ -209,9 +210,27 @@ DATABASE_URL always comes from the Secret, the bundled PostgreSQL's too: no secr
   mountPath: {{ .Values.scratch.cacheMountPath }}
 {{- end }}
 
+{{/*
+host:port where a service reaches a peer's port: (dict "root" $ "name" "convo" "port" "grpc"), with
+optional "dns" (a resolver prefix) and "suffix" (of the Service name); 127.0.0.1 on a single host.
+*/}}
+{{- define "sstools-agent.peer" -}}
+{{- $port := index (index .root.Values .name).ports .port }}
+{{- if .root.Values.singleHost }}
+{{- printf "127.0.0.1:%v" $port }}
+{{- else }}
+{{- printf "%s%s%s:%v" (.dns | default "") (include "sstools-agent.componentName" .) (.suffix | default "") $port }}
+{{- end }}
+{{- end }}
+
 {{/* Pod-level settings shared by the Deployments and the migration Job. */}}
 {{- define "sstools-agent.podSettings" -}}
 automountServiceAccountToken: false
+{{- if .Values.singleHost }}
+hostNetwork: true
+# the release's own names still resolve through the cluster's DNS, where there is one
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
 {{- with .Values.global.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}

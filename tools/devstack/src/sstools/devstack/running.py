@@ -27,16 +27,24 @@ _GIVEN = (
 )
 
 
+def free_listeners() -> dict[str, str]:
+    """Every listener's variable (``<SERVICE>_<LISTENER>_PORT`` and the page's ``WEB_PORT``), each
+    set to a free port."""
+    listeners = {
+        f"{name.upper()}_{field.upper()}": str(free_port())
+        for name, settings_class in SETTINGS.items()
+        for field in settings_class.model_fields
+        if field.endswith("_port")
+    }
+    return {**listeners, "WEB_PORT": str(free_port())}
+
+
 def stack_environment() -> dict[str, str]:
     """This process's environment for a stack of its own: every listener on a free port, and the
     offline model paced, so that an answer streams for seconds as a real model's would."""
     environment = {key: value for key, value in os.environ.items() if key not in _GIVEN}
     environment["PATH"] = on_venv_path(environment.get("PATH"))  # the page's suite runs npm by name
-    for name, settings_class in SETTINGS.items():
-        for field in settings_class.model_fields:
-            if field.endswith("_port"):
-                environment[f"{name.upper()}_{field.upper()}"] = str(free_port())
-    environment["WEB_PORT"] = str(free_port())
+    environment.update(free_listeners())
     environment["AGENT_OFFLINE_WORDS_PER_SECOND"] = "12"  # the browser suite stops one halfway
     return environment
 
