@@ -43,6 +43,9 @@ CONFIRMATION_SECRET = "bench-confirmations-" + "c" * 40
 # A card in a streamed update: its call id, then (the card's last field) its digest.
 _CARD = re.compile(r'"call_id":\s*"([^"]+)".*?"digest":\s*"([0-9a-f]{64})"')
 AGENT_SECRET = "bench-agent-secret-0123"
+# A turn's state event in a streamed update (its metadata: the type, then the state).
+_STATE = re.compile(r'"type":\s*"state",\s*"state":\s*"([a-z_]+)"')
+_ERROR = re.compile(r'"type":\s*"error",\s*"code":\s*"([A-Za-z_]+)"')
 
 
 class LightChat:
@@ -59,6 +62,8 @@ class LightChat:
         self._state_slots: list[int] = []
         self._session = uuid.uuid4().hex
         self._card: tuple[str, str] | None = None  # the last card shown: call id, digest
+        self.state: str | None = None  # the last turn's final state (success, needs_confirmation, ...)
+        self.errors: set[str] = set()  # the codes of the last turn's error events
 
     async def connect(self) -> int:
         """The /chat endpoint's index in the app's config (fetched once)."""
@@ -73,16 +78,21 @@ class LightChat:
             assert self._fn_index is not None, "no /chat endpoint"
         return self._fn_index
 
-    async def turn(self, text: str, conversation: str, action: str = "send") -> dict[str, float]:
-        """One turn's marks; a confirm answers the last card this chat was shown."""
+    async def turn(
+        self, text: str, conversation: str, action: str = "send", files: str = ""
+    ) -> dict[str, float]:
+        """One turn's marks; a confirm answers the last card this chat was shown; ``files`` names
+        uploads (a JSON list of the ids convo gave)."""
         fn_index = await self.connect()
         if action == "confirm" and self._card is not None:
             text = json.dumps({"call_id": self._card[0], "digest": self._card[1]})
-        data: list[Any] = [text, conversation, action, "dev", "", ""]
+        data: list[Any] = [text, conversation, action, "dev", "", files]
         for slot in self._state_slots:
             data.insert(slot, None)
         session = self._session
         marks: dict[str, float] = {}
+        self.state = None
+        self.errors = set()
         started = time.perf_counter()
         join = {
             "data": data,
@@ -112,6 +122,9 @@ class LightChat:
                     if '"confirm_required"' in line:
                         card = _CARD.search(line)
                         self._card = (card.group(1), card.group(2)) if card else None
+                    if states := _STATE.findall(line):
+                        self.state = states[-1]
+                    self.errors.update(_ERROR.findall(line))
                 elif message.get("msg") == "process_completed":
                     if not message.get("success", True):
                         raise RuntimeError(f"turn failed: {line[:300]}")

@@ -33,6 +33,7 @@ from sstools.devstack.manifests import CHART, render
 from sstools.devstack.running import free_listeners
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, peer_addresses
 from sstools.devstack.superset import Instance
+from sstools.devstack.testing import sign_in
 from sstools.ops.superset import dashboards
 
 pytestmark = pytest.mark.timeout(1500)  # the first build of six images on a fresh machine
@@ -133,19 +134,6 @@ def test_every_image_runs_as_its_non_root_user_on_a_read_only_root_and_reports_h
         assert container.running(), name
 
 
-def _sign_in(ops_url: str, password: str) -> str:
-    """The admin ops made at its first start signs in, as the page does."""
-    for _ in range(100):  # ops creates its admin in the background once its schema is there
-        answer = httpx.post(
-            f"{ops_url}/api/auth/login", json={"username": "admin", "password": password}, timeout=10
-        )
-        if answer.status_code not in (401, 429):
-            break
-        time.sleep(float(answer.headers.get("Retry-After", 0.5)))
-    assert answer.status_code == 200, answer.text
-    return str(answer.json()["access_token"])
-
-
 def _turn(chat: Client, text: str, conversation: str, action: str = "send") -> list[dict[str, Any]]:
     """One turn's messages, as the API client receives them."""
     job = chat.submit(text, conversation, action, "dev", "", "", api_name="/chat")
@@ -222,7 +210,7 @@ async def test_the_charts_manifests_run_under_podman_and_a_confirmed_deploy_goes
                     assert container.inspect()["HostConfig"]["ReadonlyRootfs"] is True, container.name
                     assert container.exec("id", "-u").stdout.strip() == UID, container.name
 
-            token = _sign_in(f"http://127.0.0.1:{ports['OPS_HTTP_PORT']}", given["OPS_ADMIN_PASSWORD"])
+            token = sign_in(f"http://127.0.0.1:{ports['OPS_HTTP_PORT']}", given["OPS_ADMIN_PASSWORD"])
             chat = Client(
                 f"http://127.0.0.1:{ports['AGENT_HTTP_PORT']}{CHAT_PATH}/",
                 headers={"Authorization": f"Bearer {token}"},

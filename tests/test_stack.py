@@ -16,7 +16,7 @@ from sstools.devstack import browser, running
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
-from sstools.devstack.testing import free_port
+from sstools.devstack.testing import free_port, sign_in
 
 
 @pytest.fixture
@@ -121,19 +121,7 @@ def _board_and_alerts_query_only_exported_metrics(services: list[ServiceAddress]
 
 def _user_token(environment: dict[str, str], data_root: Path) -> str:
     """The admin made for this checkout signs in, as the page does: through the proxy."""
-    password = (data_root / "ops-admin-password").read_text().strip()
-    for _ in range(100):  # ops creates its admin in the background once its schema is there
-        user = httpx.post(  # as the page signs in: through the proxy, on its origin
-            f"{page_address(environment).url}/api/auth/login",
-            json={"username": "admin", "password": password},
-            timeout=10,
-        )
-        if user.status_code not in (401, 429):
-            break
-        # each failure past the free ones blocks the name a little longer: wait as told
-        time.sleep(float(user.headers.get("Retry-After", 0.2)))
-    assert user.status_code == 200, user.text
-    return str(user.json()["access_token"])
+    return sign_in(page_address(environment).url, (data_root / "ops-admin-password").read_text().strip())
 
 
 def _ops_headers(environment: dict[str, str], data_root: Path) -> dict[str, str]:

@@ -27,3 +27,15 @@ def test_an_operator_setting_still_wins(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", "7")
     blocks = chat_blocks(cast(ChatService, object()), ISSUER, 4, "offline").queue()
     assert blocks._queue.ANAYLTICS_CACHE_FREQUENCY == 7
+
+
+def test_the_chat_endpoint_keeps_nothing_between_turns() -> None:
+    """No session state: Gradio's ChatInterface kept every turn's messages in each session's
+    state (bench/soak.py: the agent grew 10 MB a minute); the conversation lives in the checkpoint."""
+    blocks = chat_blocks(cast(ChatService, object()), ISSUER, 4, "offline")
+    config = blocks.get_config_file()
+    types = {component["id"]: component["type"] for component in config["components"]}
+    (chat,) = [dependency for dependency in config["dependencies"] if dependency.get("api_name") == "chat"]
+    assert [types[component] for component in chat["inputs"]] == ["textbox"] * 6
+    assert [types[component] for component in chat["outputs"]] == ["json"]
+    assert "state" not in types.values()

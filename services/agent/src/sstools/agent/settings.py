@@ -58,8 +58,10 @@ class AgentSettings(
     prefetch_dashboard_limit: int = Field(
         default=25, ge=0, le=100, description="Dashboards fetched ahead for list requests (0: never)."
     )
+    # Renewed every third of it while a turn runs; a pod that dies frees its conversations after
+    # it (bench/chaos.py: 60 s kept them BUSY for a minute after the agent was killed).
     lease_ttl_seconds: int = Field(
-        default=60, ge=3, le=3600, description="A conversation's convo lease: renewed while a turn runs."
+        default=15, ge=3, le=3600, description="A conversation's convo lease: renewed while a turn runs."
     )
     tool_retry_backoff_seconds: float = Field(
         default=0.5, ge=0, le=30, description="First pause before a read tool is asked again (doubles)."

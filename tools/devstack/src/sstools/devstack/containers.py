@@ -43,9 +43,6 @@ class Container:
         shown = podman("logs", self.name)
         return shown.stdout + shown.stderr
 
-    def kill(self) -> None:
-        podman("kill", "--signal", "KILL", self.name)
-
     def remove(self) -> None:
         podman("rm", "--force", "--time", "10", self.name)
 

@@ -100,7 +100,7 @@ def _play(path: Path) -> dict[str, str]:
     return pods
 
 
-def run_to_end(played: Played, name: str, within_seconds: float) -> list[tuple[str, int]]:
+def wait_exited(played: Played, name: str, within_seconds: float) -> list[tuple[str, int]]:
     """Waits for every container of the pod that ``name`` became to exit; their exit codes."""
     deadline = time.monotonic() + within_seconds
     while time.monotonic() < deadline:
@@ -144,7 +144,7 @@ def played(
             pods.update(_play(files[0]))
             for job in jobs:
                 name = job["metadata"]["name"]
-                exits = run_to_end(Played(pods), name, within_seconds=300)
+                exits = wait_exited(Played(pods), name, within_seconds=300)
                 if any(code != 0 for _, code in exits):
                     logs = "\n".join(Container(container).logs() for container, _ in exits)
                     raise RuntimeError(f"{name} failed: {exits}\n{logs}")

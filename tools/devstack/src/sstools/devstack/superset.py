@@ -13,18 +13,21 @@ import hashlib
 import logging
 import os
 import secrets
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from sstools.devstack.paths import DATA_DIR
+from sstools.devstack.restarting import command_line as restarting_command
 
 SUPERSET_REQUIREMENTS = ("apache-superset==6.1.0", "flask-caching<2.5", "cachetools", "rich")
 # Drivers for the databases Superset reads; `superset init` registers nothing of theirs.
@@ -201,9 +204,12 @@ def wait_healthy(
 
 
 def _start(home: SupersetHome, instance: Instance) -> "subprocess.Popen[bytes]":
+    """The instance's server under the restart wrapper (a killed Superset comes back, as the
+    services under `make run` do), in a process group of its own."""
+    command = f"exec {shlex.join(instance.command(home))}"
     with (instance.folder / "superset.log").open("ab") as log:
         return subprocess.Popen(
-            instance.command(home),
+            restarting_command(f"superset-{instance.env_id}", command),
             env=instance.environment(os.environ),
             cwd=instance.folder,
             stdout=log,
@@ -213,12 +219,15 @@ def _start(home: SupersetHome, instance: Instance) -> "subprocess.Popen[bytes]":
 
 
 def _stop(process: "subprocess.Popen[bytes]") -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    """SIGTERM to the whole group (the wrapper stops restarting, gunicorn drains), then SIGKILL."""
+    for signum, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, None)):
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @contextmanager

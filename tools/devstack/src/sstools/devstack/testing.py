@@ -109,6 +109,22 @@ def free_port() -> int:
             return port
 
 
+def sign_in(base_url: str, password: str, username: str = "admin") -> str:
+    """A user token from ops' sign-in at ``base_url`` (ops, or the page's proxy in front of it),
+    as the page gets one. Ops creates its admin in the background once its schema is there, and
+    each failure past the free ones blocks the name a little longer: wait as told, then retry."""
+    for _ in range(100):
+        answer = httpx.post(
+            f"{base_url}/api/auth/login", json={"username": username, "password": password}, timeout=10
+        )
+        if answer.status_code not in (401, 429):
+            break
+        time.sleep(float(answer.headers.get("Retry-After", 0.2)))
+    if answer.status_code != 200:
+        raise AssertionError(f"no sign-in at {base_url}: {answer.status_code} {answer.text}")
+    return str(answer.json()["access_token"])
+
+
 async def wait_until(condition: Callable[[], Awaitable[bool]], within_seconds: float, what: str) -> None:
     """Poll ``condition`` (another process's state, which nothing can signal) until it holds."""
     deadline = asyncio.get_running_loop().time() + within_seconds

@@ -1,10 +1,12 @@
-"""The chat edge: Gradio's ChatInterface as API ``/chat``, mounted in the agent's FastAPI app.
+"""The chat edge: a Gradio API endpoint ``/chat``, mounted in the agent's FastAPI app.
 
-The user's JWT comes in the ``Authorization`` header and is checked statelessly here; Gradio's
-own ``history`` argument is ignored (the conversation lives in the checkpoint). Each data
-event carries the whole list of messages of the turn so far: tool cards, the answer growing
-token by token, a confirmation card, and the final state badge — each a ``ChatMessage`` whose
-``metadata.type`` names what it is.
+The user's JWT comes in the ``Authorization`` header and is checked statelessly here. The edge
+keeps nothing between turns: the conversation lives in the checkpoint. (Gradio's ChatInterface,
+used before, kept every turn's messages in each session's state as well — memory that grew with
+every turn of a long-open tab: bench/soak.py measured the agent growing 10 MB a minute at
+20 conversations.) Each data event carries the whole list of messages of the turn so far: tool
+cards, the answer growing token by token, a confirmation card, and the final state badge — each
+a ``ChatMessage`` whose ``metadata.type`` names what it is.
 
 What the edge checks itself: the token, the conversation id (a UUID), the message's length (cut,
 with a warning), the environment id (``INVALID_ENVIRONMENT`` unless it is one), ``ui_context``
@@ -113,7 +115,6 @@ def chat_blocks(
 
     async def respond(
         message: str,
-        history: list[Any],
         conversation_id: str,
         action: str,
         env_id: str,
@@ -180,20 +181,23 @@ def chat_blocks(
                     shown.append(event)
             yield [_message(item) for item in shown]
 
-    # No telemetry: the agent calls nothing outside the cluster.
+    # No telemetry: the agent calls nothing outside the cluster. No page either: only the API
+    # (a hidden button carries the endpoint; the page is web/).
     with gr.Blocks(title="SS-Tools agent", analytics_enabled=False) as blocks:
-        gr.ChatInterface(
+        inputs = [
+            gr.Textbox(label="message"),
+            gr.Textbox(label="conversation_id"),
+            gr.Textbox(label="action", value="send"),
+            gr.Textbox(label="env_id"),
+            gr.Textbox(label="ui_context"),
+            gr.Textbox(label="files"),
+        ]
+        gr.Button(visible=False).click(
             respond,
-            multimodal=False,  # text only: files come as upload ids, never as Gradio file paths
-            additional_inputs=[
-                gr.Textbox(label="conversation_id"),
-                gr.Textbox(label="action", value="send"),
-                gr.Textbox(label="env_id"),
-                gr.Textbox(label="ui_context"),
-                gr.Textbox(label="files"),
-            ],
+            inputs,
+            gr.JSON(label="messages", visible=False),
             api_name="chat",
             concurrency_limit=concurrency_limit,
-            analytics_enabled=False,
+            postprocess=False,  # the ChatMessages as they are, as the page reads them
         )
     return cast(gr.Blocks, blocks)
