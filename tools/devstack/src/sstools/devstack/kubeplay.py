@@ -10,8 +10,8 @@ checked with podman 4.3, ../shared/notes/containers.md):
 - on the host's network it refuses ``containerPort``s ("PortMappings can only be used with Bridge
   or slirp4netns networking"): they are dropped, and the probes name their port by number;
 - it runs no readiness or startup probe: the caller probes each service itself;
-- emptyDirs become named volumes shared by every pod, left behind by ``podman kube down``: they
-  are removed after.
+- emptyDirs become named volumes shared by every pod, left behind by ``podman kube down``: those
+  the play made are removed after (a volume of the same name that was there before is left alone).
 Everything else (Services, an HPA, policies, the ingress) podman skips, as a single host has none.
 """
 
@@ -135,6 +135,7 @@ def played(
             path = folder / f"{index}.yaml"
             path.write_text(yaml.safe_dump_all(group))
             files.append(path)
+        existing = set(podman("volume", "ls", "--quiet").stdout.split())
         podman("secret", "rm", secret_name)  # one a stopped run left
         created = podman("secret", "create", secret_name, str(secret_file(secret_values, folder)))
         if created.returncode != 0:
@@ -154,5 +155,5 @@ def played(
             for path in reversed(files):
                 podman("kube", "down", str(path), timeout=300)
             podman("secret", "rm", secret_name)
-            for volume in sorted(_volumes([*jobs, *deployments])):
+            for volume in sorted(_volumes([*jobs, *deployments]) - existing):
                 podman("volume", "rm", "--force", volume)
