@@ -31,7 +31,7 @@ from sstools.devstack.demo import PASSWORD_ENV, client, environments
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
 from sstools.devstack.manifests import CHART, render
 from sstools.devstack.running import free_listeners
-from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, peer_addresses
+from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address, peer_addresses
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import sign_in
 from sstools.ops.superset import dashboards
@@ -68,13 +68,6 @@ def _wait(check: Callable[[], bool], what: str, explain: Callable[[], str]) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached after {READY_SECONDS:.0f} s\n{explain()}")
         time.sleep(0.5)
-
-
-def _page_ready(port: str) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/agent", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _logs(running: dict[str, Container]) -> str:
@@ -118,7 +111,7 @@ def test_every_image_runs_as_its_non_root_user_on_a_read_only_root_and_reports_h
     assert {service.name for service in services} == set(SETTINGS)
     for service in services:
         _wait(partial(is_ready, service), f"{service.name} ready", lambda: _logs(container_names))
-    _wait(lambda: _page_ready(given["WEB_PORT"]), "the page served", lambda: _logs(container_names))
+    _wait(page_address(given).ready, "the page served", lambda: _logs(container_names))
     for service in services:  # /healthz too, beside the /readyz and gRPC health is_ready asked
         assert httpx.get(f"http://127.0.0.1:{service.ports['metrics_port']}/healthz").status_code == 200
 
@@ -198,7 +191,7 @@ async def test_the_charts_manifests_run_under_podman_and_a_confirmed_deploy_goes
 
             for service in addresses(ports):
                 _wait(partial(is_ready, service), f"{service.name} ready", explain)
-            _wait(lambda: _page_ready(ports["WEB_PORT"]), "the page served", explain)
+            _wait(page_address(ports).ready, "the page served", explain)
             # the Deployments' pods, one container each, as rendered: non-root, read-only root
             assert sorted(played.pods) == sorted(
                 f"sstools-agent-{name}" for name in [*images.IMAGES, "migrate"]

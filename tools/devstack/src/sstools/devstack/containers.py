@@ -9,13 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sstools.common.settings import environment_variables
-from sstools.devstack.images import tag
+from sstools.devstack.images import podman, tag
 from sstools.devstack.stack import SETTINGS
-
-
-def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """A podman command, its output captured (podman's "no systemd" notices go to stderr)."""
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @dataclass(frozen=True)

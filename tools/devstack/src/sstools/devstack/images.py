@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -45,6 +46,7 @@ BASE_PACKAGES = "python3,python3-venv,python3-pip,python-is-python3,ca-certifica
 BUILD_MOUNTS = (Path("/etc/pip.conf"), Path("/etc/ssl/certs/ca-certificates.crt"), Path("/root/.npmrc"))
 
 
+@cache
 def app_version() -> str:
     chart = yaml.safe_load((REPO_ROOT / "helm" / "sstools-agent" / "Chart.yaml").read_text())
     return str(chart["appVersion"])
@@ -59,8 +61,12 @@ def dockerfile(name: str) -> Path:
     return REPO_ROOT / ("web" if name == "web" else f"services/{name}") / "Dockerfile"
 
 
-def podman(*args: str, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], check=check, text=True, capture_output=capture)
+def podman(
+    *args: str, check: bool = False, capture: bool = True, timeout: float | None = 120
+) -> subprocess.CompletedProcess[str]:
+    """A podman command; by default its output captured (podman's "no systemd" notices go to
+    stderr) and its exit code left to the caller."""
+    return subprocess.run(["podman", *args], check=check, text=True, capture_output=capture, timeout=timeout)
 
 
 @contextmanager
@@ -105,7 +111,7 @@ def debian_mirror() -> str:
 
 
 def ensure_base_image() -> None:
-    if podman("image", "exists", BASE_IMAGE, check=False).returncode == 0:
+    if podman("image", "exists", BASE_IMAGE).returncode == 0:
         return
     with tempfile.TemporaryDirectory(prefix="sstools-base-") as folder:
         rootfs = Path(folder) / "rootfs"
@@ -156,6 +162,9 @@ def build(name: str) -> None:
         f"--file={dockerfile(name)}",
         f"--tag={tag(name)}",
         str(context),
+        check=True,
+        capture=False,  # a build's progress on screen
+        timeout=None,
     )
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from sstools.devstack.containers import Container, podman
+from sstools.devstack.containers import Container
+from sstools.devstack.images import podman
 
 PLAYED_KINDS = ("Deployment", "Job")
 
