@@ -28,8 +28,10 @@ CRAFTED = (
 UNKNOWN = "nowhere"  # well formed, not configured
 
 
-async def _ops_calls(stack: AgentStack) -> int:
-    return len(await stack.rows("SELECT id FROM ops_audit"))
+async def _ops_calls(stack: AgentStack) -> dict[str, tuple[str, str]]:
+    """What reached ops so far: each audit record's action and target environment, by id."""
+    rows = await stack.rows("SELECT id, action, target_env FROM ops_audit")
+    return {str(row["id"]): (row["action"], row["target_env"]) for row in rows}
 
 
 async def test_a_crafted_environment_in_tool_arguments_reaches_nothing(
@@ -68,7 +70,10 @@ async def test_a_crafted_environment_in_tool_arguments_reaches_nothing(
     assert [error["error"]["code"] for error in reply.of("tool_error")] == ["INVALID_ENVIRONMENT"], dump(
         reply
     )
-    assert await _ops_calls(llm_stack) == before
+    # What reached ops: the dashboard list fetched ahead for a list request, in the turn's own
+    # environment (the default, dev) — never a call of the model's, nor anything elsewhere.
+    reached = {call for id_, call in (await _ops_calls(llm_stack)).items() if id_ not in before}
+    assert reached <= {("search_dashboards", "dev")}, reached
 
 
 async def test_a_crafted_environment_in_the_turn_or_ui_context_is_refused_before_anything_runs(

@@ -169,12 +169,12 @@ describe("the /agent page", () => {
   it("asks for dashboards with validation problems and sees the tool cards resolve", async () => {
     const page = await signedIn(ADMIN);
     await ask(page, PROBLEMS);
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     const answer = page.getByTestId("assistant-message").last();
     expect(await answer.getByTestId("answer").textContent()).toContain("Legacy uptime");
     const cards = answer.getByTestId("tool-card");
     const tools = await cards.evaluateAll((nodes) => nodes.map((node) => [node.dataset.tool, node.dataset.status]));
-    expect(tools.map(([tool]) => tool)).toEqual(expect.arrayContaining(["search_dashboards", "get_health_summary"]));
+    expect(tools.map(([tool]) => tool)).toEqual(["get_health_summary"]); // one read answers it
     expect(tools.filter(([, status]) => status !== "ok")).toEqual([]);
     await cards.first().locator("summary").click(); // input and result expand
     await shoot(page, "02-tool-cards");
@@ -199,7 +199,7 @@ describe("the /agent page", () => {
     await ask(page, DEPLOY_TO_PROD);
     await expectState(page, "needs_confirmation");
     await page.getByTestId("confirm-card").getByTestId("reject").click();
-    await expectState(page, "success");
+    await expectState(page, "cancelled"); // nothing ran: not "success"
     await expect.poll(() => page.getByTestId("confirm-card").count()).toBe(0);
     expect(await page.getByTestId("assistant-message").last().getByTestId("tool-card").count()).toBe(0);
     await shoot(page, "05-rejected");
@@ -244,7 +244,7 @@ describe("the /agent page", () => {
     // The whole answer first, to compare the stopped one with; the stack paces the offline
     // model, so each answer streams for seconds.
     await ask(page, PROBLEMS);
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     const full = (await page.getByTestId("assistant-message").last().getByTestId("answer").textContent()) ?? "";
     expect(full).toContain("Legacy uptime");
     const { conv_id: conversationId } = await debugSnapshot(page);
@@ -304,7 +304,7 @@ describe("the /agent page", () => {
   it("copies the debug block as valid JSON", async () => {
     const page = await signedIn(ADMIN);
     await ask(page, PROBLEMS);
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     await page.getByTestId("debug").locator("summary").click();
     await expect
       .poll(() => debugSnapshot(page))
@@ -325,7 +325,7 @@ describe("the /agent page", () => {
   it("after a reload the conversation is in the sidebar and opens with its history", async () => {
     const page = await signedIn(ADMIN);
     await ask(page, PROBLEMS);
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     const { conv_id: conversationId } = await debugSnapshot(page);
     await page.reload();
     await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
@@ -343,7 +343,7 @@ describe("the /agent page", () => {
   it("archives a conversation and restores it from the archive filter", async () => {
     const page = await signedIn(ADMIN);
     await ask(page, PROBLEMS);
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     const { conv_id: conversationId } = await debugSnapshot(page);
     const item = listed(page, conversationId);
     await item.waitFor();
@@ -372,7 +372,7 @@ describe("the /agent page", () => {
     await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
     await new Promise((resolve) => setTimeout(resolve, (ends + 1) * 1000 - Date.now()));
     await ask(page, PROBLEMS);
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     expect(page.url()).toContain("/agent");
     const after = await kept();
     expect(after.token).not.toBe(short);
@@ -400,7 +400,7 @@ describe("the /agent page", () => {
     await expect.poll(() => page.getByTestId("composer").inputValue()).toBe(text);
     expect((await debugSnapshot(page)).conv_id).toBe(conversation); // where it was being written
     await ask(page, text); // and it goes, now
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
   });
 
   it("an analyst asking for a prod deploy gets the permission-denied card, with alternatives, and closes it", async () => {
@@ -425,7 +425,7 @@ describe("the /agent page", () => {
     await alternative.click();
     await expect.poll(() => page.getByTestId("user-message").count()).toBe(3);
     expect(await page.getByTestId("user-message").last().textContent()).toContain("Что сломано в дашбордах?");
-    await expectState(page, "success");
+    await expectState(page, "issues_found");
     await expect.poll(() => page.getByTestId("denied-card").count()).toBe(0);
   });
 });

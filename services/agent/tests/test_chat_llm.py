@@ -24,7 +24,7 @@ async def test_streamed_tool_calls_run_and_the_answer_streams(
     assert [event["tool"] for event in reply.of("tool_start")] == ["get_health_summary"], dump(reply)
     assert reply.text == "В dev сломан один чарт: Legacy uptime."
     assert len([m for m in reply.messages if m["metadata"]["type"] == "token"]) == 1  # one growing answer
-    assert reply.state == "success"
+    assert reply.state == "issues_found"  # the read found the broken chart
     assert reply.of("conversation")[0]["model"] == "scripted"
     first, second = llm.requests[-2:]
     assert first["stream"] is True
@@ -152,3 +152,48 @@ async def test_twenty_concurrent_confirms_of_the_models_deploy_run_it_once(
     finally:
         await dev.aclose()
         await prod.aclose()
+
+
+async def test_the_page_s_object_and_language_reach_the_model(llm_stack: AgentStack, llm: FakeLlm) -> None:
+    llm.says(Reply(content="Этот дашборд в порядке."))
+    context = {
+        "objectType": "dashboard",
+        "objectId": "3",
+        "objectName": "Sales Overview",
+        "envId": "dev",
+        "lang": "en",
+    }
+    await llm_stack.say(
+        "is this dashboard healthy?", str(uuid.uuid4()), env_id="", ui_context=json.dumps(context)
+    )
+    told = llm.requests[-1]["messages"][0]
+    assert told["role"] == "system"
+    assert 'The page shows dashboard id 3 titled "Sales Overview"' in told["content"], told["content"]
+    assert "work in dev (the environment selected on the page)" in told["content"]
+    assert "in English, the page's language" in told["content"]
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "is this dashboard healthy?"}
+
+
+async def test_a_resumed_run_offers_the_model_the_turn_s_routed_tools_only(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    deploy = ToolCall("deploy_dashboard", {"dashboard_id": 1, "env_id": "prod", "source_env": "dev"})
+    llm.says(Reply(tool_calls=(deploy,)), Reply(content="Отменено, ничего не выкатил."))
+    paused = await llm_stack.say("выкати дашборд с дева на прод, пожалуйста", conversation)
+    assert paused.state == "needs_confirmation", dump(paused)
+    routed = paused.of("routing")[0]["tools"]
+    rejected = await llm_stack.say("", conversation, action="reject")
+    assert rejected.state == "cancelled", dump(rejected)
+    offered = [tool["function"]["name"] for tool in llm.requests[-1]["tools"]]
+    assert offered == routed, offered
+    assert len(offered) < 24
+
+
+async def test_a_model_s_question_to_the_person_ends_as_needs_clarification(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    llm.says(Reply(content="Какой дашборд задеплоить: Sales Overview или Legacy KPIs?"))
+    reply = await llm_stack.say("задеплой дашборд на прод", str(uuid.uuid4()))
+    assert reply.of("tool_start") == [], dump(reply)
+    assert reply.of("confirm_required") == []
+    assert reply.state == "needs_clarification"

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
+from sstools.agent.context import Environment
 from sstools.agent.fastpath import fast_confirmation_tool
-from sstools.common.tool_args import ARGS
 
-SCHEMAS = dict(ARGS)
+ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,11 @@ SCHEMAS = dict(ARGS)
         ),
         (
             "перенеси дашборд 5 из dev в prod",
+            "deploy_dashboard",
+            {"dashboard_id": 5, "env_id": "prod", "source_env": "dev"},
+        ),
+        (
+            "мигрируй дашборд 5 из dev в прод",
             "execute_migration",
             {"dashboard_ids": [5], "env_id": "prod", "source_env": "dev"},
         ),
@@ -30,7 +35,7 @@ SCHEMAS = dict(ARGS)
     ],
 )
 def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dict[str, object]) -> None:
-    call = fast_confirmation_tool(command, SCHEMAS)
+    call = fast_confirmation_tool(command, ENVIRONMENTS)
     assert call is not None
     assert (call["name"], call["args"]) == (tool, args)
 
@@ -48,8 +53,8 @@ def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dic
     ],
 )
 def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str) -> None:
-    assert fast_confirmation_tool(command, SCHEMAS) is not None  # the same words, not negated
-    assert fast_confirmation_tool(negated, SCHEMAS) is None
+    assert fast_confirmation_tool(command, ENVIRONMENTS) is not None  # the same words, not negated
+    assert fast_confirmation_tool(negated, ENVIRONMENTS) is None
 
 
 @pytest.mark.parametrize(
@@ -61,15 +66,17 @@ def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str
         "задеплой дашборд 17 в prod\nи ещё кое-что",
         "задеплой дашборд 17 в prod " + "подробности " * 30,
         "покажи дашборды",
+        "мигрируй дашборд 5 в прод",  # a migration names where it comes from
+        "создай ветку release",  # a branch's name is quoted, or the model reads it
     ],
 )
 def test_anything_less_than_a_short_complete_command_goes_to_the_model(text: str) -> None:
-    assert fast_confirmation_tool(text, SCHEMAS) is None
+    assert fast_confirmation_tool(text, ENVIRONMENTS) is None
 
 
 def test_a_fast_call_has_an_id_of_its_own_that_says_where_it_came_from() -> None:
-    first = fast_confirmation_tool("сделай бэкап prod", SCHEMAS)
-    second = fast_confirmation_tool("сделай бэкап prod", SCHEMAS)
+    first = fast_confirmation_tool("сделай бэкап prod", ENVIRONMENTS)
+    second = fast_confirmation_tool("сделай бэкап prod", ENVIRONMENTS)
     assert first is not None
     assert second is not None
     for call in (first, second):
@@ -81,5 +88,5 @@ def test_a_command_of_up_to_200_characters_is_short_enough() -> None:
     command = "задеплой дашборд 17 в prod"
     longest = command + " " * (200 - len(command) - 1) + "!"  # inner spaces: not stripped away
     assert len(longest) == 200
-    assert fast_confirmation_tool(longest, SCHEMAS) is not None
-    assert fast_confirmation_tool(longest + "!", SCHEMAS) is None
+    assert fast_confirmation_tool(longest, ENVIRONMENTS) is not None
+    assert fast_confirmation_tool(longest + "!", ENVIRONMENTS) is None

@@ -125,7 +125,7 @@ async def test_a_second_send_in_the_same_session_is_busy(llm_stack: AgentStack, 
     assert [error["code"] for error in second.of("error")] == ["BUSY"], dump(second)
     assert second.state == "failed"
     assert (await first).text == "медленный ответ"
-    after = await llm_stack.say("теперь можно?", new_conversation(), client=session)
+    after = await llm_stack.say("теперь можно", new_conversation(), client=session)  # echoed: no question
     assert after.state == "success", dump(after)
 
 
@@ -275,7 +275,7 @@ async def test_every_command_leaves_exactly_one_audit_record(
         ("allowed", "search_dashboards", "success"),
         ("needs_confirmation", "deploy_dashboard", "needs_confirmation"),
         ("refused", "", "needs_confirmation"),
-        ("rejected", "", "success"),
+        ("rejected", "", "cancelled"),
         ("refused", "", "failed"),  # that card was rejected: nothing to confirm
         ("refused", "", "failed"),
     ], audit
@@ -363,9 +363,11 @@ async def test_a_list_request_gets_dashboards_prefetched_and_no_search_tool(
     llm.says(Reply(content="Вот дашборды."))
     reply = await llm_stack.say("покажи дашборды", conversation)
     request = llm.requests[-1]
-    assert request["messages"][0]["role"] == "system", dump(reply)
-    assert request["messages"][0]["content"].startswith("Dashboards in dev (")
-    assert "Legacy KPIs (slug legacy-kpis)" in request["messages"][0]["content"]
+    context, prefetched = request["messages"][:2]
+    assert (context["role"], prefetched["role"]) == ("system", "system"), dump(reply)
+    assert context["content"].startswith("Configured environments: dev, prod (production).")
+    assert prefetched["content"].startswith("Dashboards in dev (")
+    assert "Legacy KPIs (slug legacy-kpis)" in prefetched["content"]
     offered = {tool["function"]["name"] for tool in request.get("tools") or []}
     assert "search_dashboards" not in offered
     assert reply.of("tool_start") == []  # one round trip: the model answered from the list
@@ -379,7 +381,8 @@ async def test_creation_and_diagnostic_requests_are_not_prefetched(
     llm.says(Reply(content="Сейчас разберёмся."))
     reply = await llm_stack.say(text, new_conversation())
     request = llm.requests[-1]
-    assert all(message["role"] != "system" for message in request["messages"]), dump(reply)
+    system = [str(message["content"]) for message in request["messages"] if message["role"] == "system"]
+    assert not [content for content in system if content.startswith("Dashboards in")], dump(reply)
 
 
 def _stored(value: object) -> bytes:

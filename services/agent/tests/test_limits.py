@@ -24,6 +24,7 @@ NO_CONTEXT = {
     "envId": None,
     "route": "",
     "contextVersion": 1,
+    "lang": None,
 }
 
 
@@ -167,6 +168,7 @@ def test_a_full_ui_context_is_read_field_by_field() -> None:
             "envId": "prod-eu_2",
             "route": "/superset/dashboard/12/",
             "contextVersion": 1,
+            "lang": "en",
         }
     )
     parsed = parse_ui_context(raw)
@@ -178,6 +180,7 @@ def test_a_full_ui_context_is_read_field_by_field() -> None:
         "envId": "prod-eu_2",
         "route": "/superset/dashboard/12/",
         "contextVersion": 1,
+        "lang": "en",
     }
 
 

@@ -2,17 +2,22 @@
 an answer can be stopped halfway (the browser test's Stop relies on it)."""
 
 import asyncio
+import json
 import time
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from sstools.agent.context import Environment, TurnContext
 from sstools.agent.planner import OfflinePlanner
 
-RESULT = '{"env_id": "dev", "count": 3, "dashboards": []}'
+BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
+RESULT = json.dumps({"env_id": "dev", "count": 3, "dashboards": BOARDS})
+CONTEXT = TurnContext((Environment("dev", "dev", False),), "dev", "default")
 MESSAGES = [
+    CONTEXT.message(),
     HumanMessage("покажи дашборды"),
-    AIMessage("", tool_calls=[{"name": "list_dashboards", "args": {}, "id": "call_1"}]),
-    ToolMessage(RESULT, tool_call_id="call_1", name="list_dashboards"),
+    AIMessage("", tool_calls=[{"name": "search_dashboards", "args": {"env_id": "dev"}, "id": "call_1"}]),
+    ToolMessage(RESULT, tool_call_id="call_1", name="search_dashboards"),
 ]
 
 
@@ -27,6 +32,7 @@ async def test_the_paced_offline_model_streams_the_same_answer_word_by_word() ->
     paced = await _words(OfflinePlanner(words_per_second=40).bind_tools([]))
     elapsed = time.perf_counter() - started
     assert "".join(unpaced) == "".join(paced) == answer
+    assert answer.startswith("Дашборды в dev: 3.")
     assert len(paced) >= 5
     assert elapsed >= len(paced) / 40  # each word waits its turn
 

@@ -66,6 +66,7 @@ const STRINGS = {
   state_success: { ru: "готово", en: "success" },
   state_failed: { ru: "ошибка", en: "failed" },
   state_cancelled: { ru: "отменено", en: "cancelled" },
+  state_issues_found: { ru: "найдены проблемы", en: "issues found" },
 } as const;
 
 export type StringKey = keyof typeof STRINGS;

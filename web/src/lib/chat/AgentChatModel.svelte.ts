@@ -36,6 +36,9 @@ export interface ModelDeps {
   /** The person's tokens: kept fresh before each turn, renewed once when the agent refuses
    * one; when the session is over the page signs in anew, keeping `draft`. */
   session?: SessionTokens;
+  /** Where the person's last chosen environment is kept between visits (the browser's
+   * localStorage on the page; none in unit tests unless given). */
+  memory?: Pick<Storage, "getItem" | "setItem"> | null;
 }
 
 /** The agent's error code for a token it does not accept. */
@@ -68,6 +71,8 @@ export class AgentChatModel {
   activeElsewhere: boolean = $state(false);
   /** What the person is typing: the page keeps it when their session ends. */
   draft: string = $state("");
+  /** The page's language: the agent answers in it when a message has no language of its own. */
+  lang: "ru" | "en" = $state("ru");
 
   readonly activeEnv: string | null = $derived(this._activeEnvId ?? this.uiContext?.envId ?? null);
   /** Production: as the pending card says (the agent decided it from ops' configuration), else
@@ -101,6 +106,7 @@ export class AgentChatModel {
   #cancelling = false;
   #stopCountdown: (() => void) | null = null;
   #lastRequest: { text: string; files: File[]; action: Action } | null = null;
+  #memory: Pick<Storage, "getItem" | "setItem"> | null;
 
   constructor(deps: ModelDeps) {
     this.#transport = deps.transport;
@@ -109,6 +115,7 @@ export class AgentChatModel {
     this.#tick = deps.tick ?? defaultTick;
     this.#onTurnEnd = deps.onTurnEnd ?? (() => {});
     this.#session = deps.session ?? { current: async () => null, renew: async () => null, ended: () => {} };
+    this.#memory = deps.memory ?? null;
     this.conversationId = this.#newId();
   }
 
@@ -208,17 +215,28 @@ export class AgentChatModel {
     this.#settle(history.at(-1)?.view ?? null);
   }
 
-  updateActiveEnv(envId: string | null): void {
+  /** The environment the page works in; one the person chose is remembered as theirs. */
+  updateActiveEnv(envId: string | null, chosen = true): void {
     const valid = envId !== null && isEnvId(envId) ? envId : null;
     this._activeEnvId = valid;
     if (this.uiContext) this.uiContext.envId = valid;
+    if (chosen && valid !== null) this.#memory?.setItem(this.#envKey, valid);
+  }
+
+  get #envKey(): string {
+    return `sstools.env.${this.username ?? ""}`;
   }
 
   /** Once ops has said which environments exist: an environment from the URL that is not one of
-   * them is dropped (the agent would refuse every turn naming it). */
+   * them is dropped (the agent would refuse every turn naming it), and an environment is always
+   * selected and shown — the person's last one while it exists, else the first non-production one. */
   keepKnownEnvironment(known: readonly { id: string; production: boolean }[]): void {
     this.#productionEnvs = new Set(known.filter((env) => env.production).map((env) => env.id));
     if (this.activeEnv !== null && !known.some((env) => env.id === this.activeEnv)) this.updateActiveEnv(null);
+    if (this.activeEnv !== null) return;
+    const last = this.#memory?.getItem(this.#envKey) ?? null;
+    const fallback = known.find((env) => !env.production)?.id ?? null;
+    this.updateActiveEnv(known.some((env) => env.id === last) ? last : fallback, false);
   }
 
   dismissDenied(): void {
@@ -300,7 +318,7 @@ export class AgentChatModel {
         ...request,
         conversationId: this.conversationId,
         envId: this.activeEnv ?? "",
-        uiContext: this.uiContext ? JSON.stringify(this.uiContext) : "",
+        uiContext: JSON.stringify({ ...(this.uiContext ?? {}), lang: this.lang }),
       });
       for await (const event of this.#job) {
         if (event.kind === "data") {

@@ -354,12 +354,43 @@ describe("AgentChatModel", () => {
     chat.uiContext = uiContextFromUrl(new URL("https://example.test/agent?objectType=dashboard&objectId=1&envId=nowhere"));
     expect(chat.activeEnv).toBe("nowhere");
     chat.keepKnownEnvironment(KNOWN);
-    expect(chat.activeEnv).toBeNull();
+    expect(chat.activeEnv).toBe("dev"); // dropped, and the default shown in its place
     chat.updateActiveEnv("prod/maintenance/end#");
     expect(chat.activeEnv).toBeNull();
     chat.updateActiveEnv("prod");
     chat.keepKnownEnvironment(KNOWN);
     expect(chat.activeEnv).toBe("prod");
+  });
+
+  it("always shows an environment: the person's last choice while it exists, else the first non-production one", () => {
+    const kept = new Map<string, string>();
+    const memory = { getItem: (key: string) => kept.get(key) ?? null, setItem: (key: string, value: string) => void kept.set(key, value) };
+    const first = new AgentChatModel({ transport: new ScriptedTransport([]), memory });
+    first.username = "anna";
+    first.keepKnownEnvironment(KNOWN);
+    expect(first.activeEnv).toBe("dev");
+    expect(kept.size).toBe(0); // a default is not a choice
+    first.updateActiveEnv("prod");
+    const next = new AgentChatModel({ transport: new ScriptedTransport([]), memory });
+    next.username = "anna";
+    next.keepKnownEnvironment(KNOWN);
+    expect(next.activeEnv).toBe("prod");
+    const other = new AgentChatModel({ transport: new ScriptedTransport([]), memory });
+    other.username = "oleg"; // another person's choice is not theirs
+    other.keepKnownEnvironment(KNOWN);
+    expect(other.activeEnv).toBe("dev");
+    const gone = new AgentChatModel({ transport: new ScriptedTransport([]), memory });
+    gone.username = "anna";
+    gone.keepKnownEnvironment([{ id: "staging", production: false }]); // prod no longer configured
+    expect(gone.activeEnv).toBe("staging");
+  });
+
+  it("tells the agent the page's language with every message", async () => {
+    const transport = new ScriptedTransport([[complete]]);
+    const chat = model(transport);
+    chat.lang = "en";
+    await chat.send("SELECT 1");
+    expect(JSON.parse(transport.requests[0].uiContext)).toEqual({ lang: "en" });
   });
 
   it("gives a debug snapshot that survives JSON and a new conversation that starts clean", async () => {

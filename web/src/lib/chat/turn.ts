@@ -11,6 +11,7 @@ const STATES: ReadonlySet<string> = new Set([
   "success",
   "failed",
   "cancelled",
+  "issues_found",
 ]);
 
 export function emptyTurn(): TurnView {

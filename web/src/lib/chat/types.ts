@@ -14,7 +14,8 @@ export type TurnState =
   | "started"
   | "success"
   | "failed"
-  | "cancelled";
+  | "cancelled"
+  | "issues_found";
 
 export type ToolStatus = "running" | "retrying" | "ok" | "error" | "timeout";
 

@@ -51,8 +51,18 @@ from sstools.agent.clients.convo import (
 from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient, OpsError
 from sstools.agent.clients.router import Routing, ToolRouter
+from sstools.agent.context import (
+    CONTEXT_KEY,
+    Environment,
+    EnvSource,
+    Focus,
+    TurnContext,
+    default_env,
+    environments_of,
+)
 from sstools.agent.fastpath import fast_confirmation_tool
 from sstools.agent.gate import Refused, checked_arguments
+from sstools.agent.language import DEFAULT_LANG, Lang
 from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
 from sstools.agent.stream import Event, error, graph_events, replayed, state
 from sstools.agent.telemetry import TurnMetrics
@@ -73,7 +83,8 @@ class Turn:
     action: str = "send"  # send | confirm | reject
     env_id: str | None = None
     ui_env_id: str | None = None
-    object_type: str | None = None
+    focus: Focus | None = None  # the object the page shows
+    page_lang: Lang = DEFAULT_LANG
     session_id: str = ""  # the Gradio session: one send at a time in each
     files: tuple[str, ...] = ()  # ids of this user's uploads in convo attached to the message
 
@@ -81,6 +92,18 @@ class Turn:
     def env(self) -> str | None:
         """The environment the turn is about: the one submitted, else the page's context."""
         return self.env_id or self.ui_env_id
+
+
+ROUTED_KEY = "routed_tools"  # in a turn's HumanMessage: the tools the router picked for it
+
+
+def _routed(messages: list[BaseMessage]) -> list[str] | None:
+    """The tools the paused turn was routed to (None: a turn kept before they were recorded)."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) and not message.additional_kwargs.get("document"):
+            routed = message.additional_kwargs.get(ROUTED_KEY)
+            return list(routed) if isinstance(routed, list) else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -138,14 +161,17 @@ class ChatService:
         tool_names: list[str] | None = None,
         role: Role | None = None,
         env_id: str | None = None,
+        context: TurnContext | None = None,
     ) -> RunnableConfig:
         configurable: dict[str, Any] = {
             "thread_id": turn.conversation_id,
             USER_TOKEN: turn.user_token,
             "username": turn.username,
-            "env_id": env_id or turn.env_id,
+            "env_id": env_id or turn.env_id or (context.env if context else None),
             "ui_env_id": None if env_id else turn.ui_env_id,
         }
+        if context is not None:
+            configurable[CONTEXT_KEY] = context
         if tool_names is not None:
             configurable["tool_names"] = tool_names
         if role is not None:
@@ -265,17 +291,18 @@ class ChatService:
             _log.warning("uploads not deleted", extra={"error": str(problem)})
 
     async def _send(self, turn: Turn, files: list[UploadedFile]) -> AsyncIterator[Event]:
+        environments = await self._environments(turn)
+        if turn.env is not None and environments and turn.env not in {env.id for env in environments}:
+            raise Refusal("INVALID_ENVIRONMENT", f"no environment {turn.env!r} is configured")
+        context = self._context(turn, environments)
         # What needs only reading runs side by side: the checkpoint (a pause pending?), the
-        # router's choice, the user's role and whether the turn's environment exists.
-        fast = fast_confirmation_tool(turn.text, self._schemas)
-        snapshot, routing, role, unknown_env = await asyncio.gather(
+        # router's choice and the user's role.
+        fast = fast_confirmation_tool(turn.text, environments)
+        snapshot, routing, role = await asyncio.gather(
             self._graph.aget_state(self._config(turn)),
-            self._routing(turn, fast),
+            self._routing(turn, fast, context.env),
             self._role(turn),
-            self._unknown_env(turn),
         )
-        if unknown_env is not None:
-            raise Refusal("INVALID_ENVIRONMENT", f"no environment {unknown_env!r} is configured")
         if snapshot.interrupts:
             raise Refusal(
                 "CONFIRMATION_PENDING", "confirm or reject the pending action first", "needs_confirmation"
@@ -285,10 +312,11 @@ class ChatService:
             _, uploads, prefetched = await asyncio.gather(
                 self._convo.record_user_message(turn.username, turn.conversation_id, message_id, turn.text),
                 read_uploads(files, self._docparse),
-                self._prefetch(turn, routing),
+                self._prefetch(turn, context.env, routing),
             )
         except ConvoUnavailable as problem:
             raise Refusal("CONVO_UNAVAILABLE", str(problem)) from None
+        yield Event("", {"type": "context", "env_id": context.env, "env_source": context.env_source})
         yield Event(
             "", {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name}
         )
@@ -300,38 +328,48 @@ class ChatService:
                 )
             else:
                 messages.append(HumanMessage(upload.context, additional_kwargs={"document": upload.name}))
-        messages.append(HumanMessage(turn.text, id=message_id))
+        # The turn's routed tools stay with its message: a resumed run binds the same ones.
+        messages.append(HumanMessage(turn.text, id=message_id, additional_kwargs={ROUTED_KEY: routing.tools}))
         if fast is not None:  # an explicit command: its call is made, the model is not asked
             messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
-        config = self._config(turn, routing.tools, role)
+        config = self._config(turn, routing.tools, role, context=context)
         if prefetched is not None:
             config["configurable"][PREFETCH_KEY] = prefetched
             config["configurable"]["tool_names"] = [name for name in routing.tools if name != SEARCH_TOOL]
         async for event in self._recorded(turn, graph_events(self._graph, {"messages": messages}, config)):
             yield event
 
-    async def _prefetch(self, turn: Turn, routing: Routing) -> str | None:
-        env = turn.env
+    def _context(
+        self, turn: Turn, environments: tuple[Environment, ...], env: str | None = None
+    ) -> TurnContext:
+        """The turn's environment — the card's on a resume, else the submitted one, the page's,
+        else the default — with the rest the model is told beside the words."""
+        source: EnvSource
+        chosen, source = default_env(environments, None)
+        if env is not None:
+            chosen, source = env, "message"
+        elif turn.env is not None:
+            chosen, source = turn.env, "page"
+        return TurnContext(environments, chosen, source, turn.page_lang, turn.focus)
+
+    async def _prefetch(self, turn: Turn, env: str | None, routing: Routing) -> str | None:
         if not (routing.prefetch_dashboards and self._prefetch_limit and env):
             return None
         return await prefetch_dashboards(self._ops, turn.user_token, env, self._prefetch_limit)
 
-    async def _routing(self, turn: Turn, fast: ToolCall | None) -> Routing:
+    async def _routing(self, turn: Turn, fast: ToolCall | None, env: str | None) -> Routing:
         if fast is not None:
             return Routing(tools=[fast["name"]], tier="fast-path", degraded=False)
-        return await self._router.route(turn.text, turn.env, turn.object_type)
+        return await self._router.route(turn.text, env, turn.focus.type if turn.focus else None)
 
-    async def _unknown_env(self, turn: Turn) -> str | None:
-        """The turn's environment if ops has none of that id; None when it has, or cannot say
-        now (the gate asks again for every call and refuses it then)."""
-        if turn.env is None:
-            return None
+    async def _environments(self, turn: Turn) -> tuple[Environment, ...]:
+        """The environments ops has configured; none when it cannot say now (the gate asks again
+        for every call and refuses it then)."""
         try:
-            known = await self._ops.environments(turn.user_token)
+            return environments_of(await self._ops.environments(turn.user_token))
         except OpsError as problem:
             _log.warning("environments unknown; the gate will judge each call", extra={"error": str(problem)})
-            return None
-        return None if turn.env in known else turn.env
+            return ()
 
     async def _role(self, turn: Turn) -> Role | None:
         """The user's role for the gate on a send, as ops said it at most
@@ -363,7 +401,9 @@ class ChatService:
             raise Refusal("OPS_UNAVAILABLE", f"your role could not be checked: {problem}") from None
         resume = {"action": turn.action, "digest": answer.digest, "args": answer.args}
         # The card's environment, not the page's current one: the call runs what was shown.
-        config = self._config(turn, role=role, env_id=card.get("env_id") or None)
+        env = card.get("env_id") or None
+        context = self._context(turn, await self._environments(turn), env)
+        config = self._config(turn, _routed(snapshot.values.get("messages", [])), role, env, context)
         events = graph_events(self._graph, Command(resume={paused.id: resume}), config)
         async for event in self._recorded(turn, events):
             yield event

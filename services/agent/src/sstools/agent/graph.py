@@ -37,6 +37,7 @@ from langgraph.prebuilt import ToolNode
 from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.clients.ops import OpsError
+from sstools.agent.context import CONTEXT_KEY, TurnContext
 from sstools.agent.fence import model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.prefetch import PREFETCH_KEY
@@ -140,9 +141,14 @@ def build_graph(
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         names = (config.get("configurable") or {}).get("tool_names") or list(tools)
         bound = model().bind_tools([tools[name] for name in names if name in tools])
+        configurable = config.get("configurable") or {}
         window = model_view(context_window(state["messages"]))  # tool results fenced
-        if prefetched := (config.get("configurable") or {}).get(PREFETCH_KEY):
-            window = [SystemMessage(prefetched), *window]  # for this turn only: not kept in the thread
+        # For this call only, not kept in the thread: what the page and ops say of the turn, and
+        # the dashboards fetched ahead.
+        if prefetched := configurable.get(PREFETCH_KEY):
+            window = [SystemMessage(prefetched), *window]
+        if isinstance(context := configurable.get(CONTEXT_KEY), TurnContext):
+            window = [context.message(), *window]
         # The OpenTelemetry GenAI conventions: one client span per model call.
         attributes = {
             "gen_ai.operation.name": "chat",

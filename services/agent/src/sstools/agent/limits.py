@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sstools.agent.language import Lang
 from sstools.common.tool_args import EnvId, is_env_id
 
 MAX_MESSAGE_CHARS = 100_000
@@ -49,6 +50,7 @@ class UiContext(BaseModel):
     objectName: str | None = Field(default=None, max_length=256)  # noqa: N815
     envId: EnvId | None = None  # noqa: N815
     route: str = Field(default="", max_length=512)
+    lang: Lang | None = None  # the page's language: answers to words of no language of their own
     contextVersion: int = Field(default=1, ge=1, le=1)  # noqa: N815
 
 

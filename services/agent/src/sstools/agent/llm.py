@@ -1,15 +1,20 @@
 """The chat model: any OpenAI-compatible endpoint through ``langchain-openai``, or the offline
 planner when none is configured."""
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from sstools.agent.planner import OFFLINE_MODEL_NAME, OfflinePlanner
 from sstools.agent.settings import AgentSettings
+from sstools.agent.toolcalls import ToolCallStream, bound_tool_names
 
 # Request fields LangChain has already made plain JSON, and the bulk of every request.
 _JSON_READY = ("messages", "tools")
@@ -19,7 +24,8 @@ class PlainPayloadChatOpenAI(ChatOpenAI):
     """``ChatOpenAI`` sending its messages and tools as ``extra_body``: the OpenAI SDK walks every
     typed field against its TypedDicts before sending (~0.2 ms per message, without yielding
     the event loop, so 4–8 ms a call at a 4 000-token history); ``extra_body`` goes out as given,
-    and the request on the wire is the same JSON."""
+    and the request on the wire is the same JSON. Its stream reaches the agent with every tool
+    call runnable, whichever server sent it (:meth:`_astream`)."""
 
     def _get_request_payload(
         self, input_: LanguageModelInput, *, stop: list[str] | None = None, **kwargs: Any
@@ -31,6 +37,33 @@ class PlainPayloadChatOpenAI(ChatOpenAI):
         payload["messages"] = []  # required by the SDK's signature; extra_body's list replaces it
         payload["extra_body"] = {**(payload.get("extra_body") or {}), **plain}
         return payload
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """The server's chunks with each tool call made whole, whatever server it is
+        (:mod:`sstools.agent.toolcalls`). Tokens are announced only once rewritten (by LangChain
+        from what this yields, or here when handed a run manager; never by ``ChatOpenAI`` from
+        the raw chunks), so a call a model wrote as text is never shown as text. The agent calls
+        the model asynchronously only: the synchronous ``_stream`` is left as it is."""
+        calls = ToolCallStream(bound_tool_names(kwargs.get("tools")))
+        async for chunk in super()._astream(messages, stop, **kwargs):
+            yield await _announced(calls.rewrite(chunk), run_manager)
+        if last := calls.close():
+            yield await _announced(last, run_manager)
+
+
+async def _announced(
+    chunk: ChatGenerationChunk, run_manager: AsyncCallbackManagerForLLMRun | None
+) -> ChatGenerationChunk:
+    """The chunk, its token told to the run's callbacks as ``ChatOpenAI`` would have."""
+    if run_manager:
+        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+    return chunk
 
 
 def chat_model(

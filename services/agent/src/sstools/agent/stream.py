@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from sstools.agent.planner import NEEDS_CLARIFICATION
 
 # Dispatched from the graph: the gate's refusals and denials, a read's retries, a time limit.
 GUARD_EVENTS = (REFUSED_EVENT, "permission_denied", "tool_retry", "tool_timeout")
-PAUSED_KEY = "__interrupt__"  # where a paused graph's streamed output holds its interrupts
+PAUSED_KEY = "__interrupt__"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # where a paused graph's streamed output holds its interrupts
 _log = logging.getLogger(__name__)
 
 
@@ -61,6 +63,7 @@ async def graph_events(
                 chunk = raw["data"].get("chunk")
                 if isinstance(chunk, dict):
                     pending.extend(chunk.get(PAUSED_KEY, ()))
+                    results.extend(_rejections(chunk))
             elif kind == "on_custom_event" and raw["name"] in GUARD_EVENTS:
                 data = dict(raw["data"])
                 denied |= data["type"] == "permission_denied"
@@ -73,8 +76,7 @@ async def graph_events(
                     yield Event(piece, {"type": "token"})
             elif kind == "on_chat_model_end":
                 text = ""  # that answer is in the checkpoint now
-                answer = raw["data"].get("output")
-                asked_back = bool(getattr(answer, "response_metadata", {}).get(NEEDS_CLARIFICATION))
+                asked_back = _asks_back(raw["data"].get("output"))
             elif kind == "on_tool_start":
                 arguments = {k: v for k, v in (raw["data"].get("input") or {}).items() if k != "tool_call_id"}
                 yield Event(
@@ -125,6 +127,30 @@ async def graph_events(
         yield final_state(results, asked_back)
 
 
+def _asks_back(answer: Any) -> bool:
+    """Whether the model's answer is a question to the person: the offline planner says so; a
+    language model's answer that calls nothing and ends with a question mark is one."""
+    if not isinstance(answer, AIMessage):
+        return False
+    if answer.response_metadata.get(NEEDS_CLARIFICATION):
+        return True
+    return not answer.tool_calls and isinstance(answer.content, str) and answer.content.rstrip().endswith("?")
+
+
+def _rejections(update: dict[str, Any]) -> list[ToolMessage]:
+    """The calls a person rejected, from the tool node's update: the gate answered them without
+    running the tool, so no tool event tells of them."""
+    tools = update.get("tools")
+    messages = tools.get("messages", []) if isinstance(tools, dict) else []
+    return [
+        message
+        for message in messages
+        if isinstance(message, ToolMessage)
+        and message.status == "error"
+        and _error_code(message) == "rejected"
+    ]
+
+
 def replayed(messages: Sequence[BaseMessage], answered: ToolMessage) -> list[Event]:
     """What a call's confirmation answered, said again for a repeated confirm: its result, the
     answer that followed it, and the state — marked ``replayed``, nothing run again."""
@@ -162,6 +188,8 @@ def tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:
             problem = json.loads(content).get("error", {})
         except (ValueError, AttributeError):
             problem = {"message": content}
+        if isinstance(problem.get("message"), str):  # a terminal's colours mean nothing on a page
+            problem = {**problem, "message": _ANSI.sub("", problem["message"])}
         return Event(content, {"type": "tool_error", "tool": tool, "run_id": run_id, "error": problem})
     try:
         parsed: Any = json.loads(content)
@@ -170,17 +198,42 @@ def tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:
     return Event(content, {"type": "tool_end", "tool": tool, "run_id": run_id, "output": parsed})
 
 
+def _found_issues(result: Any) -> bool:
+    """A read that ran and found problems: broken charts, a dashboard that is not valid."""
+    if not isinstance(result, dict):
+        return False
+    outcome = result.get("result") if {"id", "kind", "status"} <= set(result) else result
+    return isinstance(outcome, dict) and (outcome.get("valid") is False or bool(outcome.get("broken_charts")))
+
+
 def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
-    if any(result.status == "error" for result in results):
+    """The turn's badge, as truthful as its results: a rejected call is ``cancelled`` (nothing
+    ran), a check that found problems ``issues_found``, never ``success``."""
+    errors = [result for result in results if result.status == "error"]
+    if errors and all(_error_code(result) == "rejected" for result in errors):
+        return state("cancelled")
+    if errors:
         return state("failed")
     for result in results:
-        try:
-            parsed = json.loads(str(result.content))
-        except ValueError:
-            continue
+        parsed = _parsed(result)
         if isinstance(parsed, dict) and {"id", "kind", "status"} <= set(parsed):
             if parsed["status"] in ("queued", "running"):
                 return state("started", task_id=parsed["id"])
             if parsed["status"] == "failed":
                 return state("failed", task_id=parsed["id"])
-    return state("needs_clarification" if asked_back and not results else "success")
+    if any(_found_issues(_parsed(result)) for result in results):
+        return state("issues_found")
+    return state("needs_clarification" if asked_back else "success")
+
+
+def _parsed(result: ToolMessage) -> Any:
+    try:
+        return json.loads(str(result.content))
+    except ValueError:
+        return None
+
+
+def _error_code(result: ToolMessage) -> str | None:
+    parsed = _parsed(result)
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return str(error.get("code")) if isinstance(error, dict) else None

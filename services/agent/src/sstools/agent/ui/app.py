@@ -29,6 +29,7 @@ from typing import Any, cast
 import gradio as gr
 
 from sstools.agent.chat import ChatService, Turn
+from sstools.agent.context import Focus
 from sstools.agent.limits import (
     MAX_MESSAGE_CHARS,
     InputRejected,
@@ -160,7 +161,13 @@ def chat_blocks(
             yield [_message(item) for item in shown]
             return
         if context is not None:
-            turn = replace(turn, ui_env_id=context.envId, object_type=context.objectType)
+            focus = None
+            if context.objectType is not None:
+                object_id = int(context.objectId) if context.objectId else None
+                focus = Focus(context.objectType, object_id, context.objectName)
+            turn = replace(
+                turn, ui_env_id=context.envId, focus=focus, page_lang=context.lang or turn.page_lang
+            )
         if truncated:
             shown.append(
                 Event(

@@ -1,0 +1,37 @@
+"""Which language a person wrote in, so the answer comes back in it: Russian or English, and the
+page's language when the words alone do not say (only SQL, an id, a name).
+
+Names, SQL, quoted titles, tables, code and addresses are not words of the text: "задеплой
+Sales Overview на prod" is Russian, "deploy дашборд 3 to prod" English.
+"""
+
+import re
+from typing import Literal, get_args
+
+from sstools.agent.sqltext import split_sql
+
+Lang = Literal["ru", "en"]
+LANGS: tuple[Lang, ...] = get_args(Lang)
+DEFAULT_LANG: Lang = "ru"
+
+# Data, not words: Markdown table rows, code blocks and addresses.
+_DATA = re.compile(r"^\s*\|.*$|```.*?```|`[^`]*`|\S+://\S+", re.M | re.S)
+_QUOTED = re.compile(r"[«\"“'`][^«»\"“”'`]*[»\"”'`]")
+_CYRILLIC_WORD = re.compile(r"\b[а-яё]{2,}\b", re.I)
+_LATIN_WORD = re.compile(r"\b[a-z]{2,}\b")  # lower-case only: a capitalised word is likely a name
+# Words an English speaker and a Russian speaker type alike: they tell nothing.
+_SHARED = frozenset({"dev", "prod", "staging", "sql", "id", "ok", "llm", "url", "json", "csv", "pdf", "xlsx"})
+
+
+def as_lang(value: object) -> Lang | None:
+    return value if value in LANGS else None
+
+
+def language_of(text: str, fallback: Lang) -> Lang:
+    """The question's language; ``fallback`` (the page's) when it has no words of either."""
+    words = _QUOTED.sub(" ", split_sql(_DATA.sub(" ", text))[0])
+    russian = len(_CYRILLIC_WORD.findall(words))
+    english = sum(1 for word in _LATIN_WORD.findall(words) if word not in _SHARED)
+    if russian == english == 0:
+        return fallback
+    return "ru" if russian >= english else "en"

@@ -1,0 +1,345 @@
+"""The offline planner's answers: the outcome first, in the person's language, results as
+Markdown tables with links to the Superset objects; a tool's failure as a short cause and the
+next step. Nothing is reported as done that was not: a validation with errors, a rejected call,
+a refused statement say so.
+"""
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sstools.agent.language import Lang
+
+_ROWS_SHOWN = 20
+_CELL_CHARS = 80
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def say(lang: Lang, ru: str, en: str) -> str:
+    return ru if lang == "ru" else en
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(_ANSI.sub("", text).split()).replace("|", "\\|")
+    return text if len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 1] + "…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _link(title: str, url: str | None) -> str:
+    title = _cell(title).replace("[", "(").replace("]", ")")
+    return f"[{title}]({url})" if url else title
+
+
+def _dashboards(result: dict[str, Any], lang: Lang) -> str:
+    boards = result.get("dashboards", [])
+    env, count = result.get("env_id"), result.get("count", len(boards))
+    if not boards:
+        return say(lang, f"В {env} не нашлось дашбордов по этому запросу.", f"No dashboards in {env} match.")
+    head = say(lang, f"Дашборды в {env}: {count}.", f"Dashboards in {env}: {count}.")
+    rows = [
+        (board["id"], _link(board["title"], board.get("url")), ", ".join(board.get("tags", [])) or "—")
+        for board in boards[:_ROWS_SHOWN]
+    ]
+    return f"{head}\n\n{table(['id', say(lang, 'название', 'title'), say(lang, 'теги', 'tags')], rows)}"
+
+
+def _health(result: dict[str, Any], lang: Lang) -> str:
+    env, broken = result.get("env_id"), result.get("broken_charts", [])
+    checked = result.get("charts_checked", 0)
+    if not broken:
+        return say(
+            lang,
+            f"В {env} всё работает: проверено чартов — {checked}.",
+            f"All {checked} charts in {env} work.",
+        )
+    head = say(
+        lang,
+        f"В {env} есть проблемы: сломанных чартов — {len(broken)} из {checked}.",
+        f"{env} has problems: {len(broken)} of {checked} charts are broken.",
+    )
+    rows = [(chart["chart_id"], chart["chart_name"], chart["error"]) for chart in broken[:_ROWS_SHOWN]]
+    headers = ["id", say(lang, "чарт", "chart"), say(lang, "ошибка", "error")]
+    return f"{head}\n\n{table(headers, rows)}"
+
+
+def _sql(result: dict[str, Any], lang: Lang) -> str:
+    rows, columns = result.get("rows", []), result.get("columns", [])
+    count = result.get("row_count", len(rows))
+    if not columns:
+        return say(
+            lang,
+            f"Запрос выполнен в {result.get('env_id')}.",
+            f"The statement ran in {result.get('env_id')}.",
+        )
+    head = say(lang, f"Запрос вернул строк: {count}.", f"The query returned {count} row(s).")
+    if result.get("truncated"):
+        head += say(lang, f" Показаны первые {len(rows)}.", f" The first {len(rows)} are shown.")
+    shown = [[row.get(column) for column in columns] for row in rows[:_ROWS_SHOWN]]
+    return f"{head}\n\n{table(columns, shown)}"
+
+
+def _catalogue(result: dict[str, Any], lang: Lang) -> str:
+    env = result.get("env_id")
+    if result.get("databases") is not None:
+        rows = [(db["id"], db["name"], db.get("backend") or "—") for db in result["databases"]]
+        head = say(lang, f"Базы данных в {env}: {len(rows)}.", f"Databases in {env}: {len(rows)}.")
+        return f"{head}\n\n{table(['id', say(lang, 'база', 'database'), 'backend'], rows)}"
+    for key, ru, en in (("tables", "Таблицы", "Tables"), ("schemas", "Схемы", "Schemas")):
+        if result.get(key) is not None:
+            items = result[key]
+            return say(lang, f"{ru} ({len(items)}): ", f"{en} ({len(items)}): ") + ", ".join(items[:100])
+    columns = [(column.get("name"), column.get("type")) for column in result.get("columns") or []]
+    head = say(lang, f"Колонки ({len(columns)}):", f"Columns ({len(columns)}):")
+    return f"{head}\n\n{table([say(lang, 'колонка', 'column'), say(lang, 'тип', 'type')], columns)}"
+
+
+def _access(result: dict[str, Any], lang: Lang) -> str:
+    title = result.get("title") or result.get("object_id")
+    users = result.get("users", [])
+    head = say(
+        lang,
+        f"Доступ к «{title}» в {result.get('env_id')}: пользователей — {len(users)}.",
+        f"Access to “{title}” in {result.get('env_id')}: {len(users)} user(s).",
+    )
+    rows = [(user["username"], ", ".join(user.get("through_roles", []))) for user in users[:_ROWS_SHOWN]]
+    headers = [say(lang, "пользователь", "user"), say(lang, "через роли", "through roles")]
+    return f"{head}\n\n{table(headers, rows)}"
+
+
+def _environments(result: Any, lang: Lang) -> str:
+    items = result if isinstance(result, list) else []
+    rows = [
+        (
+            item.get("id"),
+            item.get("name", item.get("id")),
+            say(lang, "да", "yes") if item.get("production") else "—",
+        )
+        for item in items
+        if isinstance(item, dict)
+    ]
+    head = say(lang, f"Окружений: {len(rows)}.", f"{len(rows)} environment(s).")
+    return f"{head}\n\n{table(['id', say(lang, 'название', 'name'), 'production'], rows)}"
+
+
+def _windows(result: Any, lang: Lang) -> str:
+    items = (
+        result if isinstance(result, list) else result.get("windows", []) if isinstance(result, dict) else []
+    )
+    if isinstance(result, dict) and "active" in result and "env_id" in result:
+        items = [result]
+    if not items:
+        return say(lang, "Окон обслуживания нет.", "There are no maintenance windows.")
+    rows = [
+        (
+            item.get("env_id"),
+            say(lang, "идёт", "active") if item.get("active") else say(lang, "закончено", "ended"),
+            item.get("reason", ""),
+            item.get("started_by", ""),
+            item.get("started_at", ""),
+        )
+        for item in items[:_ROWS_SHOWN]
+    ]
+    headers = [
+        say(lang, "окружение", "environment"),
+        say(lang, "состояние", "state"),
+        say(lang, "причина", "reason"),
+        say(lang, "кто", "by"),
+        say(lang, "начало", "started"),
+    ]
+    return table(headers, rows)
+
+
+def _task(result: dict[str, Any], lang: Lang) -> str:
+    status, kind, task_id = result.get("status"), result.get("kind"), result.get("id")
+    outcome = result.get("result") or {}
+    if status in ("queued", "running"):
+        return say(
+            lang,
+            f"Задача {kind} запущена (id `{task_id}`), сейчас: {status}. Спросите «статус задачи {task_id}».",
+            f"The {kind} task has started (id `{task_id}`), now {status}. Ask “status of task {task_id}”.",
+        )
+    if status == "failed":
+        problem = (result.get("error") or {}).get("message", "")
+        return say(
+            lang, f"Задача {kind} не удалась: {_cell(problem)}", f"The {kind} task failed: {_cell(problem)}"
+        )
+    if isinstance(outcome, dict) and outcome.get("valid") is False:
+        findings = outcome.get("findings", [])
+        errors, title = outcome.get("errors", len(findings)), outcome.get("title")
+        head = say(
+            lang,
+            f"Проверка нашла ошибки: {errors} — дашборд «{title}» не прошёл валидацию.",
+            f"Validation found {errors} error(s): “{title}” is not valid.",
+        )
+        rows = [
+            (item.get("severity"), item.get("message", item))
+            for item in findings[:_ROWS_SHOWN]
+            if isinstance(item, dict)
+        ]
+        return (
+            f"{head}\n\n{table([say(lang, 'уровень', 'severity'), say(lang, 'что', 'finding')], rows)}"
+            if rows
+            else head
+        )
+    if isinstance(outcome, dict) and outcome.get("valid") is True:
+        return say(
+            lang,
+            f"Дашборд «{outcome.get('title')}» прошёл проверку без ошибок.",
+            f"“{outcome.get('title')}” passed validation with no errors.",
+        )
+    details = (
+        ", ".join(
+            f"{key}: {_cell(value)}" for key, value in outcome.items() if not isinstance(value, (dict, list))
+        )
+        if isinstance(outcome, dict)
+        else ""
+    )
+    return say(lang, f"Задача {kind} выполнена.", f"The {kind} task is done.") + (
+        f" {details}" if details else ""
+    )
+
+
+def _created(what_ru: str, what_en: str) -> Callable[[dict[str, Any], Lang], str]:
+    def render(result: dict[str, Any], lang: Lang) -> str:
+        name = (
+            result.get("title")
+            or result.get("table_name")
+            or result.get("name")
+            or result.get("file_name")
+            or result.get("id")
+        )
+        link = (
+            _link(str(name), result.get("url"))
+            if result.get("url")
+            else f"«{name}»"
+            if lang == "ru"
+            else f"“{name}”"
+        )
+        where = result.get("env_id")
+        return say(
+            lang,
+            f"Готово: {what_ru} {link}" + (f" в {where}" if where else "") + ".",
+            f"Done: {what_en} {link}" + (f" in {where}" if where else "") + ".",
+        )
+
+    return render
+
+
+def _capabilities(text: str, lang: Lang) -> str:
+    lines = [line[2:] for line in text.splitlines() if line.startswith("- ")]
+    rows = []
+    for line in lines:
+        name, _, descriptions = line.partition(": ")
+        english, _, russian = descriptions.partition(" / ")
+        rows.append((name, russian if lang == "ru" else english))
+    head = say(
+        lang,
+        "Вот что я могу для вашей роли. Примеры: «покажи дашборды в dev», «что сломано на проде?», "
+        "«задеплой Sales Overview в прод».",
+        "Here is what I can do for your role. Try: “show dashboards in dev”, “what is broken in prod?”, "
+        "“deploy Sales Overview to prod”.",
+    )
+    return (
+        f"{head}\n\n{table([say(lang, 'инструмент', 'tool'), say(lang, 'что делает', 'what it does')], rows)}"
+    )
+
+
+RENDERERS: Mapping[str, Callable[[Any, Lang], str]] = {
+    "search_dashboards": _dashboards,
+    "get_health_summary": _health,
+    "superset_execute_sql": _sql,
+    "superset_explore_database": _catalogue,
+    "superset_audit_permissions": _access,
+    "list_environments": _environments,
+    "list_maintenance_events": _windows,
+    "start_maintenance": _windows,
+    "end_maintenance": _windows,
+    "superset_create_dashboard": _created("создан дашборд", "created dashboard"),
+    "superset_copy_dashboard": _created("создана копия", "created the copy"),
+    "superset_create_dataset": _created("создан датасет", "created dataset"),
+    "create_branch": _created("создана ветка", "created branch"),
+    "commit_changes": _created("сделан коммит", "committed"),
+    "run_backup": _created("сделан бэкап", "backed up"),
+}
+
+# What a failure's code means to a person, and what they can do next.
+_FAILURES: Mapping[str, tuple[str, str]] = {
+    "rejected": (
+        "Отменено: вы отклонили действие, ничего не выполнено.",
+        "Cancelled: you rejected it, nothing was run.",
+    ),
+    "permission_denied": (
+        "Недостаточно прав для этого действия. Попросите администратора или выберите действие по вашей роли.",
+        "Your role may not do this. Ask an administrator, or pick something your role allows.",
+    ),
+    "task_not_found": (
+        "Задачи с таким id нет. Проверьте id: его называет ответ на запуск задачи.",
+        "There is no task with that id. Check it: the answer that started the task names it.",
+    ),
+    "not_found": (
+        "Такого объекта нет. Проверьте id или название (можно спросить «покажи дашборды»).",
+        "No such object. Check the id or name (try “show dashboards”).",
+    ),
+    "sql_not_read_only": (
+        "Запрос изменяет данные и требует подтверждения администратора.",
+        "The statement changes data and needs an administrator's confirmation.",
+    ),
+    "invalid_arguments": (
+        "Не хватает или неверны данные запроса. Уточните, что и где сделать.",
+        "Something in the request is missing or wrong. Say what to do and where.",
+    ),
+    "INVALID_ENVIRONMENT": (
+        "Такого окружения нет. Спросите «какие есть окружения?».",
+        "There is no such environment. Ask “which environments are there?”.",
+    ),
+    "tool_timeout": (
+        "Ответа нет слишком долго. Проверьте состояние в Superset, прежде чем повторять.",
+        "No answer in time. Check Superset before trying again.",
+    ),
+    "superset_unavailable": (
+        "Superset сейчас не отвечает. Попробуйте чуть позже.",
+        "Superset does not answer right now. Try again shortly.",
+    ),
+    "maintenance": (
+        "Окружение на обслуживании: изменения сейчас запрещены.",
+        "The environment is under maintenance: changes are refused for now.",
+    ),
+}
+
+
+def failure(tool: str, detail: Mapping[str, Any], lang: Lang) -> str:
+    code = str(detail.get("code", "error"))
+    known = _FAILURES.get(code) or next((texts for key, texts in _FAILURES.items() if key in code), None)
+    if known is not None:
+        return say(lang, *known)
+    message = _cell(str(detail.get("message", "")))
+    return say(lang, f"Не получилось ({tool}): {message}", f"That did not work ({tool}): {message}")
+
+
+def rendered(tool: str, content: str, lang: Lang) -> str:
+    """One tool's result as the person reads it."""
+    try:
+        result = json.loads(content)
+    except ValueError:
+        return _capabilities(content, lang) if tool == "show_capabilities" else _cell(content)
+    if isinstance(result, dict) and isinstance(result.get("error"), dict):
+        return failure(tool, result["error"], lang)
+    if isinstance(result, dict) and {"id", "kind", "status"} <= set(result):
+        return _task(result, lang)
+    if render := RENDERERS.get(tool):
+        return render(result, lang)
+    if tool == "superset_format_sql" and isinstance(result, dict):
+        return f"```sql\n{result.get('sql', '')}\n```"
+    flat = (
+        ", ".join(f"{key}: {_cell(value)}" for key, value in result.items())
+        if isinstance(result, dict)
+        else _cell(result)
+    )
+    return say(lang, f"Готово. {flat}", f"Done. {flat}")

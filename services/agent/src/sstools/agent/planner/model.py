@@ -1,0 +1,168 @@
+"""The offline model: a deterministic planner that is a LangChain chat model, so a stack with no
+LLM endpoint runs through the very same graph, confirmation and persistence as with one.
+
+It reads the turn's message (:mod:`.reading`), decides the next step from what the turn's calls
+returned so far (:mod:`.steps`) — the request's own call, a read that resolves a name first, or
+one precise question — and once the request's call has a result, answers from it in the
+person's language (:mod:`.answers`), streamed word by word. Nothing here is learned or random.
+"""
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.tools import BaseTool
+from pydantic import Field
+
+from sstools.agent.context import TurnContext, context_in
+from sstools.agent.fence import DOCUMENT, unfenced
+from sstools.agent.language import language_of
+from sstools.agent.planner.reading import read_request
+from sstools.agent.planner.steps import Planner, Reply, earlier_turns, turn_calls
+
+NEEDS_CLARIFICATION = "needs_clarification"  # in response_metadata: the model asked back
+OFFLINE_MODEL_NAME = "sstools-offline-planner"
+DOCUMENT_EXCERPT_CHARS = 400
+# A message about its attachment ("что в этом документе?", "summarise the file") is answered from it.
+_ABOUT_ATTACHMENT = re.compile(r"документ|файл|вложени|отч[её]т|document|file|attach|report", re.IGNORECASE)
+
+
+def _turn_start(messages: Sequence[BaseMessage]) -> int:
+    """Where the turn's own message is: the last human message that is not an attached file."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and not message.additional_kwargs.get("document"):
+            return index
+    return len(messages)
+
+
+def _with_question_answered(messages: Sequence[BaseMessage], start: int) -> str:
+    """The turn's words; when the planner's last answer asked back, the request it asked about
+    with this answer after it ("deploy a dashboard to prod" … "Orders and Events")."""
+    text = str(messages[start].content)
+    earlier = messages[:start]
+    asked = next((message for message in reversed(earlier) if isinstance(message, AIMessage)), None)
+    if asked is None or not asked.response_metadata.get(NEEDS_CLARIFICATION):
+        return text
+    before = _turn_start(earlier)
+    return f"{earlier[before].content}. {text}" if before < len(earlier) else text
+
+
+class OfflinePlanner(BaseChatModel):
+    tools: list[BaseTool] = Field(default_factory=list)
+    # A real model streams 20–80 tokens a second; the planner answers at once unless paced, and a
+    # paced answer is one a person (or a browser test) can stop halfway.
+    words_per_second: float = Field(default=0.0, ge=0)
+
+    @property
+    def _llm_type(self) -> str:
+        return OFFLINE_MODEL_NAME
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> "OfflinePlanner":
+        offered = [item for item in tools if isinstance(item, BaseTool)]
+        return OfflinePlanner(tools=offered, words_per_second=self.words_per_second)
+
+    def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        context = context_in(messages) or TurnContext()
+        start = _turn_start(messages)
+        if start == len(messages):
+            return AIMessage("")
+        text = _with_question_answered(messages, start)
+        documents = _turn_documents(messages[: start + 1])
+        done = turn_calls(messages[start + 1 :])
+        if documents and not done and _ABOUT_ATTACHMENT.search(text):
+            return AIMessage(_document_answer(documents))
+        planner = Planner(
+            read_request(text, context.environments),
+            context,
+            language_of(str(messages[start].content), language_of(text, context.lang)),
+            [tool.name for tool in self.tools],
+            done,
+            earlier_turns(messages[:start]),
+        )
+        step = planner.next_step()
+        if isinstance(step, Reply):
+            if not done and documents:
+                return AIMessage(_document_answer(documents))
+            metadata = {NEEDS_CLARIFICATION: True} if step.asks_back else {}
+            return AIMessage(step.text, response_metadata=metadata)
+        calls = [
+            {"name": call.tool, "args": call.args, "id": f"call_{uuid.uuid4().hex[:16]}"} for call in step
+        ]
+        return AIMessage("", tool_calls=calls)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self.plan(messages)
+        message.id = f"run-{uuid.uuid4().hex}"
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from _chunks(self.plan(messages))
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in _chunks(self.plan(messages)):
+            if chunk.text and self.words_per_second:
+                await asyncio.sleep(1 / self.words_per_second)
+            if run_manager is not None and chunk.text:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+
+def _turn_documents(messages: Sequence[BaseMessage]) -> list[HumanMessage]:
+    """The files attached to this turn: the document messages right before its text."""
+    found: list[HumanMessage] = []
+    for message in reversed(messages[:-1]):
+        if not (isinstance(message, HumanMessage) and message.additional_kwargs.get("document")):
+            break
+        found.append(message)
+    return found[::-1]
+
+
+def _document_answer(documents: Sequence[HumanMessage]) -> str:
+    """What the offline model can do with a file: say what it read, quoting its beginning (as
+    data: nothing in it is followed)."""
+    lines = []
+    for document in documents:
+        body = " ".join(unfenced(DOCUMENT, str(document.content)).split())
+        excerpt = body[:DOCUMENT_EXCERPT_CHARS] + ("…" if len(body) > DOCUMENT_EXCERPT_CHARS else "")
+        name = document.additional_kwargs["document"]
+        lines.append(f"Прочитал {name} / Read {name}: «{excerpt}»")
+    return "\n".join(lines)
+
+
+def _chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
+    """The answer word by word, then its tool calls, all under one message id."""
+    message_id = f"run-{uuid.uuid4().hex}"
+    for word in re.findall(r"\S+\s*", str(message.content)):
+        yield ChatGenerationChunk(message=AIMessageChunk(content=word, id=message_id))
+    for index, call in enumerate(message.tool_calls):
+        chunk = tool_call_chunk(name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index)
+        yield ChatGenerationChunk(message=AIMessageChunk(content="", id=message_id, tool_call_chunks=[chunk]))
+    closing = AIMessageChunk(content="", id=message_id, response_metadata=dict(message.response_metadata))
+    yield ChatGenerationChunk(message=closing)

@@ -1,0 +1,665 @@
+"""What a request asks, read from its words: the tools it wants, in the order its verbs say
+(negated ones set aside), and the values the words give — environments as configured, ids,
+object names, SQL inline or described, a task id, a title or reason.
+
+Nothing here calls anything: names are resolved to ids by the planner's steps, through the read
+tools. Russian and English, typos of the common words and slang included; stems rather than word
+lists where Russian inflects.
+"""
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sstools.agent.context import Environment
+from sstools.agent.sqltext import split_sql
+from sstools.common.policy import normalise_env
+
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+_QUOTED = re.compile(r"[«\"“”'`]([^«»\"“”'`]{1,200})[»\"“”'`]")
+_TOKEN = re.compile(r"[\w'-]+|->|→|[,.;:!?()—–]", re.UNICODE)
+_DASHBOARD_WORD = (
+    r"(?:dash\w*|dahsboard\w*|dashbord\w*|board\w*|дашб\w*|дэшб\w*|дашик\w*|даш\b|борд\w*|панел\w*)"
+)
+_ID_AFTER_WORD = re.compile(rf"(?:{_DASHBOARD_WORD}|#|\bid)\s*(?:#|№|id|номер)?\s*(\d{{1,9}})\b", re.I)
+_BARE_NUMBER = re.compile(r"(?<![\w.#-])(\d{1,9})(?![\w.%-])")
+
+# Words that name an environment's kind; an environment id is always its own name too.
+_KIND_WORDS = {
+    "prod": (
+        "prod",
+        "production",
+        "prd",
+        "прод",
+        "прода",
+        "проде",
+        "проду",
+        "продом",
+        "продакшн",
+        "продакшен",
+        "продакшене",
+        "продакшне",
+        "продакшена",
+        "продакшна",
+        "боевой",
+        "боевом",
+        "боевого",
+        "продуктив",
+        "продуктиве",
+    ),
+    "dev": (
+        "dev",
+        "develop",
+        "development",
+        "дев",
+        "деве",
+        "дева",
+        "деву",
+        "девом",
+        "девелоп",
+        "разработка",
+        "разработки",
+        "разработке",
+    ),
+    "staging": ("staging", "stage", "stg", "стейдж", "стейдже", "стейджа", "стейджинг", "стейджинге"),
+}
+_FROM = {"from", "из", "с", "со", "off"}
+_TO = {"to", "into", "onto", "в", "во", "на", "->", "→", "in", "on", "at", "for", "для"}
+
+NEGATION = re.compile(
+    r"(?:\bне\b|\bнет\b|\bdon'?t\b|\bdo\s+not\b|\bdoesn'?t\b|\bnever\b|\bno\s+need\s+to\b|\bне\s+надо\b"
+    r"|\bне\s+нужно\b|\bwithout\b|\bбез\b|\binstead\s+of\b|\bвместо\b|\bnot\b|\bотмена\b|\bотмени\w*)",
+    re.I,
+)
+# A negation reaches over at most this many words, and never past a clause break.
+_NEGATION_REACH = 3
+_CLAUSE_BREAK = re.compile(r"[,.;:!?—–]|\b(?:but|just|only|instead|а|но|просто|только|лучше)\b", re.I)
+
+_MAINTENANCE = r"(?:maint\w*|mainten\w*|обслужив\w*|техработ\w*|тех\.?\s*работ\w*|регламентн\w*)"
+_START = (
+    r"(?:start\w*|begin|open|enable|turn\s+on|put|switch|schedule|включ\w*|начн\w*|начат\w*|запуст\w*"
+    r"|откр\w*|объяв\w*|постав\w*|перевед\w*|введи|вкл)"
+)
+_END = (
+    r"(?:end|ends|ending|stop\w*|finish\w*|close|disable|turn\s+off|lift|exit|nuke|kill|cancel\w*"
+    r"|заверш\w*|законч\w*|заканчива\w*|останов\w*|сним\w*|выключ\w*|выйд\w*|выход\w*|прекрат\w*"
+    r"|отключ\w*|убер\w*|выведи)"
+)
+_NEAR = r"\W+(?:[\w'-]+\W+){0,5}?"
+ENDING = re.compile(rf"\b{_END}", re.I)
+
+# The tools a request may want, most specific first: the first one the words name (and do not
+# negate) leads; the router's order decides among the rest.
+INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (tool, re.compile(pattern, re.I))
+    for tool, pattern in (
+        (
+            "get_task_status",
+            r"\btask\b|\bзадач\w*|\bтаск\w*|\bjob\b|\b(?:done|finished|ready|complete)\s+yet\b"
+            r"|(?:готов|закончил|завершил|прош[её]л)\w*\s+ли|^\W*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\W*$",
+        ),
+        ("end_maintenance", rf"{_END}{_NEAR}{_MAINTENANCE}|{_MAINTENANCE}\w*{_NEAR}(?:{_END}|off)\b"),
+        (
+            "start_maintenance",
+            rf"{_START}{_NEAR}{_MAINTENANCE}|{_MAINTENANCE}\w*\W+(?:mode\W+)?(?:on|start)\b",
+        ),
+        ("list_maintenance_events", rf"{_MAINTENANCE}|\bwindows?\b|окн[оа]\w*"),
+        (
+            "run_backup",
+            r"back\s*-?\s*up\w*|бэкап\w*|бекап\w*|резервн\w*\s+коп\w*|snapshot\w*|снапшот\w*"
+            r"|коп\w*\s+(?:всего\s+)?(?:прод|дев|стейдж|окружени)\w*",
+        ),
+        (
+            "superset_copy_dashboard",
+            r"\bcop(?:y|ies)\b|duplicat\w*|\bclone\b|копи[юяи]\w*|скопир\w*|дублик\w*|дублир\w*|клонир\w*",
+        ),
+        ("execute_migration", r"migrat\w*|мигр\w*"),
+        (
+            "deploy_dashboard",
+            r"deplo\w*|depoly\w*|dpeloy\w*|promot\w*|\bship\b|\bpush\b|roll\s*out|деплой\w*|депло\w*"
+            r"|выкат\w*|раскат\w*|опублик\w*|перенес\w*|перенос\w*|разверн\w*|развер\w*|перекин\w*"
+            r"|закин\w*|катни",
+        ),
+        (
+            "run_llm_validation",
+            r"\bvalidat(?:e|ing)\b|valdiat\w*|\bvalidation\s+(?:of|for|on)\b|\brun\s+(?:a\s+)?validation"
+            r"|\blint\b|\breview\b|провалидир\w*|валидируй\w*|отвалидир\w*|валидаци[юя]\b|провер\w*\s+валидн\w*"
+            r"|провер\w*\W+(?:[\w-]+\W+){0,5}(?:llm|ллм)",
+        ),
+        (
+            "run_llm_documentation",
+            r"\bdocument(?:ing|ation\s+for)?\b(?!s)|write\s+(?:the\s+)?descriptions|задокументир\w*"
+            r"|документир\w*|опиши\b|описани\w*",
+        ),
+        (
+            "superset_format_sql",
+            r"\bformat\w*|beautif\w*|prettif\w*|\bpretty\b|отформат\w*|формат\w*|причеш\w*",
+        ),
+        (
+            "superset_create_dataset",
+            rf"(?:create|register|add|make|new|создай|создать|зарегистр\w*|добав\w*|заведи|сделай){_NEAR}"
+            r"(?:dataset|датасет\w*|набор\w*\s+данных)",
+        ),
+        (
+            "superset_create_dashboard",
+            rf"(?:create|make|build|new|создай|создать|сделай|заведи|нов\w+){_NEAR}{_DASHBOARD_WORD}",
+        ),
+        ("commit_changes", r"\bcommit\w*|коммит\w*|закоммит\w*"),
+        ("create_branch", r"\bbranch\w*|ветк\w*|ветку"),
+        (
+            "superset_audit_permissions",
+            r"permission\w*|\baccess\b|who\s+(?:can|has|may)|\bправ[ао]?\b|права\b|доступ\w*"
+            r"|кто\s+(?:может|видит|имеет)|\baudit\w*|аудит\w*|\brbac\b",
+        ),
+        (
+            "get_health_summary",
+            r"health\w*|helth\w*|broken(?!\s+down)|\bwrong\b|\berrors?\b|fail\w*|not\s+working"
+            r"|doesn'?t\s+work|\bdown\b|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
+            r"|здоров\w*|слома\w*|ошибк\w*|ошибок|проблем\w*|не\s+работа\w*|чекни|упал\w*|пада\w*"
+            r"|бит(?:ые|ых|ый)|работает\s+ли|состояни\w*|вс[её]\s+(?:ок|норм|в\s+порядке)|отвал\w*",
+        ),
+    )
+)
+SQL_TOOL = "superset_execute_sql"
+# A question about rows that the planner can write as SQL.
+_DESCRIBED_SQL = re.compile(
+    r"how\s+many|\bcount\b|сколько|number\s+of|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
+    r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|\d+\s+(?:последн|перв)\w*"
+    r"|\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bdrop\b|\bexecute\b|\brun\s+(?:a\s+)?(?:query|sql)"
+    r"|выполни\w*|запрос\w*",
+    re.I,
+)
+_RUN_SQL_WORDS = re.compile(
+    r"\brun\b|execut\w*|выполни\w*|запусти\w*|прогони\w*|\bsql\b|query|запрос\w*", re.I
+)
+_EXPLORE = re.compile(
+    r"\btables?\b|columns?|schemas?|таблиц\w*|колонк\w*|столбц\w*|схем\w*|структур\w*|explore|databases?|баз\w*\s+данных|\bбазы\b",
+    re.I,
+)
+_ENVIRONMENTS = re.compile(
+    r"(?:which|what|list|show|какие|список|покажи|перечисли)\W+(?:[\w-]+\W+){0,2}"
+    r"(?:environments|envs|окружени\w*|стенд\w*|сред\b|среды)"
+    r"|^\W*(?:environments|envs|окружения|стенды)\W*$"
+    r"|(?:is\s+there|do\s+we\s+have|есть\s+ли)\W+(?:[\w-]+\W+){0,3}(?:staging|стейдж\w*|environment|окружени\w*)"
+    r"|(?:стейдж\w*|staging|окружени\w*|environments?)\W+(?:[\w-]+\W+){0,4}(?:есть|exists?)\b",
+    re.I,
+)
+_LLM_PROVIDERS = re.compile(r"llm\s+providers?|провайдер\w*\s+(?:llm|моделей)|\bproviders\b|провайдеры", re.I)
+_LLM_STATUS = re.compile(
+    r"\b(?:llm|language\s+model|модел\w*)\b.{0,30}(?:status|статус|работает|доступн|alive|up\b)|(?:status|статус)\W+(?:of\s+)?(?:the\s+)?(?:llm|модел)",
+    re.I,
+)
+_CAPABILITIES = re.compile(
+    r"что\s+(?:ты\s+)?(?:умеешь|можешь|умеет)|w\w{1,3}t\s+(?:can|do)\s+(?:you|u)\s+do|what\s+are\s+you\s+able"
+    r"|capabilit\w*|возможност\w*|what\s+tools|какие\b.{0,30}\b(?:инструмент|команд)\w*"
+    r"|how\s+(?:do\s+i|to)\s+use|^\W*(?:help|помощь|справка|помоги|хелп)\W*$",
+    re.I,
+)
+_SEARCH = re.compile(
+    rf"{_DASHBOARD_WORD}|\breports?\b|отч[её]т\w*|\bfind\b|\bsearch\b|\blist\b|\bshow\b|найди|покажи|поиск|список|\bwhich\b",
+    re.I,
+)
+_SMALL_TALK = re.compile(
+    r"^\W*(?:thanks?|thank\s+you|thx|спасибо|спс|благодарю|hi|hello|hey|привет|здравствуй\w*|добрый\s+\w+|ok|okay|ок|окей|хорошо|понятно|great|cool|супер|отлично)\W*$",
+    re.I,
+)
+# A short message naming only an environment repeats the last call there ("and on prod?").
+_FOLLOW_UP_TOKENS = 8
+_PRONOUN = re.compile(
+    r"\b(?:it|its|this|that|this\s+one|him|them|его|него|нему|ним|нём|нем|этот|этого|этому|этом|эту|её|ее"
+    r"|тот|того|он|она|оно)\b",
+    re.I,
+)
+_SEARCH_FILTER = re.compile(
+    r"(?:\btag(?:ged)?\b|тег\w*|с\s+тегом|меткой)\s+[«\"']?([\w-]+)"
+    r"|(?:owned\s+by|owner|belong\w*\s+to|принадлеж\w*|владел\w*|чьи|автор\w*)\s+[«\"']?([\w.@-]+)"
+    r"|(?:slug)\s+[«\"']?([\w-]+)",
+    re.I,
+)
+_TITLE = re.compile(
+    r"(?:called|named|titled|title|call\s+it|name\s+it|\bas|названием|назови\w*|название\w*|под\s+именем"
+    r"|именем|с\s+именем)\s*[:«\"“']?\s*([^«»\"“”'\n]{1,120}?)[»\"”']?"
+    r"(?=\s*(?:$|[,.;!?]|\s(?:in|on|from|to|в|на|из)\s))",
+    re.I,
+)
+_REASON = re.compile(
+    r"(?:because|reason|for|since|причин\w*|потому\s+что|из-за|для|так\s+как)\W+(.{3,200}?)\s*$", re.I
+)
+# A sentence's words that are never part of an object's name.
+_NAME_STOP = {
+    "with",
+    "about",
+    "that",
+    "which",
+    "плз",
+    "плиз",
+    "пжл",
+    "pls",
+    "plz",
+    "from",
+    "to",
+    "into",
+    "onto",
+    "in",
+    "on",
+    "at",
+    "for",
+    "of",
+    "the",
+    "a",
+    "an",
+    "and",
+    "please",
+    "из",
+    "в",
+    "во",
+    "на",
+    "с",
+    "со",
+    "для",
+    "по",
+    "и",
+    "пожалуйста",
+    "пж",
+    "please,",
+    "now",
+    "сейчас",
+    "env",
+    "environment",
+    "окружение",
+    "окружении",
+    "окружения",
+    "dashboard",
+    "дашборд",
+    "дашборда",
+    "it",
+    "его",
+}
+_ARTICLES = {"the", "a", "an", "my", "our", "this", "that", "мой", "наш", "этот"}
+_TABLE_WORDS = re.compile(r"(?:table|таблиц\w*|from|из)\s+[«\"'`]?([A-Za-z_][\w.]*)", re.I)
+_TABLE_BEFORE = re.compile(r"\b([A-Za-z_][\w]*)\s+(?:table|таблиц\w*)\b", re.I)
+_LIMIT = re.compile(
+    r"\b(?:top|last|first|последн\w*|перв\w*|покажи|show)\s+(\d{1,4})\b|\b(\d{1,4})\s+(?:последн|перв|rows|строк|записей|записи)\w*",
+    re.I,
+)
+_LATEST = re.compile(r"\blast\b|\blatest\b|\bnewest\b|\brecent\w*|последн\w*|свеж\w*|нов\w+", re.I)
+_COUNT = re.compile(r"how\s+many|\bcount\b|сколько|number\s+of", re.I)
+_DELETE = re.compile(r"\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bwipe\b", re.I)
+_DROP = re.compile(r"\bdrop\b|удали\w*\s+таблиц\w*", re.I)
+_STATUS_VALUE = re.compile(
+    r"(?:status|статус\w*|state)\s+[«\"']?([\w-]+)|\b(new|paid|shipped|cancelled|canceled)\b", re.I
+)
+_DATABASE_NAMED = re.compile(
+    r"(?:database|db|базе|базы|база|бд)\s+[«\"']?([\w.-]+)|\b([\w-]+)\s+(?:database|db)\b", re.I
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One message's reading."""
+
+    words: str  # the message without its SQL
+    intents: tuple[str, ...]  # tools its words name, first the one that leads
+    negated: frozenset[str]
+    target_env: str | None
+    source_env: str | None
+    dashboard_ids: tuple[int, ...]
+    dashboard_name: str | None
+    refers_back: bool  # "it", "this dashboard": an object named before, or the one on the page
+    sql: str | None
+    sql_described: bool  # rows asked for in words: the planner writes the SQL
+    table: str | None
+    database_name: str | None
+    task_id: str | None
+    title: str | None
+    reason: str | None
+    search_query: str | None
+    tag: str | None
+    owner: str | None
+    repeats_elsewhere: bool  # "and on prod?": the last call again, in another environment
+    small_talk: bool
+    limit: int | None = None
+    unknown_env: str | None = None
+    dialect: str | None = None
+    colon_value: str | None = None
+    quoted: tuple[str, ...] = field(default=())
+    branch: str | None = None
+    slug: str | None = None
+    with_charts: bool = False
+
+    @property
+    def intent(self) -> str | None:
+        return self.intents[0] if self.intents else None
+
+
+def _normalised(text: str) -> str:
+    return text.replace("ё", "е").replace("Ё", "Е")
+
+
+def _negated(words: str, start: int) -> bool:
+    """Whether a negation stands within reach before ``start`` in the same clause."""
+    before = words[:start]
+    cut = max((match.end() for match in _CLAUSE_BREAK.finditer(before)), default=0)
+    clause = before[cut:]
+    tail = " ".join(clause.split()[-_NEGATION_REACH:])
+    # "проверь, не сломан ли он": a question, not a negation
+    return bool(NEGATION.search(tail)) and not re.search(r"\bли\b", words[start : start + 40])
+
+
+def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The tools the words name, in precedence order, and those they name only to negate."""
+    named: list[str] = []
+    negated: set[str] = set()
+
+    def consider(tool: str, pattern: re.Pattern[str]) -> None:
+        matches = list(pattern.finditer(words))
+        if not matches:
+            return
+        if all(_negated(words, match.start()) for match in matches):
+            negated.add(tool)
+        elif tool not in named:
+            named.append(tool)
+
+    if _CAPABILITIES.search(words) and not NEGATION.search(words):
+        named.append("show_capabilities")
+    consider("list_environments", _ENVIRONMENTS)
+    for tool, pattern in INTENTS:
+        if tool == "superset_format_sql" and sql is None:
+            continue
+        consider(tool, pattern)
+    if sql is not None:
+        if "superset_format_sql" not in named or _RUN_SQL_WORDS.search(words.replace("format", "")):
+            named.append(SQL_TOOL)
+    elif _DESCRIBED_SQL.search(words):
+        consider(SQL_TOOL, _DESCRIBED_SQL)
+    for tool, pattern in (
+        ("get_llm_status", _LLM_STATUS),
+        ("list_llm_providers", _LLM_PROVIDERS),
+        ("superset_explore_database", _EXPLORE),
+        ("search_dashboards", _SEARCH),
+    ):
+        consider(tool, pattern)
+    return tuple(named), frozenset(negated)
+
+
+def _env_aliases(environments: Sequence[Environment]) -> dict[str, str]:
+    """Each word that names exactly one configured environment, and that environment."""
+    aliases: dict[str, str] = {}
+    by_kind: dict[str, list[str]] = {}
+    for env in environments:
+        kind = "prod" if env.production else normalise_env(env.id)
+        if kind == "staging" and "stag" not in env.id and "stg" not in env.id:
+            kind = None  # "test" names a test environment only by its own id
+        if kind:
+            by_kind.setdefault(kind, []).append(env.id)
+    for kind, ids in by_kind.items():
+        if len(ids) == 1:
+            aliases.update({word: ids[0] for word in _KIND_WORDS[kind]})
+    for env in environments:
+        aliases[env.id] = env.id
+        aliases[env.name.lower()] = env.id
+    return aliases
+
+
+def unknown_env(tokens: Sequence[str], environments: Sequence[Environment]) -> str | None:
+    """A word that names a kind of environment none of the configured ones is ("на стейджинг"
+    where there is no staging)."""
+    aliases = _env_aliases(environments)
+    for token in tokens:
+        lowered = token.lower()
+        if lowered in _ALL_KIND_WORDS and lowered not in aliases and lowered not in ("stage", "develop"):
+            return token
+    return None
+
+
+def read_envs(tokens: Sequence[str], environments: Sequence[Environment]) -> tuple[str | None, str | None]:
+    """(target, source) named by the words: "from dev to prod", "из дев в прод", "на проде"."""
+    aliases = _env_aliases(environments)
+    mentions: list[tuple[str, str | None]] = []  # env, "from" | "to" | None
+    for index, token in enumerate(tokens):
+        env = aliases.get(token.lower())
+        if env is None:
+            continue
+        before = tokens[index - 1].lower() if index else ""
+        hint = "from" if before in _FROM else "to" if before in _TO else None
+        if not mentions or mentions[-1][0] != env:
+            mentions.append((env, hint))
+    if not mentions:
+        return None, None
+    source = next((env for env, hint in mentions if hint == "from"), None)
+    targets = [env for env, hint in mentions if hint != "from"]
+    if source is None and len(mentions) > 1 and mentions[0][1] is None:
+        source = mentions[0][0]
+        targets = [env for env, _ in mentions[1:]]
+    return (targets[-1] if targets else None), source
+
+
+def _name_before(words: str, match: re.Match[str]) -> str | None:
+    """ "the Orders and Events dashboard": the capitalised words right before the word."""
+    before = words[: match.start()]
+    found = re.search(r"((?:[A-Z0-9][\w&'-]*\s+(?:(?:and|of|&|для|и)\s+)?)+)$", before)
+    if not found:  # a slug: "the sales-overview dashboard"
+        slug = re.search(r"\b([a-z0-9]+(?:[-_][a-z0-9]+)+)\s+$", before)
+        return slug.group(1) if slug else None
+    name = found.group(1).strip()
+    parts = name.split()
+    while parts and parts[0].lower() in _ARTICLES | _NAME_STOP:
+        parts.pop(0)
+    return " ".join(parts) or None
+
+
+def _script(token: str) -> str:
+    return "cyrillic" if re.search(r"[а-яА-Я]", token) else "latin"
+
+
+def _name_after(words: str, match: re.Match[str]) -> str | None:
+    """ "дашборд Sales Overview из dev": the words after it, up to a preposition, an environment
+    or a change of alphabet ("Sales Overview вместе с чартами")."""
+    tokens = _TOKEN.findall(words[match.end() :])
+    picked: list[str] = []
+    for index, token in enumerate(tokens):
+        lowered = token.lower()
+        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if picked and lowered in _CONNECTORS and following[:1].isupper():
+            picked.append(token)  # "Orders and Events"
+            continue
+        if picked and _script(token) != _script(picked[0]):
+            break
+        if token in ",.;:!?()—–" or lowered in _NAME_STOP or lowered in _ALL_KIND_WORDS:
+            if picked:
+                break
+            if lowered in _ARTICLES or lowered in ("called", "named", "titled", "dashboard", "дашборд"):
+                continue
+            return None
+        picked.append(token)
+    name = " ".join(picked).strip()
+    return name or None
+
+
+_CONNECTORS = {"and", "of", "&", "и"}
+_ALL_KIND_WORDS = frozenset(word for words in _KIND_WORDS.values() for word in words)
+_TITLE_CASE_RUN = re.compile(r"(?<![\w'])([A-Z][\w'-]*(?:\s+(?:(?:and|of|&)\s+)?[A-Z0-9][\w'-]*)*)")
+
+
+def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[str]) -> str | None:
+    """The dashboard a message names without its id, as well as its words show it."""
+    if quoted:
+        return quoted[0].strip()
+    excluded = {word.lower() for word in env_words} | _ALL_KIND_WORDS
+    for match in re.finditer(_DASHBOARD_WORD, words, re.I):
+        for name in (_name_after(words, match), _name_before(words, match)):
+            if name and name.lower() not in excluded and not name.isdigit() and not _PRONOUN.fullmatch(name):
+                return name
+    names = []
+    for run in _TITLE_CASE_RUN.finditer(words):
+        name = run.group(1).strip()
+        sentence_start = not words[: run.start()].strip() or words[: run.start()].rstrip()[-1:] in ".!?"
+        if sentence_start:  # "Deploy Sales Overview": the verb is not the name
+            name = " ".join(name.split()[1:])
+        parts = [part for part in name.split() if part.upper() not in _ACRONYMS]
+        name = " ".join(parts)
+        if name and name.lower() not in excluded and parts[0].lower() not in excluded:
+            names.append(name)
+    return max(names, key=len) if names else None
+
+
+# Capitals that are not names: "Run an LLM review of Legacy KPIs".
+_ACRONYMS = {"LLM", "SQL", "API", "ID", "UI", "BI", "OK", "ETL", "DB"}
+
+
+def _sql_and_tail(text: str, environments: Sequence[Environment]) -> tuple[str, str | None]:
+    """The message's words and its SQL, with what trails the statement ("… on prod please",
+    "— run it on dev", "на проде") given back to the words."""
+    words, sql = split_sql(text)
+    if sql is None:
+        return words, None
+    aliases = "|".join(re.escape(word) for word in sorted(_env_aliases(environments), key=len, reverse=True))
+    trailing = re.search(
+        r"(?:\s*[—–]\s+.*|\s*,\s+[^\s,]*[а-яА-Я].*|\s+(?:please|pls|plz|пожалуйста|плиз)\W*"
+        + (rf"|\s+(?:on|in|at|на|в|во)\s+(?:{aliases})\b.*" if aliases else "")
+        + r")$",
+        sql,
+        re.I | re.S,
+    )
+    if trailing:
+        words, sql = f"{words} {trailing.group(0)}", sql[: trailing.start()].strip().rstrip(";").strip()
+    return words, sql or None
+
+
+def read_request(text: str, environments: Sequence[Environment]) -> Request:
+    """The reading of one message."""
+    words, sql = _sql_and_tail(_normalised(text), environments)
+    quoted = tuple(item.strip() for item in _QUOTED.findall(words) if item.strip())
+    plain = _QUOTED.sub(" ", words)
+    tokens = _TOKEN.findall(plain)
+    intents, negated = read_intents(plain, sql)
+    target, source = read_envs(tokens, environments)
+    env_words = [env.id for env in environments] + [env.name for env in environments]
+    dashboard_ids = tuple(int(found) for found in _ID_AFTER_WORD.findall(plain))
+    if not dashboard_ids and not _UUID.search(plain):
+        dashboard_ids = tuple(int(found) for found in _BARE_NUMBER.findall(plain))
+    task = _UUID.search(text)
+    titled = _TITLE.search(words)
+    title = _first_group(titled)
+    # A title given to something new is not the name of the object it is made from.
+    named_from = words[: titled.start()] + words[titled.end() :] if titled else words
+    name_quotes = tuple(item for item in quoted if item != title)
+    search_filter = _SEARCH_FILTER.search(plain)
+    limit = _LIMIT.search(plain)
+    branch = _BRANCH.search(words)
+    message = _MESSAGE.search(words)
+    return Request(
+        words=words,
+        intents=_described_sql_first(intents, plain, sql),
+        negated=negated,
+        target_env=target,
+        source_env=source,
+        dashboard_ids=dashboard_ids if not task else (),
+        dashboard_name=read_dashboard_name(named_from, name_quotes, env_words),
+        refers_back=bool(_PRONOUN.search(plain)),
+        sql=sql,
+        sql_described=sql is None and bool(_DESCRIBED_SQL.search(plain)),
+        table=read_table(plain),
+        database_name=_first_group(_DATABASE_NAMED.search(plain)),
+        task_id=task.group(0).lower() if task else None,
+        title=title or (quoted[0] if quoted else None),
+        reason=_first_group(message) or _first_group(_REASON.search(plain)),
+        search_query=search_filter.group(3) if search_filter else None,
+        tag=search_filter.group(1) if search_filter else None,
+        owner=search_filter.group(2) if search_filter else None,
+        repeats_elsewhere=target is not None and not intents and len(tokens) <= _FOLLOW_UP_TOKENS,
+        small_talk=bool(_SMALL_TALK.match(plain)),
+        limit=int(next(group for group in limit.groups() if group)) if limit else None,
+        quoted=quoted,
+        branch=_first_group(branch),
+        slug=_first_group(_SLUG.search(words)),
+        with_charts=bool(_WITH_CHARTS.search(words)),
+        unknown_env=unknown_env(tokens, environments),
+        dialect=_first_group(_DIALECT.search(words)),
+        colon_value=_first_group(re.search(r":\s*([^,.;:!?]{1,120})", plain)),
+    )
+
+
+def _described_sql_first(intents: tuple[str, ...], words: str, sql: str | None) -> tuple[str, ...]:
+    """A count of a table's rows leads over the words that also name another tool ("сколько
+    событий типа error в events")."""
+    if sql is None and SQL_TOOL in intents and _COUNT.search(words) and read_table(words):
+        return (SQL_TOOL, *(intent for intent in intents if intent != SQL_TOOL))
+    return intents
+
+
+_BRANCH = re.compile(r"(?:branch|ветк\w*)\s+(?:called\s+|named\s+)?[«\"'`]?([A-Za-z0-9][\w./-]*)", re.I)
+_MESSAGE = re.compile(r"(?:message|сообщени\w*)\s*:?\s*[«\"“'`]([^«»\"“”'`]{1,500})[»\"”'`]", re.I)
+_DIALECT = re.compile(
+    r"\b([a-z0-9]{2,20})\s+dialect|dialect\s*:?\s*([a-z0-9]{2,20})|диалект\w*\s+([a-z0-9]{2,20})", re.I
+)
+_SLUG = re.compile(r"\bslug\s*:?\s*[«\"'`]?([A-Za-z0-9_-]{1,255})", re.I)
+_WITH_CHARTS = re.compile(
+    r"with\s+(?:the\s+|its\s+|all\s+)?charts|including\s+charts|(?:вместе\s+)?с\s+чартами", re.I
+)
+
+
+def _first_group(match: re.Match[str] | None) -> str | None:
+    if match is None:
+        return None
+    return next((group.strip() for group in match.groups() if group and group.strip()), None)
+
+
+# Russian (and plural English) words for the tables people ask about, as the table is likely
+# called; the planner matches them against the tables the database really has.
+TABLE_SYNONYMS = {
+    "заказ": "orders",
+    "продаж": "sales",
+    "событ": "events",
+    "пользовател": "users",
+    "клиент": "customers",
+    "товар": "products",
+    "платеж": "payments",
+    "счет": "invoices",
+    "сотрудник": "employees",
+    "order": "orders",
+    "sale": "sales",
+    "event": "events",
+    "user": "users",
+    "customer": "customers",
+    "product": "products",
+    "payment": "payments",
+    "invoice": "invoices",
+}
+
+
+def read_table(words: str) -> str | None:
+    """The table a message is about: named beside the word "table", after from/из, or the noun
+    of its rows ("сколько заказов" → orders)."""
+    for pattern in (_TABLE_BEFORE, _TABLE_WORDS):
+        for match in pattern.finditer(words):
+            name = match.group(1)
+            if (
+                name.lower() not in _NAME_STOP
+                and name.lower() not in _ALL_KIND_WORDS
+                and name.lower() not in ("the", "a")
+            ):
+                return name
+    lowered = words.lower()
+    for stem, table in TABLE_SYNONYMS.items():
+        if re.search(rf"\b{stem}\w*", lowered):
+            return table
+    return None
+
+
+def described_sql(request: Request, table: str) -> str:
+    """The statement a question about rows asks for, over a table the database has."""
+    if _DROP.search(request.words) and re.search(r"table|таблиц", request.words, re.I):
+        return f"DROP TABLE {table}"
+    if _DELETE.search(request.words):
+        return f"DELETE FROM {table}"
+    condition = ""
+    if status := _STATUS_VALUE.search(request.words):
+        value = (status.group(1) or status.group(2) or "").lower()
+        if value and value.isidentifier():
+            condition = f" WHERE status = '{value}'"
+    if _COUNT.search(request.words):
+        return f"SELECT COUNT(*) FROM {table}{condition}"
+    limit = request.limit or 10
+    order = " ORDER BY id DESC" if _LATEST.search(request.words) else ""
+    return f"SELECT * FROM {table}{condition}{order} LIMIT {limit}"

@@ -1,0 +1,635 @@
+"""The offline planner's next step in a turn: the call the request needs, the read that resolves
+a name it needs first, one precise question when something cannot be known, or the answer once
+the request's own call has a result.
+
+Each step is decided afresh from the request's reading and what this turn's calls returned, so
+a resumed run (after a confirmation) continues where it was without any state of its own.
+"""
+
+import difflib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from sstools.agent.context import TurnContext
+from sstools.agent.fence import TOOL_RESULT, unfenced
+from sstools.agent.language import Lang
+from sstools.agent.planner.answers import failure, rendered, say, table
+from sstools.agent.planner.reading import ENDING, SQL_TOOL, Request, described_sql
+from sstools.common.catalogue import tool
+
+SEARCH = "search_dashboards"
+EXPLORE = "superset_explore_database"
+_LISTING_SIZE = 100
+# How much better the best fuzzy title match must be than the next to be taken without asking.
+_CLEAR_LEAD = 0.1
+_CLOSE_ENOUGH = 0.72
+# Tools that act on one dashboard, and whether they cannot do without it.
+_ONE_DASHBOARD = {
+    "deploy_dashboard": True,
+    "run_llm_validation": True,
+    "run_llm_documentation": True,
+    "superset_copy_dashboard": True,
+    "get_health_summary": False,
+    "superset_audit_permissions": False,
+}
+_MANY_DASHBOARDS = {"execute_migration", "commit_changes"}
+_NEEDS_DATABASE = {SQL_TOOL, "superset_create_dataset"}
+_FOLLOW_UP_WORDS = 8
+_TABLES_WANTED = re.compile(r"\btables\b|таблиц[ыа]?\b|талиц\w*|what\s+tables|какие\s+табл\w*", re.I)
+_NO_ENVIRONMENT = {"get_task_status", "superset_format_sql", "create_branch", "list_maintenance_events"}
+_NO_ARGUMENTS = {"show_capabilities", "list_environments", "list_llm_providers", "get_llm_status"}
+
+
+@dataclass(frozen=True)
+class Call:
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    asks_back: bool = False
+
+
+@dataclass(frozen=True)
+class Done:
+    """A call this turn made, and what it returned (parsed JSON, or the raw text)."""
+
+    tool: str
+    args: dict[str, Any]
+    result: Any
+    failed: bool
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What earlier turns leave for a follow-up: their last call and the dashboard last named."""
+
+    last_call: Call | None = None
+    dashboard_id: int | None = None
+    sql: str | None = None
+
+
+@dataclass
+class _Needs:
+    """What one step found missing: a read to make first, or a question to ask."""
+
+    call: Call | None = None
+    question: str | None = None
+    details: list[str] = field(default_factory=list)
+
+
+def turn_calls(messages: Sequence[BaseMessage]) -> list[Done]:
+    """The calls made since the turn's message, each with its result."""
+    results = {message.tool_call_id: message for message in messages if isinstance(message, ToolMessage)}
+    done = []
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            answer = results.get(str(call["id"]))
+            if answer is None:
+                continue
+            content = unfenced(TOOL_RESULT, str(answer.content))
+            try:
+                parsed: Any = json.loads(content)
+            except ValueError:
+                parsed = content
+            failed = answer.status == "error" or (
+                isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)
+            )
+            done.append(Done(call["name"], dict(call["args"]), parsed, failed))
+    return done
+
+
+def earlier_turns(messages: Sequence[BaseMessage]) -> Earlier:
+    last_call: Call | None = None
+    dashboard: int | None = None
+    sql: str | None = None
+    for done in turn_calls(messages):
+        last_call = Call(done.tool, done.args)
+        sql = done.args.get("sql") or sql
+        ids = done.args.get("dashboard_ids") or []
+        dashboard = done.args.get("dashboard_id") or (ids[-1] if ids else None) or dashboard
+        if (
+            done.tool == SEARCH
+            and isinstance(done.result, dict)
+            and len(done.result.get("dashboards", [])) == 1
+        ):
+            dashboard = done.result["dashboards"][0]["id"]
+    return Earlier(last_call, dashboard, sql)
+
+
+def _titles(boards: Sequence[Mapping[str, Any]], lang: Lang) -> str:
+    return table(
+        ["id", say(lang, "название", "title")], [(board["id"], board["title"]) for board in boards[:10]]
+    )
+
+
+def _score(name: str, title: str) -> float:
+    name, title = name.casefold(), title.casefold()
+    if name == title:
+        return 1.0
+    whole = difflib.SequenceMatcher(None, name, title).ratio()
+    part = 0.9 if name in title or title in name else 0.0
+    return max(whole, part)
+
+
+class Planner:
+    """One turn's reasoning: the request, the context, and what the turn's calls returned."""
+
+    def __init__(
+        self,
+        request: Request,
+        context: TurnContext,
+        lang: Lang,
+        routed: Sequence[str],
+        done: Sequence[Done],
+        earlier: Earlier,
+    ) -> None:
+        self.request = request
+        self.context = context
+        self.lang = lang
+        self.routed = [name for name in routed if name != "show_capabilities"]
+        self.done = done
+        self.earlier = earlier
+
+    def say(self, ru: str, en: str) -> str:
+        return say(self.lang, ru, en)
+
+    def _repeats(self) -> bool:
+        """A short message naming only another environment or object: the last call again."""
+        request = self.request
+        return (
+            not request.intent
+            and self.earlier.last_call is not None
+            and len(request.words.split()) <= _FOLLOW_UP_WORDS
+            and bool(
+                request.target_env or request.source_env or request.dashboard_name or request.dashboard_ids
+            )
+        )
+
+    def intent(self) -> str | None:
+        request = self.request
+        if request.intent:
+            return request.intent
+        last = self.earlier.last_call
+        if last is not None and last.tool == "start_maintenance" and ENDING.search(request.words):
+            return "end_maintenance"  # "upgrade's done, end it"
+        if self._repeats() and last is not None:
+            return last.tool
+        if request.negated or request.small_talk:
+            return None
+        return self.routed[0] if self.routed else None
+
+    def next_step(self) -> list[Call] | Reply:
+        intent = self.intent()
+        if intent is None:
+            return self._without_a_tool()
+        takes_env = intent not in _NO_ARGUMENTS and intent not in _NO_ENVIRONMENT
+        if (
+            takes_env
+            and self.request.unknown_env
+            and not (self.request.target_env or self.request.source_env)
+        ):
+            known = ", ".join(env.id for env in self.context.environments)
+            return Reply(
+                self.say(
+                    f"Окружения «{self.request.unknown_env}» нет; есть: {known}. Какое имеется в виду?",
+                    f"There is no “{self.request.unknown_env}” environment; there are: {known}. Which one?",
+                ),
+                asks_back=True,
+            )
+        if changed := next((done for done in self.done if tool(done.tool).may_change), None):
+            return self._answer(changed)  # one change a turn: its outcome is the answer
+        needs = _Needs()
+        args = self._arguments(intent, needs)
+        if args is not None and needs.call is None and needs.question is None:
+            final = next((done for done in self.done if done.tool == intent and done.args == args), None)
+            return self._answer(final) if final is not None else [Call(intent, args)]
+        if failed := next((done for done in self.done if done.failed), None):  # a read it needed
+            return self._answer(failed)
+        if needs.call is not None:
+            if any(done.tool == needs.call.tool and done.args == needs.call.args for done in self.done):
+                return Reply(
+                    self.say(
+                        "Не удалось найти нужное. Уточните запрос.",
+                        "I could not find what is needed. Please be more specific.",
+                    ),
+                    asks_back=True,
+                )
+            return [needs.call]
+        question = needs.question or self.say("Уточните, что именно сделать.", "What exactly should I do?")
+        return Reply("\n\n".join([question, *needs.details]), asks_back=True)
+
+    def _without_a_tool(self) -> Reply:
+        if self.request.negated:
+            return Reply(self.say("Хорошо, ничего не делаю.", "All right, I will not do anything."))
+        if self.request.small_talk:
+            return Reply(
+                self.say(
+                    "Пожалуйста! Спросите, например, «покажи дашборды» или «что сломано на проде?».",
+                    "You are welcome! Ask, for example, “show dashboards” or “what is broken in prod?”.",
+                )
+            )
+        return Reply(
+            self.say(
+                "Не понял, что сделать. Например: «покажи дашборды в dev», «задеплой Sales Overview в прод», "
+                "«сколько строк в таблице orders?».",
+                "I did not understand what to do. For example: “show dashboards in dev”, “deploy Sales "
+                "Overview to prod”, “how many rows does the orders table have?”.",
+            ),
+            asks_back=True,
+        )
+
+    def _answer(self, final: Done) -> Reply:
+        if final.failed and isinstance(final.result, dict):
+            return Reply(failure(final.tool, final.result.get("error", {}), self.lang))
+        content = (
+            final.result if isinstance(final.result, str) else json.dumps(final.result, ensure_ascii=False)
+        )
+        return Reply(rendered(final.tool, content, self.lang))
+
+    # -- arguments ---------------------------------------------------------------------------
+
+    def _env(self) -> str | None:
+        return (
+            self.request.target_env
+            or self.request.source_env
+            or (
+                self.earlier.last_call.args.get("env_id")
+                if self._repeats() and self.earlier.last_call
+                else None
+            )
+            or self.context.env
+        )
+
+    def _source_env(self, target: str | None) -> str | None:
+        if self.request.source_env:
+            return self.request.source_env
+        if self.context.env and self.context.env != target:
+            production = {env.id for env in self.context.environments if env.production}
+            if self.context.env not in production:
+                return self.context.env
+        return next(
+            (env.id for env in self.context.environments if not env.production and env.id != target), None
+        )
+
+    def _arguments(self, intent: str, needs: _Needs) -> dict[str, Any] | None:
+        request = self.request
+        last = self.earlier.last_call
+        if (
+            self._repeats()
+            and last is not None
+            and intent == last.tool
+            and not (request.dashboard_name or request.dashboard_ids)
+            and "env_id" in last.args
+        ):
+            return {**last.args, "env_id": request.target_env or request.source_env}
+        if intent in _NO_ARGUMENTS:
+            return {}
+        if intent in _NO_ENVIRONMENT:
+            return self._simple(intent, {}, needs)
+        env = self._env()
+        if env is None:
+            needs.question = self.say("В каком окружении?", "In which environment?")
+            return None
+        args: dict[str, Any] = {"env_id": env}
+        if intent == "deploy_dashboard":
+            return self._deploy(args, needs)
+        if intent in _ONE_DASHBOARD:
+            dashboard = self._dashboard(env, needs, required=_ONE_DASHBOARD[intent])
+            if needs.call or needs.question:
+                return None
+            if intent == "get_health_summary":
+                return {**args, "dashboard_ids": [dashboard]} if dashboard else args
+            if dashboard:
+                args["dashboard_id"] = dashboard
+            if intent == "superset_copy_dashboard":
+                if request.with_charts:
+                    args["duplicate_charts"] = True
+                args["title"] = (
+                    request.title
+                    if request.title and request.title != request.dashboard_name
+                    else self._copy_title()
+                )
+            return args
+        if intent in _MANY_DASHBOARDS:
+            return self._many(intent, args, needs)
+        if intent in _NEEDS_DATABASE:
+            return self._with_database(intent, args, needs)
+        return self._simple(intent, args, needs)
+
+    def _production(self) -> str | None:
+        """The one production environment, when there is exactly one."""
+        production = [env.id for env in self.context.environments if env.production]
+        return production[0] if len(production) == 1 else None
+
+    def _deploy(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        """Where to: the environment named, else the production one; from: the one named, else
+        the page's when it is not the target, else the first non-production one."""
+        target = self.request.target_env or self._production()
+        source = self._source_env(target)
+        if target is None:
+            needs.question = self.say("В какое окружение задеплоить?", "Deploy to which environment?")
+            return None
+        if source is None or source == target:
+            needs.question = self.say("Из какого окружения взять дашборд?", "From which environment?")
+            return None
+        dashboard = self._dashboard(source, needs, required=True)
+        if dashboard is None:
+            return None
+        return {**args, "env_id": target, "source_env": source, "dashboard_id": dashboard}
+
+    def _copy_title(self) -> str:
+        named = self._named_title() or self.say("дашборда", "dashboard")
+        return self.say(f"{named} (копия)", f"{named} (copy)")
+
+    def _named_title(self) -> str | None:
+        for done in self.done:
+            if done.tool == SEARCH and isinstance(done.result, dict):
+                for board in done.result.get("dashboards", []):
+                    if (
+                        board["id"] in (self.request.dashboard_ids or ())
+                        or _score(self.request.dashboard_name or "", board["title"]) >= _CLOSE_ENOUGH
+                    ):
+                        return str(board["title"])
+        return self.request.dashboard_name
+
+    def _simple(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        request = self.request
+        last = self.earlier.last_call
+        last_started = last.args.get("env_id") if last and last.tool == "start_maintenance" else None
+        if intent == SEARCH:
+            if request.search_query:
+                return {**args, "query": request.search_query}
+            query = (
+                request.dashboard_name
+                if request.dashboard_name and not request.tag and not request.owner
+                else None
+            )
+            return {
+                **args,
+                **{
+                    key: value
+                    for key, value in (("query", query), ("tag", request.tag), ("owner", request.owner))
+                    if value
+                },
+            }
+        if intent == "get_task_status":
+            if request.task_id is None:
+                needs.question = self.say("Какой задачи? Нужен её id.", "Which task? I need its id.")
+                return None
+            return {"task_id": request.task_id}
+        if intent == "list_maintenance_events":
+            return {"env_id": request.target_env} if request.target_env else {}
+        if intent == "start_maintenance":
+            return {**args, "reason": request.reason or self.say("Плановые работы", "Planned maintenance")}
+        if intent == "end_maintenance" and last_started and not (request.target_env or request.source_env):
+            return {"env_id": last_started}
+        if intent in ("end_maintenance", "run_backup"):
+            return args
+        if intent == "superset_format_sql":
+            if request.sql is None:
+                needs.question = self.say("Какой SQL отформатировать?", "Which SQL should I format?")
+                return None
+            return {"sql": request.sql, **({"dialect": request.dialect.lower()} if request.dialect else {})}
+        if intent == "superset_create_dashboard":
+            title = request.title or request.colon_value
+            if not title:
+                needs.question = self.say(
+                    "Как назвать новый дашборд?", "What should the new dashboard be called?"
+                )
+                return None
+            return {**args, "title": title.strip(), **({"slug": request.slug} if request.slug else {})}
+        if intent == "create_branch":
+            name = request.branch or request.title
+            if not name:
+                needs.question = self.say("Как назвать ветку?", "What should the branch be called?")
+                return None
+            start = re.search(r"\b(?:from|off|от|из)\s+([A-Za-z0-9][\w./-]*)", request.words)
+            return {"name": name, **({"start": start.group(1)} if start else {})}
+        if intent == EXPLORE:
+            return self._explore(args, needs)
+        needs.question = self.say("Уточните, что сделать.", "What exactly should I do?")
+        return None
+
+    # -- resolving names -----------------------------------------------------------------------
+
+    def _searches(self, env: str) -> list[Done]:
+        return [
+            done
+            for done in self.done
+            if done.tool == SEARCH and done.args.get("env_id") == env and not done.failed
+        ]
+
+    def _dashboard(self, env: str, needs: _Needs, *, required: bool) -> int | None:
+        """The dashboard the request means, in ``env``: by id, by the page's focus or the thread
+        ("it"), or by name through search; None when it must ask first (``needs`` says how)."""
+        request = self.request
+        if request.dashboard_ids:
+            return request.dashboard_ids[0]
+        focus = self.context.focus
+        if request.dashboard_name is None:
+            if focus is not None and focus.type == "dashboard" and focus.id is not None:
+                return focus.id
+            if self.earlier.dashboard_id is not None and (request.refers_back or request.intent is None):
+                return self.earlier.dashboard_id
+            if self.earlier.dashboard_id is not None and required:
+                return self.earlier.dashboard_id
+            if required:
+                needs.question = self.say(
+                    "Какой дашборд? Назовите его или дайте id.", "Which dashboard? Give its name or id."
+                )
+            return None
+        return self._by_name(env, request.dashboard_name, needs)
+
+    def _listed(self, env: str) -> list[dict[str, Any]] | None:
+        """Every dashboard of ``env`` (its first hundred), once a listing was made this turn."""
+        listing = [done for done in self._searches(env) if not done.args.get("query")]
+        return listing[0].result.get("dashboards", []) if listing else None
+
+    def _titles_in_words(self, boards: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The dashboards whose whole title the message spells out, longest first, none inside
+        another ("Sales Overview and Orders and Events")."""
+        words = self.request.words.casefold()
+        found: list[dict[str, Any]] = []
+        for board in sorted(boards, key=lambda item: len(item["title"]), reverse=True):
+            title = board["title"].casefold()
+            if title and title in words and not any(title in other["title"].casefold() for other in found):
+                found.append(board)
+        return found
+
+    def _by_name(self, env: str, name: str, needs: _Needs) -> int | None:
+        searches = self._searches(env)
+        if not searches:
+            needs.call = Call(SEARCH, {"env_id": env, "query": name})
+            return None
+        boards = [board for done in searches for board in done.result.get("dashboards", [])]
+        unique = list({board["id"]: board for board in boards}.values())
+        ranked = sorted(unique, key=lambda board: _score(name, board["title"]), reverse=True)
+        scores = [_score(name, board["title"]) for board in ranked]
+        if (
+            ranked
+            and scores[0] >= _CLOSE_ENOUGH
+            and (len(ranked) == 1 or scores[0] - scores[1] >= _CLEAR_LEAD)
+        ):
+            return int(ranked[0]["id"])
+        listed = self._listed(env)
+        if listed is None:  # then every title, to find the one the words spell or resemble
+            needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
+            return None
+        if spelled := self._titles_in_words(listed):
+            return int(spelled[0]["id"])
+        if len(ranked) > 1 and scores[0] >= _CLOSE_ENOUGH:
+            close = [board for board, score in zip(ranked, scores, strict=True) if score >= _CLOSE_ENOUGH]
+            needs.question = self.say(
+                f"Под «{name}» подходят несколько дашбордов в {env}. Какой?",
+                f"Several dashboards in {env} match “{name}”. Which one?",
+            )
+            needs.details.append(_titles(close, self.lang))
+            return None
+        needs.question = self.say(
+            f"В {env} нет дашборда «{name}». Какой вы имели в виду?",
+            f"There is no dashboard “{name}” in {env}. Which one did you mean?",
+        )
+        if listed:
+            needs.details.append(_titles(listed, self.lang))
+        return None
+
+    def _dashboards(self, env: str, needs: _Needs) -> list[int] | None:
+        """Several dashboards by id, or by the titles the message spells out."""
+        if self.request.dashboard_ids:
+            return list(self.request.dashboard_ids)
+        if self.request.dashboard_name is None:
+            single = self._dashboard(env, needs, required=True)
+            return [single] if single else None
+        listed = self._listed(env)
+        if listed is None:
+            needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
+            return None
+        if spelled := self._titles_in_words(listed):
+            order = self.request.words.casefold()
+            return [
+                int(board["id"])
+                for board in sorted(spelled, key=lambda item: order.index(item["title"].casefold()))
+            ]
+        single = self._by_name(env, self.request.dashboard_name, needs)
+        return [single] if single else None
+
+    def _many(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        request = self.request
+        if intent == "execute_migration":
+            target = request.target_env or self._production()
+            source = self._source_env(target)
+            if target is None or source is None or source == target:
+                needs.question = self.say(
+                    "Откуда и куда мигрировать? Например: «из dev в prod».",
+                    "Migrate from where to where? For example: “from dev to prod”.",
+                )
+                return None
+            boards = self._dashboards(source, needs)
+            return (
+                {**args, "env_id": target, "source_env": source, "dashboard_ids": boards} if boards else None
+            )
+        last = self.earlier.last_call
+        branch = request.branch or (last.args.get("name") if last and last.tool == "create_branch" else None)
+        if not (branch and request.reason):
+            needs.question = self.say(
+                "Для коммита нужны ветка, дашборды и сообщение: например «закоммить дашборд 3 из dev "
+                "в ветку release с сообщением «…»».",
+                "A commit needs a branch, the dashboards and a message: for example “commit dashboard 3 "
+                "from dev to branch release with the message '…'”.",
+            )
+            return None
+        boards = self._dashboards(args["env_id"], needs)
+        return (
+            {**args, "branch": branch, "dashboard_ids": boards, "message": request.reason} if boards else None
+        )
+
+    def _database(self, env: str, needs: _Needs) -> int | None:
+        listing = next(
+            (
+                done.result
+                for done in self.done
+                if done.tool == EXPLORE
+                and not done.failed
+                and "database_id" not in done.args
+                and isinstance(done.result, dict)
+                and done.result.get("databases") is not None
+            ),
+            None,
+        )
+        if listing is None:
+            needs.call = Call(EXPLORE, {"env_id": env})
+            return None
+        databases = listing["databases"]
+        named = (self.request.database_name or "").casefold()
+        words = set(re.findall(r"[\w.-]+", self.request.words.casefold()))
+        chosen = [db for db in databases if db["name"].casefold() == named or db["name"].casefold() in words]
+        if len(chosen) == 1:
+            return int(chosen[0]["id"])
+        if len(databases) == 1:
+            return int(databases[0]["id"])
+        rows = [(db["id"], db["name"]) for db in databases]
+        needs.question = self.say(f"В какой базе данных {env}?", f"Which database in {env}?")
+        if rows:
+            needs.details.append(table(["id", say(self.lang, "база", "database")], rows))
+        return None
+
+    def _with_database(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        request = self.request
+        earlier_sql = self.earlier.sql if request.refers_back or request.table is None else None
+        if intent == SQL_TOOL and request.sql is None and request.table is None and earlier_sql is None:
+            needs.question = self.say(
+                "Какой запрос выполнить? Пришлите SQL или назовите таблицу.",
+                "Which query should I run? Send the SQL or name the table.",
+            )
+            return None
+        if intent == "superset_create_dataset" and request.table is None:
+            needs.question = self.say(
+                "Какую таблицу зарегистрировать как датасет?", "Which table should become a dataset?"
+            )
+            return None
+        database = self._database(args["env_id"], needs)
+        if database is None:
+            return None
+        if intent == "superset_create_dataset":
+            return {**args, "database_id": database, "table_name": request.table}
+        sql = request.sql or (described_sql(request, request.table) if request.table else earlier_sql)
+        return {**args, "database_id": database, "sql": sql}
+
+    def _explore(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        """Databases; or, for tables or a table's columns, one step deeper at a time: the
+        database, its schema (the default one), then its tables or the table's columns."""
+        request = self.request
+        wants_tables = bool(_TABLES_WANTED.search(request.words))
+        if request.database_name is None and request.table is None and not wants_tables:
+            return args
+        database = self._database(args["env_id"], needs)
+        if database is None:
+            return None
+        explored = [
+            done
+            for done in self.done
+            if done.tool == EXPLORE and done.args.get("database_id") == database and not done.failed
+        ]
+        schemas = next(
+            (
+                done.result.get("schemas")
+                for done in explored
+                if isinstance(done.result, dict) and done.result.get("schemas")
+            ),
+            None,
+        )
+        if schemas is None:
+            return {**args, "database_id": database}
+        schema = next((name for name in schemas if name in ("main", "public")), schemas[0])
+        columns = {"table": request.table} if request.table and not wants_tables else {}
+        return {**args, "database_id": database, "schema": schema, **columns}

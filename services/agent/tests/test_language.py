@@ -1,0 +1,38 @@
+"""The language of a message and the SQL written into it, without a stack."""
+
+import pytest
+
+from sstools.agent.language import Lang, language_of
+from sstools.agent.sqltext import split_sql
+
+
+@pytest.mark.parametrize(
+    ("text", "page", "language"),
+    [
+        ("задеплой Sales Overview на prod плиз", "en", "ru"),  # names are not words of the question
+        ("deploy дашборд 3 to prod", "ru", "en"),
+        ("SELECT count(*) FROM sales", "ru", "ru"),  # SQL alone: the page's language
+        ("SELECT count(*) FROM sales", "en", "en"),
+        ("42", "en", "en"),
+        ("«Orders and Events»", "ru", "ru"),
+        ("Дашборды в dev: 3.\n\n| id | title |\n|---|---|\n| 1 | [Sales](http://x/1) |", "en", "ru"),
+        ("delete all rows from the orders table on prod", "ru", "en"),  # a request, not SQL
+    ],
+)
+def test_the_language_of_a_message_is_that_of_its_own_words(text: str, page: Lang, language: Lang) -> None:
+    assert language_of(text, page) == language
+
+
+@pytest.mark.parametrize(
+    ("text", "sql"),
+    [
+        ("run this SQL on dev: SELECT count(*) FROM sales", "SELECT count(*) FROM sales"),
+        ("покажи select * from orders;", "select * from orders"),
+        ("```sql\nselect a from b\n``` on prod", "select a from b"),
+        ("DELETE FROM orders WHERE id = 1", "DELETE FROM orders WHERE id = 1"),
+        ("delete all rows from the orders table", None),
+        ("select the dashboards that are broken", None),
+    ],
+)
+def test_sql_is_told_apart_from_a_sentence_that_sounds_like_it(text: str, sql: str | None) -> None:
+    assert split_sql(text)[1] == sql

@@ -1,0 +1,209 @@
+"""The agent's model object against the scripted server replaying the streamed chunks of the
+servers it may sit behind (:class:`Shape`; each names the server and version it copies). Every
+shape must end as an ``AIMessage`` the graph can run: the calls' names, parsed arguments,
+non-empty distinct ids, nothing in ``invalid_tool_calls``; and a call a small model wrote in
+its text becomes a call, unshown, only when it names a bound tool."""
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+
+from sstools.agent.llm import chat_model
+from sstools.agent.settings import AgentSettings
+from sstools.devstack.agentstack import CONFIRMATION_SECRET
+from sstools.devstack.fake_llm import FakeLlm, Reply, Shape, ToolCall
+from sstools.devstack.keys import PUBLIC_KEYS
+from sstools.devstack.testing import serving
+
+
+def _tool(name: str) -> dict[str, Any]:
+    properties = {"env_id": {"type": "string"}, "query": {"type": "string"}}
+    parameters = {"type": "object", "properties": properties, "required": ["env_id"]}
+    return {"type": "function", "function": {"name": name, "description": name, "parameters": parameters}}
+
+
+TOOLS = [_tool("search_dashboards"), _tool("get_health_summary")]
+# Cyrillic in a string the servers cut into fragments, as the agent's users write.
+SEARCH = ToolCall("search_dashboards", {"env_id": "dev", "query": "выручка по регионам"})
+HEALTH = ToolCall("get_health_summary", {"env_id": "prod"})
+
+
+class _Tokens(AsyncCallbackHandler):
+    """The tokens the model announces: what the graph streams to the person."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+
+    async def on_llm_new_token(self, token: str | list[str | dict[str, Any]], **kwargs: Any) -> None:
+        assert isinstance(token, str)  # chat completions' content is text
+        self.tokens.append(token)
+
+
+@pytest.fixture
+async def model(llm: FakeLlm) -> AsyncIterator[BaseChatModel]:
+    """The agent's model, as :func:`chat_model` builds it, against the scripted server (``llm``,
+    from :mod:`sstools.devstack.agentstack`) on a loopback socket: no other service is needed."""
+    async with serving(llm.app()) as url, openai.DefaultAsyncHttpxClient() as http:
+        settings = AgentSettings(
+            jwt_public_keys=PUBLIC_KEYS,
+            confirmation_secret=CONFIRMATION_SECRET,
+            llm_base_url=f"{url}/v1",
+            llm_model=llm.model,
+        )
+        chat, _, _ = chat_model(settings, http)
+        yield chat
+
+
+async def _answer(model: BaseChatModel, **bind: Any) -> tuple[AIMessage, str]:
+    """The model's answer as the graph asks for it (tools bound, ``ainvoke``), and the text it
+    streamed on the way."""
+    tokens = _Tokens()
+    answer = await model.bind_tools(TOOLS, **bind).ainvoke("что с дашбордами?", {"callbacks": [tokens]})
+    assert isinstance(answer, AIMessage)
+    return answer, "".join(tokens.tokens)
+
+
+def _runnable(answer: AIMessage) -> list[str]:
+    """The answer's call ids, once checked to be what the graph needs."""
+    assert answer.invalid_tool_calls == []
+    ids = [str(call["id"] or "") for call in answer.tool_calls]
+    assert all(ids), answer.tool_calls
+    assert len(set(ids)) == len(ids), ids
+    return ids
+
+
+# (shape, the server's ids reach the agent as sent, a usage chunk answers include_usage)
+SHAPES = [
+    pytest.param(Shape.SCRIPTED, True, False, id="scripted-default"),
+    pytest.param(Shape.OPENAI, True, True, id="openai-gpt-4o-2024-08-06"),
+    pytest.param(Shape.VLLM_HERMES, False, True, id="vllm-hermes-parser@00854322"),
+    pytest.param(Shape.VLLM_QWEN3_CODER, False, True, id="vllm-0.10-qwen3_coder-parser"),
+    pytest.param(Shape.OLLAMA, True, True, id="ollama-0.12.6-template-parser"),
+    pytest.param(Shape.OLLAMA_INDEX_ZERO, True, True, id="ollama-0.12.6-builtin-parser-index-0"),
+    pytest.param(Shape.OLLAMA_LEGACY, True, False, id="ollama-0.4.6-no-index"),
+    pytest.param(Shape.LLAMA_CPP, False, True, id="llama.cpp-b6xxx"),
+    pytest.param(Shape.GEMINI, True, False, id="gemini-openai-endpoint-2026-split-no-index"),
+    pytest.param(Shape.NO_ID, False, True, id="stepfun-step-router-v1-no-id"),
+]
+
+
+@pytest.mark.parametrize(("shape", "keeps_ids", "usage"), SHAPES)
+async def test_parallel_calls_in_each_servers_chunks_reach_the_agent_runnable(
+    model: BaseChatModel, llm: FakeLlm, shape: Shape, keeps_ids: bool, usage: bool
+) -> None:
+    """Two calls in one answer, streamed as the server the shape names streams them."""
+    llm.says(Reply(tool_calls=(SEARCH, HEALTH), shape=shape))
+    answer, shown = await _answer(model, stream_usage=True)
+    ids = _runnable(answer)
+    assert [(call["name"], call["args"]) for call in answer.tool_calls] == [
+        ("search_dashboards", {"env_id": "dev", "query": "выручка по регионам"}),
+        ("get_health_summary", {"env_id": "prod"}),
+    ]
+    if keeps_ids:
+        assert ids == [SEARCH.id, HEALTH.id]  # the server's ids are the ones its results go back with
+    assert not shown.strip()
+    assert llm.requests[-1]["stream_options"] == {"include_usage": True}
+    assert (answer.usage_metadata is not None) is usage
+
+
+@pytest.mark.parametrize(
+    ("reply", "calls", "text"),
+    [
+        pytest.param(
+            Reply(
+                content='Сейчас посмотрю.\n\n```json\n{"name": "search_dashboards", '
+                '"arguments": {"env_id": "dev"}}\n```\n',
+                chunk_size=3,
+                shape=Shape.LLAMA_CPP,
+            ),
+            [("search_dashboards", {"env_id": "dev"})],
+            "Сейчас посмотрю.",
+            id="json-block-qwen2.5-coder-1.5b-on-llama.cpp-xllamacpp",
+        ),
+        pytest.param(
+            Reply(
+                content='<tool_call>\n{"name": "search_dashboards", "arguments": {"env_id": "dev", '
+                '"query": "продажи"}}\n</tool_call>\n<tool_call>\n{"name": "get_health_summary", '
+                '"arguments": {"env_id": "prod"}}\n</tool_call>',
+                chunk_size=2,
+                shape=Shape.VLLM_HERMES,
+            ),
+            [
+                ("search_dashboards", {"env_id": "dev", "query": "продажи"}),
+                ("get_health_summary", {"env_id": "prod"}),
+            ],
+            "",
+            id="tool_call-tags-vllm-0.11.0-hermes-with-reasoning-parser-issue-28297",
+        ),
+        pytest.param(
+            Reply(
+                content='<tools>\n{"name": "get_health_summary", '
+                '"arguments": "{\\"env_id\\": \\"dev\\"}"}\n</tools>',
+                chunk_size=5,
+                shape=Shape.LLAMA_CPP,
+            ),
+            [("get_health_summary", {"env_id": "dev"})],
+            "",
+            id="tools-tags-qwen2.5-coder-1.5b-on-llama.cpp-xllamacpp",
+        ),
+        pytest.param(
+            Reply(
+                content='{"name": "search_dashboards", "parameters": {"env_id": "prod"}}',
+                chunk_size=4,
+                shape=Shape.OLLAMA,
+            ),
+            [("search_dashboards", {"env_id": "prod"})],
+            "",
+            id="bare-json-llama-3.2-format-with-no-tool-parser",
+        ),
+    ],
+)
+async def test_a_call_written_in_the_text_becomes_a_call_and_is_not_shown(
+    model: BaseChatModel, llm: FakeLlm, reply: Reply, calls: list[tuple[str, dict[str, Any]]], text: str
+) -> None:
+    """Small local models (see /work/shared/notes/local-llm.md) and servers started without a
+    tool parser leave the call in the text, in the forms the ids name."""
+    llm.says(reply)
+    answer, shown = await _answer(model)
+    _runnable(answer)
+    assert [(call["name"], call["args"]) for call in answer.tool_calls] == calls
+    assert answer.content == text
+    assert shown == text
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("Всё в порядке: три дашборда из трёх работают, ошибок нет.", id="plain"),
+        pytest.param(
+            'Такой вызов сделал бы деплой:\n```json\n{"name": "deploy_dashboard", "arguments": '
+            '{"dashboard_id": 1, "env_id": "prod"}}\n```\nно этого инструмента сейчас нет.',
+            id="json-block-naming-a-tool-not-bound",
+        ),
+        pytest.param("Запрос:\n```sql\nSELECT count(*) FROM slices;\n```\nГотово.", id="sql-code-block"),
+        pytest.param('{"env_id": "dev", "charts": 3}', id="json-that-is-no-call"),
+    ],
+)
+async def test_text_that_is_no_call_to_a_bound_tool_stays_text(
+    model: BaseChatModel, llm: FakeLlm, content: str
+) -> None:
+    llm.says(Reply(content=content, chunk_size=3, shape=Shape.OPENAI))
+    answer, shown = await _answer(model)
+    assert answer.tool_calls == []
+    assert answer.content == content
+    assert shown == content
+
+
+async def test_plain_text_streams_as_it_comes(model: BaseChatModel, llm: FakeLlm) -> None:
+    """Only what may be a call is held back: an answer's words go out as they arrive (but for
+    the white space at the end of each piece, sent with the next one)."""
+    content = "Всё в порядке: три дашборда из трёх работают, ошибок нет."
+    llm.says(Reply(content=content, chunk_size=3, shape=Shape.VLLM_HERMES))
+    tokens = _Tokens()
+    await model.bind_tools(TOOLS).ainvoke("как дела?", {"callbacks": [tokens]})
+    assert len([token for token in tokens.tokens if token]) >= len(content) // 3 - 1
