@@ -17,6 +17,8 @@ from sstools.agent.sqltext import split_sql
         ("«Orders and Events»", "ru", "ru"),
         ("Дашборды в dev: 3.\n\n| id | title |\n|---|---|\n| 1 | [Sales](http://x/1) |", "en", "ru"),
         ("delete all rows from the orders table on prod", "ru", "en"),  # a request, not SQL
+        ("Создай ветку fix/legacy-kpis от main", "en", "ru"),  # a branch's name is not English
+        ("а shipped?", "en", "ru"),
     ],
 )
 def test_the_language_of_a_message_is_that_of_its_own_words(text: str, page: Lang, language: Lang) -> None:

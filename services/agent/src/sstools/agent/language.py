@@ -16,8 +16,11 @@ DEFAULT_LANG: Lang = "ru"
 
 # Data, not words: Markdown table rows, code blocks and addresses.
 _DATA = re.compile(r"^\s*\|.*$|```.*?```|`[^`]*`|\S+://\S+", re.M | re.S)
+# Names made of words: a branch "fix/legacy-kpis", a slug "sales-overview", a table "user_id".
+_NAMES = re.compile(r"[A-Za-z0-9.]*[/_-][A-Za-z0-9./_-]*")
 _QUOTED = re.compile(r"[«\"“'`][^«»\"“”'`]*[»\"”'`]")
-_CYRILLIC_WORD = re.compile(r"\b[а-яё]{2,}\b", re.I)
+_CYRILLIC_WORD = re.compile(r"\b[а-яё]+\b", re.I)  # "а shipped?": one letter is Russian too
+_FIRST_LATIN_VERB = re.compile(r"\s*[A-Z][a-z]{1,}\b(?!\s+[A-Z])")
 _LATIN_WORD = re.compile(r"\b[a-z]{2,}\b")  # lower-case only: a capitalised word is likely a name
 # Words an English speaker and a Russian speaker type alike: they tell nothing.
 _SHARED = frozenset({"dev", "prod", "staging", "sql", "id", "ok", "llm", "url", "json", "csv", "pdf", "xlsx"})
@@ -29,9 +32,10 @@ def as_lang(value: object) -> Lang | None:
 
 def language_of(text: str, fallback: Lang) -> Lang:
     """The question's language; ``fallback`` (the page's) when it has no words of either."""
-    words = _QUOTED.sub(" ", split_sql(_DATA.sub(" ", text))[0])
+    words = _NAMES.sub(" ", _QUOTED.sub(" ", split_sql(_DATA.sub(" ", text))[0]))
     russian = len(_CYRILLIC_WORD.findall(words))
     english = sum(1 for word in _LATIN_WORD.findall(words) if word not in _SHARED)
+    english += bool(_FIRST_LATIN_VERB.match(words))  # "Run SELECT …": its capital is the sentence's
     if russian == english == 0:
         return fallback
     return "ru" if russian >= english else "en"

@@ -64,10 +64,11 @@ class Turn:
     calls: tuple[Call, ...]
     state: str
     text: str
+    errors: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, messages: Iterable[Mapping[str, Any]]) -> "Turn":
-        calls, state, text = [], "", ""
+        calls, state, text, errors = [], "", "", []
         for message in messages:
             metadata = message.get("metadata") or {}
             kind = metadata.get("type")
@@ -75,16 +76,19 @@ class Turn:
                 calls.append(Call(str(metadata["tool"]), metadata.get("input") or {}))
             elif kind == "confirm_required":
                 calls.append(Call(str(metadata["tool_name"]), metadata.get("tool_args") or {}))
+            elif kind == "error":
+                errors.append(str(metadata.get("code")))
             elif kind == "state":
                 state = str(metadata["state"])
             elif kind == "token":
                 text += str(message.get("content") or "")
-        return cls(tuple(calls), state, text)
+        return cls(tuple(calls), state, text, tuple(errors))
 
     def then(self, answer: "Turn") -> "Turn":
         """This turn followed by the answer to its card: the card's call counts, the state is the
         send's (what the request led to), the words are both."""
-        return Turn(self.calls + answer.calls, self.state, f"{self.text}\n{answer.text}".strip())
+        words = f"{self.text}\n{answer.text}".strip()
+        return Turn(self.calls + answer.calls, self.state, words, self.errors + answer.errors)
 
 
 def _matches(expected: Any, given: Any, env: str, resolve: Resolve) -> bool:

@@ -11,7 +11,9 @@ turn stops at is rejected, so nothing the set asks for changes anything.
 import argparse
 import json
 import sys
+import time
 import uuid
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,39 +25,69 @@ from sstools.agent.eval import REQUESTS, Request, Turn, load, right_language, un
 from sstools.common.catalogue import tool
 
 CHAT = "/api/agent/gradio/"
+MAKE_RUN_SUPERSETS = {"dev": "http://127.0.0.1:8088", "prod": "http://127.0.0.1:8089"}
 
 
 class Stack:
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, sign_in: Callable[[], str], supersets: dict[str, "Superset"]) -> None:
         self._url = url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}"}
-        self._http = httpx.Client(base_url=self._url, headers=self._headers, timeout=60)
-        self._chat = Client(f"{self._url}{CHAT}", headers=self._headers, verbose=False)
+        self._sign_in = sign_in
+        self._chat = self._client()
+        self._supersets = supersets
+
+    def _client(self) -> Client:
+        headers = {"Authorization": f"Bearer {self._sign_in()}"}
+        return Client(f"{self._url}{CHAT}", headers=headers, verbose=False)
 
     def turn(
         self, request: Request, conversation: str, action: str = "send", text: str | None = None
     ) -> list[Any]:
+        """One turn, sent as a person's page sends it: past the turn limit it waits as told and
+        sends again; when the session's token has ended it signs in anew (as the page renews)."""
         context = json.dumps({"lang": request.page_lang, **({"envId": request.env} if request.env else {})})
-        job = self._chat.submit(
-            request.text if text is None else text,
-            conversation,
-            action,
-            request.env or "",
-            context,
-            "",
-            api_name="/chat",
-        )
-        return list(job.result(timeout=180))
+        while True:
+            job = self._chat.submit(
+                request.text if text is None else text,
+                conversation,
+                action,
+                request.env or "",
+                context,
+                "",
+                api_name="/chat",
+            )
+            messages = list(job.result(timeout=180))
+            codes = {m["metadata"].get("code"): m["metadata"] for m in messages if m.get("metadata")}
+            if "UNAUTHORIZED" in codes:
+                self._chat = self._client()
+            elif "RATE_LIMITED" in codes:
+                time.sleep(float(codes["RATE_LIMITED"].get("retry_after", 1)) + 0.5)
+            else:
+                return messages
 
-    @cache  # noqa: B019 (one stack per run)
     def resolve(self, kind: str, name: str, env: str) -> int | None:
-        if kind == "dashboard":
-            found = self._http.get(
-                f"/api/envs/{env}/dashboards", params={"query": name, "page_size": 100}
-            ).json()
-            return next((item["id"] for item in found["dashboards"] if item["title"] == name), None)
-        found = self._http.get(f"/api/envs/{env}/databases").json()
-        return next((item["id"] for item in found["databases"] if item["name"] == name), None)
+        """An object's id, from that environment's Superset itself (not through the agent)."""
+        return self._supersets[env].ids(kind).get(name)
+
+
+class Superset:
+    """One environment's Superset, asked for its objects' ids by its admin."""
+
+    def __init__(self, url: str, password: str) -> None:
+        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=30)
+        login = {"username": "admin", "password": password, "provider": "db", "refresh": False}
+        token = (
+            self._http.post("/api/v1/security/login", json=login).raise_for_status().json()["access_token"]
+        )
+        self._http.headers["Authorization"] = f"Bearer {token}"
+
+    @cache  # noqa: B019 (one instance per run)
+    def ids(self, kind: str) -> dict[str, int]:
+        path, field = {
+            "dashboard": ("/api/v1/dashboard/", "dashboard_title"),
+            "database": ("/api/v1/database/", "database_name"),
+        }[kind]
+        listing = self._http.get(path, params={"q": "(page_size:100)"}).raise_for_status().json()
+        return {item[field]: int(item["id"]) for item in listing["result"]}
 
 
 def _sign_in(url: str, username: str, password: str) -> str:
@@ -72,10 +104,20 @@ def main() -> None:
     parser.add_argument("--username", default="admin")
     parser.add_argument("--password-file", type=Path, default=Path(".data/ops-admin-password"))
     parser.add_argument("--requests", type=Path, default=REQUESTS)
-    options = parser.parse_args()
-    stack = Stack(
-        options.url, _sign_in(options.url, options.username, options.password_file.read_text().strip())
+    parser.add_argument(
+        "--superset",
+        action="append",
+        default=[],
+        metavar="ENV=URL",
+        help="where an environment's Superset answers, to look ids up (default: make run's dev and prod)",
     )
+    parser.add_argument("--superset-password-file", type=Path, default=Path(".data/superset/admin-password"))
+    options = parser.parse_args()
+    password = options.superset_password_file.read_text().strip()
+    urls = dict(item.split("=", 1) for item in options.superset) or MAKE_RUN_SUPERSETS
+    supersets = {env: Superset(url, password) for env, url in urls.items()}
+    password_ops = options.password_file.read_text().strip()
+    stack = Stack(options.url, lambda: _sign_in(options.url, options.username, password_ops), supersets)
     conversations: dict[str, str] = {}
     missed, wrong_language, counted = [], [], 0
     for request in load(options.requests):
@@ -92,7 +134,15 @@ def main() -> None:
         counted += 1
         calls = [{"tool": call.tool, "args": dict(call.args)} for call in turn.calls]
         if not understood(request, turn, stack.resolve, lambda name: tool(name).may_change):
-            missed.append({"id": request.id, "text": request.text, "calls": calls, "state": turn.state})
+            missed.append(
+                {
+                    "id": request.id,
+                    "text": request.text,
+                    "calls": calls,
+                    "state": turn.state,
+                    "errors": turn.errors,
+                }
+            )
         if not right_language(request, turn):
             wrong_language.append({"id": request.id, "text": request.text, "answer": turn.text[:200]})
         verdict = "MISSED" if missed and missed[-1]["id"] == request.id else "ok"

@@ -94,7 +94,8 @@ def _catalogue(result: dict[str, Any], lang: Lang) -> str:
     for key, ru, en in (("tables", "Таблицы", "Tables"), ("schemas", "Схемы", "Schemas")):
         if result.get(key) is not None:
             items = result[key]
-            return say(lang, f"{ru} ({len(items)}): ", f"{en} ({len(items)}): ") + ", ".join(items[:100])
+            names = ", ".join(f"`{item}`" for item in items[:100])  # names are data, not words
+            return say(lang, f"{ru} ({len(items)}): ", f"{en} ({len(items)}): ") + names
     columns = [(column.get("name"), column.get("type")) for column in result.get("columns") or []]
     head = say(lang, f"Колонки ({len(columns)}):", f"Columns ({len(columns)}):")
     return f"{head}\n\n{table([say(lang, 'колонка', 'column'), say(lang, 'тип', 'type')], columns)}"
@@ -319,8 +320,13 @@ def failure(tool: str, detail: Mapping[str, Any], lang: Lang) -> str:
     known = _FAILURES.get(code) or next((texts for key, texts in _FAILURES.items() if key in code), None)
     if known is not None:
         return say(lang, *known)
-    message = _cell(str(detail.get("message", "")))
-    return say(lang, f"Не получилось ({tool}): {message}", f"That did not work ({tool}): {message}")
+    message = _cell(str(detail.get("message", ""))).replace("`", "'")
+    return say(
+        lang,
+        f"Не получилось: `{tool}` ответил отказом `{code}` — `{message}`. "
+        "Уточните запрос или попробуйте позже.",
+        f"That did not work: `{tool}` refused with `{code}` — `{message}`. Rephrase, or try again later.",
+    )
 
 
 def rendered(tool: str, content: str, lang: Lang) -> str:
@@ -337,9 +343,11 @@ def rendered(tool: str, content: str, lang: Lang) -> str:
         return render(result, lang)
     if tool == "superset_format_sql" and isinstance(result, dict):
         return f"```sql\n{result.get('sql', '')}\n```"
-    flat = (
-        ", ".join(f"{key}: {_cell(value)}" for key, value in result.items())
-        if isinstance(result, dict)
-        else _cell(result)
-    )
-    return say(lang, f"Готово. {flat}", f"Done. {flat}")
+    if isinstance(result, dict):
+        rows = [(key, value) for key, value in result.items()]
+        return (
+            say(lang, "Готово.", "Done.")
+            + "\n\n"
+            + table([say(lang, "поле", "field"), say(lang, "значение", "value")], rows)
+        )
+    return say(lang, "Готово.", "Done.") + f" `{_cell(result)}`"

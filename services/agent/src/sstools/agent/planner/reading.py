@@ -154,7 +154,7 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "get_health_summary",
             r"health\w*|helth\w*|broken(?!\s+down)|\bwrong\b|\berrors?\b|fail\w*|not\s+working"
-            r"|doesn'?t\s+work|\bdown\b|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
+            r"|doesn'?t\s+work|(?<!broken\s)\bdown\b|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
             r"|здоров\w*|слома\w*|ошибк\w*|ошибок|проблем\w*|не\s+работа\w*|чекни|упал\w*|пада\w*"
             r"|бит(?:ые|ых|ый)|работает\s+ли|состояни\w*|вс[её]\s+(?:ок|норм|в\s+порядке)|отвал\w*",
         ),
@@ -166,7 +166,8 @@ _DESCRIBED_SQL = re.compile(
     r"how\s+many|\bcount\b|сколько|number\s+of|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
     r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|\d+\s+(?:последн|перв)\w*"
     r"|\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bdrop\b|\bexecute\b|\brun\s+(?:a\s+)?(?:query|sql)"
-    r"|выполни\w*|запрос\w*",
+    r"|выполни\w*|запрос\w*|\btotal\b|\bsum\b|\baverage\b|\bavg\b|\bdistinct\b|сумм\w*|средн\w*"
+    r"|уникальн\w*|больше\s+всего",
     re.I,
 )
 _RUN_SQL_WORDS = re.compile(
@@ -278,6 +279,7 @@ _NAME_STOP = {
 _ARTICLES = {"the", "a", "an", "my", "our", "this", "that", "мой", "наш", "этот"}
 _TABLE_WORDS = re.compile(r"(?:table|таблиц\w*|from|из)\s+[«\"'`]?([A-Za-z_][\w.]*)", re.I)
 _TABLE_BEFORE = re.compile(r"\b([A-Za-z_][\w]*)\s+(?:table|таблиц\w*)\b", re.I)
+_TABLE_IN = re.compile(r"\b(?:in|в|во)\s+([a-z_][a-z0-9_]*)\b")  # "это в events": a lower-case name
 _LIMIT = re.compile(
     r"\b(?:top|last|first|последн\w*|перв\w*|покажи|show)\s+(\d{1,4})\b|\b(\d{1,4})\s+(?:последн|перв|rows|строк|записей|записи)\w*",
     re.I,
@@ -529,6 +531,15 @@ def _sql_and_tail(text: str, environments: Sequence[Environment]) -> tuple[str, 
 def read_request(text: str, environments: Sequence[Environment]) -> Request:
     """The reading of one message."""
     words, sql = _sql_and_tail(_normalised(text), environments)
+    refused_table = None
+    before_sql = split_sql(_normalised(text))[0]
+    if sql is not None and NEGATION.search(" ".join(before_sql.split()[-_NEGATION_REACH:])):
+        # "не выполняй DELETE FROM orders, просто скажи, сколько там строк": that statement is
+        # the one not to run; its table is what the rest of the message is about.
+        refused_table = _first_group(
+            re.search(r"\b(?:from|into|update|table)\s+([A-Za-z_][\w.]*)", sql, re.I)
+        )
+        sql = None
     quoted = tuple(item.strip() for item in _QUOTED.findall(words) if item.strip())
     plain = _QUOTED.sub(" ", words)
     tokens = _TOKEN.findall(plain)
@@ -559,7 +570,7 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         refers_back=bool(_PRONOUN.search(plain)),
         sql=sql,
         sql_described=sql is None and bool(_DESCRIBED_SQL.search(plain)),
-        table=read_table(plain),
+        table=read_table(plain) or refused_table,
         database_name=_first_group(_DATABASE_NAMED.search(plain)),
         task_id=task.group(0).lower() if task else None,
         title=title or (quoted[0] if quoted else None),
@@ -571,7 +582,7 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         small_talk=bool(_SMALL_TALK.match(plain)),
         limit=int(next(group for group in limit.groups() if group)) if limit else None,
         quoted=quoted,
-        branch=_first_group(branch),
+        branch=_first_group(branch) if branch and branch.group(1).lower() not in _NAME_STOP else None,
         slug=_first_group(_SLUG.search(words)),
         with_charts=bool(_WITH_CHARTS.search(words)),
         unknown_env=unknown_env(tokens, environments),
@@ -583,7 +594,8 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
 def _described_sql_first(intents: tuple[str, ...], words: str, sql: str | None) -> tuple[str, ...]:
     """A count of a table's rows leads over the words that also name another tool ("сколько
     событий типа error в events")."""
-    if sql is None and SQL_TOOL in intents and _COUNT.search(words) and read_table(words):
+    asks_rows = _COUNT.search(words) or _AGGREGATE.search(words) or _DISTINCT.search(words)
+    if sql is None and SQL_TOOL in intents and asks_rows and read_table(words):
         return (SQL_TOOL, *(intent for intent in intents if intent != SQL_TOOL))
     return intents
 
@@ -631,7 +643,7 @@ TABLE_SYNONYMS = {
 def read_table(words: str) -> str | None:
     """The table a message is about: named beside the word "table", after from/из, or the noun
     of its rows ("сколько заказов" → orders)."""
-    for pattern in (_TABLE_BEFORE, _TABLE_WORDS):
+    for pattern in (_TABLE_BEFORE, _TABLE_WORDS, _TABLE_IN):
         for match in pattern.finditer(words):
             name = match.group(1)
             if (
@@ -647,19 +659,126 @@ def read_table(words: str) -> str | None:
     return None
 
 
-def described_sql(request: Request, table: str) -> str:
-    """The statement a question about rows asks for, over a table the database has."""
-    if _DROP.search(request.words) and re.search(r"table|таблиц", request.words, re.I):
-        return f"DROP TABLE {table}"
-    if _DELETE.search(request.words):
-        return f"DELETE FROM {table}"
-    condition = ""
-    if status := _STATUS_VALUE.search(request.words):
+# Russian words for the columns and values people ask about, as a table likely names them.
+_COLUMN_WORDS = {
+    "регион": "region",
+    "продукт": "product",
+    "товар": "product",
+    "клиент": "customer",
+    "покупател": "customer",
+    "статус": "status",
+    "тип": "kind",
+    "вид": "kind",
+    "пользовател": "user_id",
+    "сумм": "amount",
+    "выручк": "amount",
+    "денег": "amount",
+    "деньг": "amount",
+}
+_VALUE_WORDS = {
+    "отмен": ("status", "cancelled"),
+    "оплач": ("status", "paid"),
+    "отправл": ("status", "shipped"),
+    "новых": ("status", "new"),
+    "логин": ("kind", "login"),
+    "просмотр": ("kind", "view"),
+    "экспорт": ("kind", "export"),
+}
+_GROUP_BY = re.compile(r"\b(?:by|per|по)\s+(?:the\s+)?([a-zа-я_]+)", re.I)
+_DISTINCT = re.compile(r"\b(?:distinct|unique|different|уникальн\w*|разн\w*)\s+([a-zа-я_]+)", re.I)
+_AGGREGATE = re.compile(
+    r"\b(?P<op>total|sum|average|avg|mean|max(?:imum)?|min(?:imum)?|сумм\w*|средн\w*|максимал\w*|минимал\w*)"
+    r"(?:\s+(?:of|the|order|по|of\s+the))*\s+(?P<column>[a-zа-я_]+)",
+    re.I,
+)
+_OPS = {
+    "total": "SUM",
+    "sum": "SUM",
+    "сумм": "SUM",
+    "average": "AVG",
+    "avg": "AVG",
+    "mean": "AVG",
+    "средн": "AVG",
+    "max": "MAX",
+    "максимал": "MAX",
+    "min": "MIN",
+    "минимал": "MIN",
+}
+_TYPE_VALUE = re.compile(r"(?:типа|of\s+type|kind|type)\s+[«\"']?([a-z_]+)", re.I)
+_USER = re.compile(r"(?:user|пользовател\w*)\s+(?:id\s+)?(\d+)", re.I)
+_MOST = re.compile(r"больше\s+всего|the\s+most|\bmost\b|\btop\b", re.I)
+
+
+def _column(word: str) -> str:
+    """A word of the question as the column it likely names ("customers" → customer)."""
+    lowered = word.lower()
+    for stem, column in _COLUMN_WORDS.items():
+        if lowered.startswith(stem):
+            return column
+    return (
+        lowered[:-1] if lowered.endswith("s") and len(lowered) > 3 and not lowered.endswith("ss") else lowered
+    )
+
+
+def _conditions(words: str) -> list[str]:
+    found: list[str] = []
+    if status := _STATUS_VALUE.search(words):
         value = (status.group(1) or status.group(2) or "").lower()
-        if value and value.isidentifier():
-            condition = f" WHERE status = '{value}'"
-    if _COUNT.search(request.words):
-        return f"SELECT COUNT(*) FROM {table}{condition}"
-    limit = request.limit or 10
-    order = " ORDER BY id DESC" if _LATEST.search(request.words) else ""
-    return f"SELECT * FROM {table}{condition}{order} LIMIT {limit}"
+        if value.isidentifier():
+            found.append(f"status = '{value}'")
+    if kind := _TYPE_VALUE.search(words):
+        found.append(f"kind = '{kind.group(1).lower()}'")
+    lowered = words.lower()
+    for stem, (column, value) in _VALUE_WORDS.items():
+        if re.search(rf"\b{stem}", lowered) and not any(part.startswith(f"{column} =") for part in found):
+            found.append(f"{column} = '{value}'")
+    if user := _USER.search(words):
+        found.append(f"user_id = {int(user.group(1))}")
+    return found
+
+
+def described_sql(request: Request, table: str) -> str:
+    """The statement a question about rows asks for, over a table the database has: a count
+    (of distinct values), a sum or average (by a column), the top or latest rows."""
+    words = request.words
+    if _DROP.search(words) and re.search(r"table|таблиц", words, re.I):
+        return f"DROP TABLE {table}"
+    if _DELETE.search(words):
+        return f"DELETE FROM {table}"
+    conditions = _conditions(words)
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    group = _GROUP_BY.search(words)
+    grouped = _column(group.group(1)) if group and _column(group.group(1)) not in ("id", table) else None
+    aggregate = _AGGREGATE.search(words)
+    if aggregate is None and _MOST.search(words) and re.search(r"денег|money|revenue|amount", words, re.I):
+        measure = "SUM(amount)"
+    elif aggregate is not None:
+        op = next(value for key, value in _OPS.items() if aggregate.group("op").lower().startswith(key))
+        measure = f"{op}({_column(aggregate.group('column'))})"
+    else:
+        measure = None
+    if distinct := _DISTINCT.search(words):
+        return f"SELECT COUNT(DISTINCT {_column(distinct.group(1))}) FROM {table}{where}"
+    if measure and (grouped or (_MOST.search(words) and re.search(r"какой|which|what", words, re.I))):
+        subject = grouped or next(
+            (
+                _column(word)
+                for word in re.findall(r"[a-zа-я]+", words.lower())
+                if _column(word) in ("product", "region", "customer")
+            ),
+            None,
+        )
+        if subject:
+            top = f" LIMIT {request.limit}" if request.limit else ""
+            return (
+                f"SELECT {subject}, {measure} AS value FROM {table}{where} GROUP BY {subject}"
+                f" ORDER BY value DESC{top}"
+            )
+    if measure:
+        return f"SELECT {measure} FROM {table}{where}"
+    if _COUNT.search(words):
+        if grouped:
+            return f"SELECT {grouped}, COUNT(*) FROM {table}{where} GROUP BY {grouped}"
+        return f"SELECT COUNT(*) FROM {table}{where}"
+    order = " ORDER BY id DESC" if _LATEST.search(words) else ""
+    return f"SELECT * FROM {table}{where}{order} LIMIT {request.limit or 10}"

@@ -35,7 +35,7 @@ _ONE_DASHBOARD = {
     "run_llm_documentation": True,
     "superset_copy_dashboard": True,
     "get_health_summary": False,
-    "superset_audit_permissions": False,
+    "superset_audit_permissions": True,  # ops audits one dashboard (or dataset) at a time
 }
 _MANY_DASHBOARDS = {"execute_migration", "commit_changes"}
 _NEEDS_DATABASE = {SQL_TOOL, "superset_create_dataset"}

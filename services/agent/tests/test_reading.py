@@ -1,0 +1,33 @@
+"""How the offline planner reads a message, without a stack: environments as configured,
+negations, SQL not to run, names beside the words that make something new."""
+
+from sstools.agent.context import Environment
+from sstools.agent.planner.reading import SQL_TOOL, read_request
+
+ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
+
+
+def test_environments_are_read_as_configured_and_test_invents_none() -> None:
+    moved = read_request("перенеси дашборд Sales Overview из dev в прод", ENVIRONMENTS)
+    assert (moved.source_env, moved.target_env, moved.dashboard_name) == ("dev", "prod", "Sales Overview")
+    assert read_request("run a test query on dev: SELECT 1", ENVIRONMENTS).target_env == "dev"
+    assert read_request("выкати Sales Overview на стейджинг", ENVIRONMENTS).unknown_env == "стейджинг"
+
+
+def test_a_statement_the_message_says_not_to_run_is_not_run() -> None:
+    request = read_request("не выполняй DELETE FROM orders, просто скажи, сколько там строк", ENVIRONMENTS)
+    assert request.sql is None
+    assert (request.intent, request.table) == (SQL_TOOL, "orders")
+
+
+def test_the_title_of_a_copy_is_not_the_name_of_its_original() -> None:
+    request = read_request(
+        "Скопируй Orders and Events под названием «Orders and Events (draft)»", ENVIRONMENTS
+    )
+    assert (request.dashboard_name, request.title) == ("Orders and Events", "Orders and Events (draft)")
+
+
+def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
+    request = read_request("don't deploy, just show me the Sales Overview dashboard", ENVIRONMENTS)
+    assert "deploy_dashboard" in request.negated
+    assert request.intent == "search_dashboards"
