@@ -171,5 +171,10 @@ async def test_a_russian_question_gets_a_russian_answer_and_an_english_one_engli
     assert language_of(english.text, "ru") == "en", english.text
     capabilities = await agent_stack.say("что ты умеешь?", new_conversation(), env_id="")
     assert [tool for tool, _ in _calls(capabilities)] == ["show_capabilities"], dump(capabilities)
+    assert "deploy_dashboard" in capabilities.text  # root is an admin
+    viewer = await agent_stack.say("what can you do?", new_conversation(), env_id="", username="vera")
+    assert "search_dashboards" in viewer.text, dump(viewer)
+    assert "deploy_dashboard" not in viewer.text  # what this role may do, not everything
+    assert language_of(viewer.text, "ru") == "en"
     assert capabilities.state == "success"
     assert language_of(capabilities.text, "en") == "ru"

@@ -19,7 +19,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from pydantic import create_model
 
 from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
-from sstools.common.catalogue import TOOLS, ToolSpec
+from sstools.common.catalogue import TOOLS, Role, ToolSpec
 from sstools.common.confirmation import Confirmation, ConfirmationCodec
 from sstools.common.tool_args import ARGS, ENDPOINTS, TaskArgs, ToolArgs
 
@@ -59,9 +59,14 @@ def ops_call(tool_name: str, arguments: ToolArgs) -> OpsCall:
     return OpsCall(endpoint.method, path, params, body)
 
 
-def capabilities() -> str:
-    """show_capabilities answers from the catalogue itself, without ops."""
-    lines = [f"- {spec.name}: {spec.description_en} / {spec.description_ru}" for spec in TOOLS]
+def capabilities(role: Role | None) -> str:
+    """show_capabilities answers from the catalogue itself, without ops: the tools this role may
+    use somewhere (all of them when the role is unknown; ops decides every call anyway)."""
+    lines = [
+        f"- {spec.name}: {spec.description_en} / {spec.description_ru}"
+        for spec in TOOLS
+        if role is None or role.at_least(spec.policy.min_role)
+    ]
     return "\n".join(lines)
 
 
@@ -141,7 +146,8 @@ def build_tools(
         if spec.name == "show_capabilities":
 
             async def show(config: RunnableConfig, **values: Any) -> str:
-                return capabilities()
+                role = (config.get("configurable") or {}).get("user_role")
+                return capabilities(Role(role) if role else None)
 
             tools[spec.name] = StructuredTool.from_function(
                 coroutine=show,
