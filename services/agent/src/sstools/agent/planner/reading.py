@@ -8,7 +8,7 @@ lists where Russian inflects.
 """
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sstools.agent.context import Environment
@@ -204,8 +204,6 @@ _SMALL_TALK = re.compile(
     r"^\W*(?:thanks?|thank\s+you|thx|спасибо|спс|благодарю|hi|hello|hey|привет|здравствуй\w*|добрый\s+\w+|ok|okay|ок|окей|хорошо|понятно|great|cool|супер|отлично)\W*$",
     re.I,
 )
-# A short message naming only an environment repeats the last call there ("and on prod?").
-_FOLLOW_UP_TOKENS = 8
 _PRONOUN = re.compile(
     r"\b(?:it|its|this|that|this\s+one|him|them|его|него|нему|ним|нём|нем|этот|этого|этому|этом|эту|её|ее"
     r"|тот|того|он|она|оно)\b",
@@ -309,7 +307,6 @@ class Request:
     dashboard_name: str | None
     refers_back: bool  # "it", "this dashboard": an object named before, or the one on the page
     sql: str | None
-    sql_described: bool  # rows asked for in words: the planner writes the SQL
     table: str | None
     database_name: str | None
     task_id: str | None
@@ -318,7 +315,6 @@ class Request:
     search_query: str | None
     tag: str | None
     owner: str | None
-    repeats_elsewhere: bool  # "and on prod?": the last call again, in another environment
     small_talk: bool
     limit: int | None = None
     unknown_env: str | None = None
@@ -403,10 +399,9 @@ def _env_aliases(environments: Sequence[Environment]) -> dict[str, str]:
     return aliases
 
 
-def unknown_env(tokens: Sequence[str], environments: Sequence[Environment]) -> str | None:
+def unknown_env(tokens: Sequence[str], aliases: Mapping[str, str]) -> str | None:
     """A word that names a kind of environment none of the configured ones is ("на стейджинг"
     where there is no staging)."""
-    aliases = _env_aliases(environments)
     for token in tokens:
         lowered = token.lower()
         if lowered in _ALL_KIND_WORDS and lowered not in aliases and lowered not in ("stage", "develop"):
@@ -414,9 +409,8 @@ def unknown_env(tokens: Sequence[str], environments: Sequence[Environment]) -> s
     return None
 
 
-def read_envs(tokens: Sequence[str], environments: Sequence[Environment]) -> tuple[str | None, str | None]:
+def read_envs(tokens: Sequence[str], aliases: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(target, source) named by the words: "from dev to prod", "из дев в прод", "на проде"."""
-    aliases = _env_aliases(environments)
     mentions: list[tuple[str, str | None]] = []  # env, "from" | "to" | None
     for index, token in enumerate(tokens):
         env = aliases.get(token.lower())
@@ -509,30 +503,31 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
 _ACRONYMS = {"LLM", "SQL", "API", "ID", "UI", "BI", "OK", "ETL", "DB"}
 
 
-def _sql_and_tail(text: str, environments: Sequence[Environment]) -> tuple[str, str | None]:
+def _sql_and_tail(text: str, aliases: Mapping[str, str]) -> tuple[str, str, str | None]:
     """The message's words and its SQL, with what trails the statement ("… on prod please",
-    "— run it on dev", "на проде") given back to the words."""
-    words, sql = split_sql(text)
+    "— run it on dev", "на проде") given back to the words; and the words before the statement."""
+    before, sql = split_sql(text)
     if sql is None:
-        return words, None
-    aliases = "|".join(re.escape(word) for word in sorted(_env_aliases(environments), key=len, reverse=True))
+        return before, before, None
+    names = "|".join(re.escape(word) for word in sorted(aliases, key=len, reverse=True))
     trailing = re.search(
         r"(?:\s*[—–]\s+.*|\s*,\s+[^\s,]*[а-яА-Я].*|\s+(?:please|pls|plz|пожалуйста|плиз)\W*"
-        + (rf"|\s+(?:on|in|at|на|в|во)\s+(?:{aliases})\b.*" if aliases else "")
+        + (rf"|\s+(?:on|in|at|на|в|во)\s+(?:{names})\b.*" if names else "")
         + r")$",
         sql,
         re.I | re.S,
     )
+    words = before
     if trailing:
-        words, sql = f"{words} {trailing.group(0)}", sql[: trailing.start()].strip().rstrip(";").strip()
-    return words, sql or None
+        words, sql = f"{before} {trailing.group(0)}", sql[: trailing.start()].strip().rstrip(";").strip()
+    return words, before, sql or None
 
 
 def read_request(text: str, environments: Sequence[Environment]) -> Request:
     """The reading of one message."""
-    words, sql = _sql_and_tail(_normalised(text), environments)
+    aliases = _env_aliases(environments)
+    words, before_sql, sql = _sql_and_tail(_normalised(text), aliases)
     refused_table = None
-    before_sql = split_sql(_normalised(text))[0]
     if sql is not None and NEGATION.search(" ".join(before_sql.split()[-_NEGATION_REACH:])):
         # "не выполняй DELETE FROM orders, просто скажи, сколько там строк": that statement is
         # the one not to run; its table is what the rest of the message is about.
@@ -544,7 +539,7 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
     plain = _QUOTED.sub(" ", words)
     tokens = _TOKEN.findall(plain)
     intents, negated = read_intents(plain, sql)
-    target, source = read_envs(tokens, environments)
+    target, source = read_envs(tokens, aliases)
     env_words = [env.id for env in environments] + [env.name for env in environments]
     dashboard_ids = tuple(int(found) for found in _ID_AFTER_WORD.findall(plain))
     if not dashboard_ids and not _UUID.search(plain):
@@ -569,7 +564,6 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         dashboard_name=read_dashboard_name(named_from, name_quotes, env_words),
         refers_back=bool(_PRONOUN.search(plain)),
         sql=sql,
-        sql_described=sql is None and bool(_DESCRIBED_SQL.search(plain)),
         table=read_table(plain) or refused_table,
         database_name=_first_group(_DATABASE_NAMED.search(plain)),
         task_id=task.group(0).lower() if task else None,
@@ -578,14 +572,13 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         search_query=search_filter.group(3) if search_filter else None,
         tag=search_filter.group(1) if search_filter else None,
         owner=search_filter.group(2) if search_filter else None,
-        repeats_elsewhere=target is not None and not intents and len(tokens) <= _FOLLOW_UP_TOKENS,
         small_talk=bool(_SMALL_TALK.match(plain)),
         limit=int(next(group for group in limit.groups() if group)) if limit else None,
         quoted=quoted,
         branch=_first_group(branch) if branch and branch.group(1).lower() not in _NAME_STOP else None,
         slug=_first_group(_SLUG.search(words)),
         with_charts=bool(_WITH_CHARTS.search(words)),
-        unknown_env=unknown_env(tokens, environments),
+        unknown_env=unknown_env(tokens, aliases),
         dialect=_first_group(_DIALECT.search(words)),
         colon_value=_first_group(re.search(r":\s*([^,.;:!?]{1,120})", plain)),
     )
