@@ -94,12 +94,17 @@ def test_an_answer_names_its_card() -> None:
 def test_a_refusal_adds_retry_after_to_its_error_only_when_it_has_one() -> None:
     assert Refusal("BUSY", "busy").details() == {}
     assert Refusal("RATE_LIMITED", "later", retry_after=7).details() == {"retry_after": 7}
+    named = Refusal("INVALID_ENVIRONMENT", "no qa", facts={"env_id": "qa"})
+    assert (named.details(), named.facts) == ({"env_id": "qa"}, {"env_id": "qa"})
+    both = Refusal("RATE_LIMITED", "later", retry_after=3, facts={"env_id": "dev"})
+    assert both.details() == {"env_id": "dev", "retry_after": 3}
     plain = Refusal("NOTHING_PENDING", "nothing")
-    assert (plain.code, plain.state, plain.retry_after, str(plain)) == (
+    assert (plain.code, plain.state, plain.retry_after, str(plain), plain.facts) == (
         "NOTHING_PENDING",
         "failed",
         None,
         "nothing",
+        {},
     )
 
 

@@ -66,7 +66,11 @@ async def test_an_environment_ops_does_not_have_is_refused_before_anything_runs(
 ) -> None:
     reply = await agent_stack.say("покажи дашборды", conversation, env_id="staging")  # not configured
     assert [error["code"] for error in reply.of("error")] == ["INVALID_ENVIRONMENT"], dump(reply)
-    assert "staging" in reply.of("error")[0]["message"]
+    refused = reply.of("error")[0]
+    assert refused["message"] == "Окружения «staging» нет. Спросите «какие есть окружения?»."  # as asked
+    assert "staging" in refused["detail"]  # the technical words, for the debug view
+    english = await agent_stack.say("show dashboards", conversation, env_id="staging")
+    assert english.of("error")[0]["message"].startswith("There is no environment “staging”"), dump(english)
     assert reply.of("tool_start") == []
     assert reply.of("routing") == []
     assert reply.state == "failed"

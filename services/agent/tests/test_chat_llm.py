@@ -6,6 +6,8 @@ import json
 import re
 import uuid
 
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
 from sstools.devstack.agentstack import AgentStack, dump
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
@@ -71,7 +73,7 @@ async def test_a_failing_model_ends_the_turn_with_an_error(llm_stack: AgentStack
     assert reply.state == "failed"
 
 
-async def test_older_turns_are_trimmed_before_the_model_sees_them(
+async def test_older_turns_are_trimmed_before_the_model_sees_them_and_dropped_from_the_thread(
     llm_stack: AgentStack, llm: FakeLlm, conversation: str
 ) -> None:
     long_message = "Подробности инцидента. " * 1000  # ~23 000 characters, well over 4 000 tokens
@@ -82,6 +84,12 @@ async def test_older_turns_are_trimmed_before_the_model_sees_them(
     seen = llm.requests[-1]["messages"]
     assert all(len(str(message.get("content") or "")) < 10_000 for message in seen)
     assert seen[-1]["content"] == "а что с дашбордом 1?"
+    # nor is it kept in the thread, which no later window could show it from
+    async with AsyncPostgresSaver.from_conn_string(llm_stack.database_url) as saver:
+        saved = await saver.aget_tuple({"configurable": {"thread_id": conversation}})
+    assert saved is not None
+    kept = [message.content for message in saved.checkpoint["channel_values"]["messages"]]
+    assert kept == ["а что с дашбордом 1?", "Второй ответ."]
 
 
 async def test_cancel_keeps_the_partial_answer_and_the_next_turn_works(

@@ -8,6 +8,7 @@ limit — is checked against DESIGN.md's policy table written out by hand
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, Interrupt
 
 from sstools.agent.clients.ops import OpsCall, OpsError
-from sstools.agent.gate import CONFIRM_PROMPTS, gate
+from sstools.agent.gate import CONFIRM_PROMPTS, LANG_KEY, gate
 from sstools.agent.tools import USER_TOKEN, Confirmations, ops_call, tool_schema
 from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
 from sstools.common.confirmation import Confirmation, ConfirmationCodec, request_fingerprint
@@ -221,10 +222,11 @@ class Gated:
         env_id: str | None = None,
         ui_env_id: str | None = None,
         before: Sequence[BaseMessage] = (),
+        lang: str | None = None,
     ) -> Outcome:
         """A turn whose AI message makes ``calls`` (after the thread's ``before``)."""
         messages = [*before, HumanMessage("please"), AIMessage("", tool_calls=list(calls))]
-        return await self._run({"messages": messages}, config(role, env_id, ui_env_id))
+        return await self._run({"messages": messages}, config(role, env_id, ui_env_id, lang))
 
     async def answer(self, answer: object, *, role: Role | None, env_id: str | None = None) -> Outcome:
         """The person's answer to the card the graph paused with, as the chat resumes it."""
@@ -256,7 +258,9 @@ class Gated:
         return Outcome(events, started, paused, results)
 
 
-def config(role: Role | None, env_id: str | None, ui_env_id: str | None) -> RunnableConfig:
+def config(
+    role: Role | None, env_id: str | None, ui_env_id: str | None, lang: str | None = None
+) -> RunnableConfig:
     """The run's configuration as the agent's chat makes it."""
     configurable: dict[str, Any] = {
         "thread_id": THREAD,
@@ -265,6 +269,8 @@ def config(role: Role | None, env_id: str | None, ui_env_id: str | None) -> Runn
         "env_id": env_id,
         "ui_env_id": ui_env_id,
     }
+    if lang is not None:
+        configurable[LANG_KEY] = lang
     if role is not None:
         configurable["user_role"] = role.value
     return {"configurable": configurable}
@@ -279,21 +285,31 @@ def result(message: ToolMessage) -> tuple[str | None, str, Any, Any]:
     return message.name, message.status, json.loads(str(message.content)), message.artifact
 
 
-def refused(name: str, call_id: str, code: str, message: Any = TEXT) -> tuple[str, dict[str, Any]]:
-    """The refusal event of a call."""
+def refused(
+    name: str, call_id: str, code: str, message: Any = TEXT, **facts: str
+) -> tuple[str, dict[str, Any]]:
+    """The refusal event of a call (``facts``: what its words name, an environment say)."""
     event = {
         "type": "tool_error",
         "tool": name,
         "run_id": call_id,
-        "error": {"code": code, "message": message},
+        "error": {"code": code, "message": message, **facts},
     }
     return "tool_refused", event
 
 
-def refusal(name: str, code: str, *, ends_turn: bool, message: Any = TEXT) -> tuple[str, str, Any, Any]:
+def refusal(
+    name: str, code: str, *, ends_turn: bool, message: Any = TEXT, **facts: str
+) -> tuple[str, str, Any, Any]:
     """The result of a refused call."""
     artifact = {"ends_turn": True} if ends_turn else None
-    return name, "error", {"error": {"code": code, "message": message}}, artifact
+    return name, "error", {"error": {"code": code, "message": message, **facts}}, artifact
+
+
+def named_environment(message: str) -> dict[str, str]:
+    """The environment a refusal's words name (quoted in them), as the refusal carries it."""
+    quoted = re.search(r"'([^']*)'", message)
+    return {"env_id": quoted.group(1)} if quoted else {}
 
 
 def digest(card: Mapping[str, Any]) -> str:
@@ -339,7 +355,8 @@ def card(
         "risk_level": RISK_LEVELS[risk],
         "required_role": (role or required_role(tool, env_id)).value,
         "dangerous": risk is Tier.DANGEROUS,
-        "prompt": CONFIRM_PROMPTS[RISK_LEVELS[risk]],
+        "prompt": CONFIRM_PROMPTS[RISK_LEVELS[risk]][0],  # Russian: the runs here say no language
+        "lang": "ru",
         "requires_confirmation": True,
     }
     return {**shown, "digest": digest(shown)}
@@ -553,9 +570,10 @@ async def test_an_environment_that_is_not_a_configured_ones_id_is_refused_and_en
 ) -> None:
     gated = Gated()
     outcome = await gated.send(call(tool, args), role=Role.ADMIN, env_id=submitted)
-    assert outcome.events == [refused(tool, "call-1", "INVALID_ENVIRONMENT", message)]
+    named = named_environment(message)
+    assert outcome.events == [refused(tool, "call-1", "INVALID_ENVIRONMENT", message, **named)]
     assert result(outcome.results["call-1"]) == refusal(
-        tool, "INVALID_ENVIRONMENT", ends_turn=True, message=message
+        tool, "INVALID_ENVIRONMENT", ends_turn=True, message=message, **named
     )
     assert (outcome.paused, gated.runs) == ([], [])
 
@@ -570,7 +588,9 @@ async def test_with_no_environment_configured_the_refusal_says_so() -> None:
     gated = Gated(OpsFacts(environments={}))
     outcome = await gated.send(call("get_health_summary", {"env_id": "dev"}), role=Role.VIEWER)
     message = "env_id: no environment 'dev'; configured: none"
-    assert outcome.events == [refused("get_health_summary", "call-1", "INVALID_ENVIRONMENT", message)]
+    assert outcome.events == [
+        refused("get_health_summary", "call-1", "INVALID_ENVIRONMENT", message, env_id="dev")
+    ]
 
 
 async def test_when_ops_cannot_list_the_environments_the_call_is_refused_with_its_code() -> None:
@@ -737,6 +757,17 @@ async def test_a_change_pauses_with_a_card_showing_all_that_was_decided(
     outcome = await gated.send(call(tool, args), role=role)
     assert outcome.cards == [card(tool, args)]
     assert (outcome.events, gated.runs) == ([], [])
+
+
+async def test_a_card_speaks_the_language_of_its_turn_only() -> None:
+    deploy = call("deploy_dashboard", {"env_id": "prod", "source_env": "dev", "dashboard_id": 1})
+    english = (await Gated().send(deploy, role=Role.ADMIN, lang="en")).cards[0]
+    russian = (await Gated().send(deploy, role=Role.ADMIN, lang="ru")).cards[0]
+    assert (english["prompt"], russian["prompt"]) == (
+        "⚠️ Dangerous action: please confirm",
+        "⚠️ Опасное действие: подтвердите",
+    )
+    assert english["digest"] != russian["digest"]  # the digest binds the words shown too
 
 
 async def test_a_call_is_given_its_arguments_as_validated_in_their_json_form() -> None:
@@ -932,9 +963,10 @@ async def test_edits_that_make_no_valid_call_are_refused(
     done = await gated.answer(
         {"action": "confirm", "digest": shown["digest"], "args": edits}, role=Role.ANALYST
     )
-    assert done.events == [refused("superset_create_dashboard", "call-1", code, message)]
+    named = named_environment(message)
+    assert done.events == [refused("superset_create_dashboard", "call-1", code, message, **named)]
     assert result(done.results["call-1"]) == refusal(
-        "superset_create_dashboard", code, ends_turn=ends_turn, message=message
+        "superset_create_dashboard", code, ends_turn=ends_turn, message=message, **named
     )
     assert (done.paused, gated.runs) == ([], [])
 

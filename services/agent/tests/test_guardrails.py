@@ -143,7 +143,9 @@ async def test_a_conversation_leased_elsewhere_is_busy_until_released(
         assert lease.acquired
         busy = await agent_stack.say("покажи дашборды", conversation)
         assert [error["code"] for error in busy.of("error")] == ["BUSY"], dump(busy)
-        assert "another tab" in busy.of("error")[0]["message"]
+        said = busy.of("error")[0]
+        assert "другой вкладке" in said["message"]  # in the question's language
+        assert "another tab" in said["detail"]
         await convo.ReleaseLease(
             convo_pb2.ReleaseLeaseRequest(conversation_id=conversation, holder="another-tab")
         )
@@ -183,8 +185,8 @@ async def test_an_oversized_or_malformed_ui_context_is_refused(agent_stack: Agen
     )
     (error,) = malformed.of("error")
     assert error["code"] == "INVALID_UI_CONTEXT"
-    assert "objectType" in error["message"]
-    assert "objectId" in error["message"]
+    assert "objectType" in error["detail"]  # the debug view names the fields
+    assert "objectId" in error["detail"]
     audit = await agent_stack.audit(conversation)
     assert [(row["decision"], row["outcome"]) for row in audit] == [("refused", "failed")]
     unnamed = await agent_stack.say("покажи дашборды", "not-a-uuid")
@@ -336,15 +338,16 @@ async def test_a_write_tool_past_its_time_is_reported_as_of_unknown_status(
     faulty_stack.ops_link.delay(5.0, methods=("POST",))  # the write, not the role read before it
     confirmed = await faulty_stack.say("", conversation, action="confirm")
     (timeout,) = confirmed.of("tool_timeout")
-    assert {key: value for key, value in timeout.items() if key != "message"} == {
+    assert {key: value for key, value in timeout.items() if key not in ("message", "detail")} == {
         "type": "tool_timeout",
         "tool": "create_branch",
         "timeout_seconds": 3.0,
         "is_write_tool": True,
         "retryable": False,
     }, dump(confirmed)
-    assert "unknown" in timeout["message"]
-    assert "unknown" in next(
+    assert "неизвестно" in timeout["message"]  # whether it ran: asked in Russian
+    assert "unknown" in timeout["detail"]
+    assert timeout["message"] == next(
         m["content"] for m in confirmed.messages if m["metadata"]["type"] == "tool_timeout"
     )
     assert confirmed.state == "failed"

@@ -316,3 +316,4 @@ def test_a_refused_env_id_is_quoted_back_at_most_80_characters_of_it() -> None:
     # enough to recognise the mistake, never a whole payload echoed into the stream and logs
     refusal = _env_id_refusal("E" * 500)
     assert (_named_first(refusal), re.findall(r"'([^']*)'", str(refusal))) == ("env_id", ["E" * 80])
+    assert refusal.facts == {"env_id": "E" * 80}  # what the person is told names, cut the same

@@ -1,8 +1,11 @@
 """How the offline planner reads a message, without a stack: environments as configured,
 negations, SQL not to run, names beside the words that make something new."""
 
+import pytest
+
 from sstools.agent.context import Environment
 from sstools.agent.planner.reading import SQL_TOOL, read_request
+from sstools.agent.planner.refining import refined
 
 ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
 
@@ -31,3 +34,48 @@ def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
     request = read_request("don't deploy, just show me the Sales Overview dashboard", ENVIRONMENTS)
     assert "deploy_dashboard" in request.negated
     assert request.intent == "search_dashboards"
+
+
+@pytest.mark.parametrize(
+    ("sql", "words", "changed"),
+    [
+        (
+            "SELECT COUNT(*) FROM orders WHERE status = 'paid'",
+            "а shipped?",
+            "SELECT COUNT(*) FROM orders WHERE status = 'shipped'",
+        ),
+        (
+            "SELECT count(*) FROM sales",
+            "and group it by region",
+            "SELECT region, COUNT(*) FROM sales GROUP BY region",
+        ),
+        (
+            "SELECT COUNT(*) FROM orders WHERE status = 'paid'",
+            "а по регионам?",
+            "SELECT region, COUNT(*) FROM orders WHERE status = 'paid' GROUP BY region",
+        ),
+        (
+            "SELECT COUNT(*) FROM orders WHERE status = 'paid' AND user_id = 3",
+            "а для пользователя 5?",
+            "SELECT COUNT(*) FROM orders WHERE status = 'paid' AND user_id = 5",
+        ),
+        ("SELECT COUNT(*) FROM events", "только логины", "SELECT COUNT(*) FROM events WHERE kind = 'login'"),
+    ],
+)
+def test_a_follow_up_changes_the_last_query(sql: str, words: str, changed: str) -> None:
+    assert refined(sql, words) == changed
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("SELECT COUNT(*) FROM orders", "спасибо"),  # nothing to change
+        ("SELECT * FROM sales LIMIT 10", "group by region"),  # rows, not counted: grouping means nothing
+        ("DELETE FROM orders", "а shipped?"),  # not a query
+        ("SELECT a.id FROM a JOIN b ON a.id = b.id", "а shipped?"),  # not one plain table
+        ("SELEC broken", "а shipped?"),
+        ("SELECT region, COUNT(*) FROM sales GROUP BY region", "by region"),  # grouped already
+    ],
+)
+def test_words_that_change_nothing_leave_the_query_alone(sql: str, words: str) -> None:
+    assert refined(sql, words) is None

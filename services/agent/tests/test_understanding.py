@@ -56,6 +56,21 @@ async def test_deploy_by_name_in_english_and_russian_stops_at_its_card(
         assert reply.state == "needs_confirmation"
 
 
+async def test_a_card_asked_for_in_english_speaks_english_and_its_confirm_runs_it(
+    agent_stack: AgentStack, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    title = f"Release {uuid.uuid4().hex[:8]}"
+    created = await dashboards.create(dev, title, None, True)
+    conversation = new_conversation()
+    # the page says Russian (no language given): the card follows the message
+    paused = await agent_stack.say(f"deploy dashboard {created.id} from dev to prod", conversation, env_id="")
+    (card,) = paused.of("confirm_required")
+    assert card["prompt"] == "⚠️ Dangerous action: please confirm", dump(paused)
+    confirmed = await agent_stack.say("", conversation, action="confirm")  # the answer has no words
+    assert [event["tool"] for event in confirmed.of("tool_start")] == ["deploy_dashboard"], dump(confirmed)
+    assert (await dashboards.search(prod, text=title)).count == 1
+
+
 async def test_inline_sql_runs_and_a_described_question_becomes_a_count(agent_stack: AgentStack) -> None:
     inline = await agent_stack.say(
         "run this SQL on dev: SELECT count(*) FROM sales", new_conversation(), env_id=""
@@ -117,6 +132,22 @@ async def test_follow_ups_take_what_the_conversation_named(
     deploy = await agent_stack.say("ok, deploy it to prod", conversation, env_id="")
     (card,) = deploy.of("confirm_required")
     assert card["tool_args"]["dashboard_id"] == await _dashboard_id(dev, "Legacy KPIs"), dump(deploy)
+
+
+async def test_a_follow_up_changes_the_last_query(agent_stack: AgentStack) -> None:
+    conversation = new_conversation()
+    steps = (
+        ("сколько оплаченных заказов?", "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+        ("а shipped?", "SELECT COUNT(*) FROM orders WHERE status = 'shipped'"),
+        ("how many rows are in the sales table?", "SELECT COUNT(*) FROM sales"),
+        ("and group it by region", "SELECT region, COUNT(*) FROM sales GROUP BY region"),
+    )
+    for text, sql in steps:
+        reply = await agent_stack.say(text, conversation, env_id="")
+        executed = [args["sql"] for tool, args in _calls(reply) if tool == "superset_execute_sql"]
+        assert executed == [sql], dump(reply)
+        assert reply.state == "success", dump(reply)
+    assert "| region |" in reply.text  # the counts, a row a region
 
 
 async def test_an_ambiguous_name_is_asked_about_not_guessed(

@@ -37,16 +37,23 @@ class Refusal(Exception):
     """A command turned away before anything of it ran; ``code`` is its stream error code."""
 
     def __init__(
-        self, code: str, message: str, state: str = "failed", *, retry_after: int | None = None
+        self,
+        code: str,
+        message: str,
+        state: str = "failed",
+        *,
+        retry_after: int | None = None,
+        facts: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.state = state
         self.retry_after = retry_after
+        self.facts = facts or {}  # what the person's words name: the environment that is not there
 
-    def details(self) -> dict[str, int]:
+    def details(self) -> dict[str, int | str]:
         """What the error event adds to its code and message."""
-        return {} if self.retry_after is None else {"retry_after": self.retry_after}
+        return {**self.facts, **({} if self.retry_after is None else {"retry_after": self.retry_after})}
 
 
 @dataclass(frozen=True)

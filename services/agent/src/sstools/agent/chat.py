@@ -61,10 +61,11 @@ from sstools.agent.context import (
     environments_of,
 )
 from sstools.agent.fastpath import fast_confirmation_tool
-from sstools.agent.gate import Refused, checked_arguments
-from sstools.agent.language import DEFAULT_LANG, Lang
+from sstools.agent.gate import LANG_KEY, Refused, checked_arguments
+from sstools.agent.graph import beyond_reach
+from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, language_of
 from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
-from sstools.agent.stream import Event, error, graph_events, replayed, state
+from sstools.agent.stream import Event, error, graph_events, in_language, replayed, state
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
 from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads, read_uploads
@@ -92,6 +93,11 @@ class Turn:
     def env(self) -> str | None:
         """The environment the turn is about: the one submitted, else the page's context."""
         return self.env_id or self.ui_env_id
+
+
+def turn_language(turn: Turn) -> Lang:
+    """The language the person is answered in: their message's; the page's for a card's answer."""
+    return language_of(turn.text, turn.page_lang) if turn.action == "send" else turn.page_lang
 
 
 ROUTED_KEY = "routed_tools"  # in a turn's HumanMessage: the tools the router picked for it
@@ -162,6 +168,7 @@ class ChatService:
         role: Role | None = None,
         env_id: str | None = None,
         context: TurnContext | None = None,
+        lang: Lang | None = None,
     ) -> RunnableConfig:
         configurable: dict[str, Any] = {
             "thread_id": turn.conversation_id,
@@ -169,6 +176,7 @@ class ChatService:
             "username": turn.username,
             "env_id": env_id or turn.env_id or (context.env if context else None),
             "ui_env_id": None if env_id else turn.ui_env_id,
+            LANG_KEY: lang or turn_language(turn),
         }
         if context is not None:
             configurable[CONTEXT_KEY] = context
@@ -185,9 +193,11 @@ class ChatService:
         started = time.monotonic()
         seen: list[Event] = []
         first_token: float | None = None
+        lang = turn_language(turn)
         with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
             try:
-                async for event in self._admitted(turn):
+                async for said in self._admitted(turn):
+                    event = in_language(said, lang)
                     if first_token is None and event.metadata["type"] == "token":
                         first_token = time.monotonic() - started
                     seen.append(event)
@@ -197,10 +207,10 @@ class ChatService:
                 self._metrics.observe(record, (event.metadata for event in seen), first_token)
                 await asyncio.shield(self._audit(record))
 
-    async def refuse(self, turn: Turn, code: str, message: str) -> AsyncIterator[Event]:
+    async def refuse(self, turn: Turn, code: str, message: str, **facts: str) -> AsyncIterator[Event]:
         """A submit the edge could not take as it was (too big, malformed): said, and audited."""
         started = time.monotonic()
-        events = [error(code, message), state("failed")]
+        events = [in_language(error(code, message, **facts), turn_language(turn)), state("failed")]
         for event in events:
             yield event
         record = self._record(turn, events, time.monotonic() - started)
@@ -293,7 +303,8 @@ class ChatService:
     async def _send(self, turn: Turn, files: list[UploadedFile]) -> AsyncIterator[Event]:
         environments = await self._environments(turn)
         if turn.env is not None and environments and turn.env not in {env.id for env in environments}:
-            raise Refusal("INVALID_ENVIRONMENT", f"no environment {turn.env!r} is configured")
+            problem = f"no environment {turn.env!r} is configured"
+            raise Refusal("INVALID_ENVIRONMENT", problem, facts={"env_id": turn.env})
         context = self._context(turn, environments)
         # What needs only reading runs side by side: the checkpoint (a pause pending?), the
         # router's choice and the user's role.
@@ -320,7 +331,8 @@ class ChatService:
         yield Event(
             "", {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name}
         )
-        messages: list[BaseMessage] = []
+        # The thread keeps only what a window can still show (convo keeps the whole history).
+        messages: list[BaseMessage] = [*beyond_reach(snapshot.values.get("messages", []))]
         for upload in uploads:
             if upload.problem is not None:  # said, and the message goes on without the file
                 yield Event(
@@ -403,7 +415,8 @@ class ChatService:
         # The card's environment, not the page's current one: the call runs what was shown.
         env = card.get("env_id") or None
         context = self._context(turn, await self._environments(turn), env)
-        config = self._config(turn, _routed(snapshot.values.get("messages", [])), role, env, context)
+        routed = _routed(snapshot.values.get("messages", []))
+        config = self._config(turn, routed, role, env, context, as_lang(card.get("lang")))
         events = graph_events(self._graph, Command(resume={paused.id: resume}), config)
         async for event in self._recorded(turn, events):
             yield event
@@ -418,7 +431,7 @@ class ChatService:
             )
         except Refused as refused:
             code = "INVALID_ARGUMENTS" if refused.code == "invalid_arguments" else refused.code
-            raise Refusal(code, str(refused), "needs_confirmation") from None
+            raise Refusal(code, str(refused), "needs_confirmation", facts=refused.facts) from None
 
     async def _recorded(self, turn: Turn, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Pass the events on, then keep the answer in convo: its text, what the tools did and

@@ -32,6 +32,7 @@ from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
 from sstools.agent.clients.ops import OpsCall, OpsError
+from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, say
 from sstools.agent.tools import Confirmations, ops_call
 from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
 from sstools.common.catalogue import tool as catalogue_tool
@@ -44,12 +45,14 @@ ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model i
 # so a repeated confirm of the same card gets the same result, not a second run.
 ANSWERED = "answered"
 REFUSED_EVENT = "tool_refused"  # the custom event a refusal is dispatched as (a ``tool_error``)
+# Each in Russian and English: a card speaks the language of the turn that made it.
 CONFIRM_PROMPTS = {
-    "dangerous": "⚠️ Опасное действие: подтвердите / Dangerous action: please confirm",
-    "guarded": "Изменение данных: подтвердите / This changes data: please confirm",
+    "dangerous": ("⚠️ Опасное действие: подтвердите", "⚠️ Dangerous action: please confirm"),
+    "guarded": ("Изменение данных: подтвердите", "This changes data: please confirm"),
     # Only a card whose edit made a change a read (SQL edited into a query): still a new card.
-    "safe": "Подтвердите / Please confirm",
+    "safe": ("Подтвердите", "Please confirm"),
 }
+LANG_KEY = "lang"  # in the run's config: the language the person is answered in
 _KNOWN_TOOLS = frozenset(tool_names())
 # What a card shows beside the arguments: an edit that changes any of it needs a new card.
 _DECIDED = ("tool_name", "env_id", "env_context", "production", "risk", "risk_level", "required_role")
@@ -69,10 +72,11 @@ class GateFacts(Protocol):
 class Refused(Exception):
     """A call that does not get past the gate; ``code`` is its stream error code."""
 
-    def __init__(self, code: str, message: str, *, ends_turn: bool = True) -> None:
+    def __init__(self, code: str, message: str, *, ends_turn: bool = True, **facts: str) -> None:
         super().__init__(message)
         self.code = code
         self.ends_turn = ends_turn
+        self.facts = facts  # what the person's words name: the environment that is not there
 
 
 def alternatives(tool_name: str, role: Role, decision: Decision) -> list[dict[str, str]]:
@@ -105,7 +109,7 @@ def card_digest(card: Mapping[str, Any]) -> str:
 
 
 def confirm_card(
-    call_id: str, tool_name: str, args: dict[str, Any], thread_id: str, decision: Decision
+    call_id: str, tool_name: str, args: dict[str, Any], thread_id: str, decision: Decision, lang: Lang
 ) -> dict[str, Any]:
     """The ``confirm_required`` event: what the person is asked to confirm, and its digest."""
     card = {
@@ -121,7 +125,8 @@ def confirm_card(
         "risk_level": decision.risk_level.value,
         "required_role": decision.required_role.value,
         "dangerous": decision.risk_level.value == "dangerous",
-        "prompt": CONFIRM_PROMPTS[decision.risk_level.value],
+        "prompt": say(lang, *CONFIRM_PROMPTS[decision.risk_level.value]),
+        "lang": lang,  # a resume runs the gate again: the card must come out the same, words too
         "requires_confirmation": True,
     }
     return {**card, "digest": card_digest(card)}
@@ -152,7 +157,11 @@ async def checked_arguments(
         if value is None:
             continue
         if not is_env_id(value):
-            raise Refused("INVALID_ENVIRONMENT", f"{field}: {str(value)[:80]!r} is not an environment id")
+            raise Refused(
+                "INVALID_ENVIRONMENT",
+                f"{field}: {str(value)[:80]!r} is not an environment id",
+                env_id=str(value)[:80],
+            )
         try:
             known = await environments()
         except OpsError as error:
@@ -161,6 +170,7 @@ async def checked_arguments(
             raise Refused(
                 "INVALID_ENVIRONMENT",
                 f"{field}: no environment {value!r}; configured: {', '.join(sorted(known)) or 'none'}",
+                env_id=value,
             )
     try:
         return ARGS[tool_name].model_validate(args)
@@ -229,6 +239,7 @@ def gate(
         call = request.tool_call
         user_token = str(configurable.get(user_token_key, ""))
         thread_id = str(configurable.get("thread_id", ""))
+        lang = as_lang(configurable.get(LANG_KEY)) or DEFAULT_LANG
         name = call["name"]
         if name not in _KNOWN_TOOLS:
             raise Refused("UNKNOWN_TOOL", f"there is no tool named {name[:80]!r}")
@@ -265,7 +276,7 @@ def gate(
         arguments, decision = outcome
         if not decision.needs_confirmation:
             return arguments, decision, None
-        card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision)
+        card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision, lang)
         while True:
             answer = interrupt(card)
             if not isinstance(answer, dict) or answer.get("digest") != card["digest"]:
@@ -281,7 +292,9 @@ def gate(
             if isinstance(outcome, ToolMessage):
                 return outcome
             arguments, decision = outcome
-            edited_card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision)
+            edited_card = confirm_card(
+                str(call["id"]), name, shown_arguments(arguments), thread_id, decision, lang
+            )
             if all(edited_card[key] == card[key] for key in _DECIDED):
                 return arguments, decision, answered
             card = edited_card  # the edit changed what was decided: a new card, never a run
@@ -293,7 +306,7 @@ def gate(
         try:
             outcome = await judged(request, configurable)
         except Refused as refusal:
-            detail = {"code": refusal.code, "message": str(refusal)}
+            detail = {"code": refusal.code, "message": str(refusal), **refusal.facts}
             event = {"type": "tool_error", "tool": call["name"], "run_id": call["id"], "error": detail}
             await adispatch_custom_event(REFUSED_EVENT, event)
             return error_message(call, detail, ends_turn=refusal.ends_turn)

@@ -24,6 +24,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
     trim_messages,
@@ -92,6 +93,23 @@ def context_window(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         include_system=True,
     )
     return earlier + current
+
+
+def beyond_reach(messages: Sequence[BaseMessage]) -> list[RemoveMessage]:
+    """The messages no later window can show (it holds at most ~4 000 tokens of earlier whole
+    turns), as removals for the thread. The checkpoint is read and written whole at every step, so
+    without them a long conversation costs memory, time and storage in step with its length; the
+    history the person sees is convo's, not this."""
+    reachable = trim_messages(
+        list(messages),
+        max_tokens=CONTEXT_TOKENS,
+        token_counter=_approximate_tokens,
+        strategy="last",
+        start_on="human",
+        include_system=True,
+    )
+    kept = {message.id for message in reachable}
+    return [RemoveMessage(id=message.id) for message in messages if message.id and message.id not in kept]
 
 
 def tool_error_detail(error: BaseException | None) -> dict[str, Any]:

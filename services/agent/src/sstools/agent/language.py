@@ -26,6 +26,10 @@ _LATIN_WORD = re.compile(r"\b[a-z]{2,}\b")  # lower-case only: a capitalised wor
 _SHARED = frozenset({"dev", "prod", "staging", "sql", "id", "ok", "llm", "url", "json", "csv", "pdf", "xlsx"})
 
 
+def say(lang: Lang, ru: str, en: str) -> str:
+    return ru if lang == "ru" else en
+
+
 def as_lang(value: object) -> Lang | None:
     return value if value in LANGS else None
 

@@ -23,9 +23,10 @@ _SENTENCE_END = re.compile(r"[.!?…](?:[\"'»”)\]]*)\s|\n")
 class InputRejected(Exception):
     """The submit cannot be taken as it is; ``code`` is the stream's error code."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, **facts: str) -> None:
         super().__init__(message)
         self.code = code
+        self.facts = facts  # what the person's words name: the environment that is not one
 
 
 def truncate_message(text: str) -> tuple[str, bool]:
@@ -86,5 +87,7 @@ def parse_env_id(raw: str) -> str | None:
     if not raw:
         return None
     if not is_env_id(raw):
-        raise InputRejected("INVALID_ENVIRONMENT", f"env_id {raw[:80]!r} is not an environment id")
+        raise InputRejected(
+            "INVALID_ENVIRONMENT", f"env_id {raw[:80]!r} is not an environment id", env_id=raw[:80]
+        )
     return raw

@@ -20,7 +20,9 @@ from langgraph.types import Interrupt
 
 from sstools.agent.gate import REFUSED_EVENT
 from sstools.agent.graph import ModelMalformed, tool_error_detail
+from sstools.agent.language import Lang, say
 from sstools.agent.planner import NEEDS_CLARIFICATION
+from sstools.agent.wording import explained
 
 # Dispatched from the graph: the gate's refusals and denials, a read's retries, a time limit.
 GUARD_EVENTS = (REFUSED_EVENT, "permission_denied", "tool_retry", "tool_timeout")
@@ -68,7 +70,7 @@ async def graph_events(
                 data = dict(raw["data"])
                 denied |= data["type"] == "permission_denied"
                 failed |= data["type"] in ("tool_timeout", "tool_error")
-                yield Event(_guard_text(data), data)
+                yield Event("", data)  # its words are the person's language's (in_language)
             elif kind == "on_chat_model_stream":
                 piece = raw["data"]["chunk"].content
                 if isinstance(piece, str) and piece:
@@ -164,21 +166,40 @@ def replayed(messages: Sequence[BaseMessage], answered: ToolMessage) -> list[Eve
     return events
 
 
-def _guard_text(data: dict[str, Any]) -> str:
-    """The card's words for a guard event (its fields carry the rest)."""
-    if data["type"] == "permission_denied":
-        return (
-            f"Недостаточно прав: {data['tool_name']} требует роль {data['required_role']} "
-            f"(у вас {data['user_role']}) / Permission denied: {data['tool_name']} needs "
-            f"{data['required_role']}, you are {data['user_role']}"
+def in_language(event: Event, lang: Lang) -> Event:
+    """The event as the person reads it, in their language: a refusal's or a failure's cause and
+    next step (the technical words kept as ``detail``), the guards' words."""
+    meta = event.metadata
+    kind = meta["type"]
+    if kind == "error":
+        detail = str(meta.get("message", ""))
+        facts = {**meta, "supported": ", ".join(meta.get("supported", ())) or "—", "detail": detail}
+        words = explained(str(meta.get("code", "")), lang, facts)
+        return event if words is None else Event(words, {**meta, "message": words, "detail": detail})
+    if kind == "tool_error":  # a call ops refused or failed, or one the gate stopped
+        problem = meta.get("error") or {}
+        words = explained(str(problem.get("code", "")), lang, problem)
+        return Event(words or str(problem.get("message", event.content)), meta)
+    if kind == "tool_timeout":
+        words = explained("tool_timeout", lang, meta) or event.content
+        return Event(words, {**meta, "message": words, "detail": meta.get("message", "")})
+    if kind == "permission_denied":
+        return Event(
+            say(
+                lang,
+                f"Недостаточно прав: {meta['tool_name']} требует роль {meta['required_role']} "
+                f"(у вас {meta['user_role']}).",
+                f"Permission denied: {meta['tool_name']} needs the {meta['required_role']} role "
+                f"(you are {meta['user_role']}).",
+            ),
+            meta,
         )
-    if data["type"] == "tool_error":  # the gate refused the call: nothing was sent to ops
-        return f"{data['tool']}: {data['error']['code']} — {data['error']['message']}"
-    if data["type"] == "tool_retry":
-        return (
-            f"{data['tool']}: попытка {data['attempt']} из {data['max_attempts']} / attempt {data['attempt']}"
+    if kind == "tool_retry":
+        counted = f"{meta['attempt']}/{meta['max_attempts']}"
+        return Event(
+            say(lang, f"{meta['tool']}: попытка {counted}", f"{meta['tool']}: attempt {counted}"), meta
         )
-    return str(data["message"])  # tool_timeout carries its own words
+    return event
 
 
 def tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:

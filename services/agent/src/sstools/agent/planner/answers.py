@@ -9,15 +9,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sstools.agent.language import Lang
+from sstools.agent.language import Lang, say
+from sstools.agent.wording import explained
 
 _ROWS_SHOWN = 20
 _CELL_CHARS = 80
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def say(lang: Lang, ru: str, en: str) -> str:
-    return ru if lang == "ru" else en
 
 
 def _cell(value: Any) -> str:
@@ -270,56 +267,11 @@ RENDERERS: Mapping[str, Callable[[Any, Lang], str]] = {
     "run_backup": _created("сделан бэкап", "backed up"),
 }
 
-# What a failure's code means to a person, and what they can do next.
-_FAILURES: Mapping[str, tuple[str, str]] = {
-    "rejected": (
-        "Отменено: вы отклонили действие, ничего не выполнено.",
-        "Cancelled: you rejected it, nothing was run.",
-    ),
-    "permission_denied": (
-        "Недостаточно прав для этого действия. Попросите администратора или выберите действие по вашей роли.",
-        "Your role may not do this. Ask an administrator, or pick something your role allows.",
-    ),
-    "task_not_found": (
-        "Задачи с таким id нет. Проверьте id: его называет ответ на запуск задачи.",
-        "There is no task with that id. Check it: the answer that started the task names it.",
-    ),
-    "not_found": (
-        "Такого объекта нет. Проверьте id или название (можно спросить «покажи дашборды»).",
-        "No such object. Check the id or name (try “show dashboards”).",
-    ),
-    "sql_not_read_only": (
-        "Запрос изменяет данные и требует подтверждения администратора.",
-        "The statement changes data and needs an administrator's confirmation.",
-    ),
-    "invalid_arguments": (
-        "Не хватает или неверны данные запроса. Уточните, что и где сделать.",
-        "Something in the request is missing or wrong. Say what to do and where.",
-    ),
-    "INVALID_ENVIRONMENT": (
-        "Такого окружения нет. Спросите «какие есть окружения?».",
-        "There is no such environment. Ask “which environments are there?”.",
-    ),
-    "tool_timeout": (
-        "Ответа нет слишком долго. Проверьте состояние в Superset, прежде чем повторять.",
-        "No answer in time. Check Superset before trying again.",
-    ),
-    "superset_unavailable": (
-        "Superset сейчас не отвечает. Попробуйте чуть позже.",
-        "Superset does not answer right now. Try again shortly.",
-    ),
-    "maintenance": (
-        "Окружение на обслуживании: изменения сейчас запрещены.",
-        "The environment is under maintenance: changes are refused for now.",
-    ),
-}
-
 
 def failure(tool: str, detail: Mapping[str, Any], lang: Lang) -> str:
     code = str(detail.get("code", "error"))
-    known = _FAILURES.get(code) or next((texts for key, texts in _FAILURES.items() if key in code), None)
-    if known is not None:
-        return say(lang, *known)
+    if (known := explained(code, lang, detail)) is not None:
+        return known
     message = _cell(str(detail.get("message", ""))).replace("`", "'")
     return say(
         lang,

@@ -677,7 +677,7 @@ _VALUE_WORDS = {
     "просмотр": ("kind", "view"),
     "экспорт": ("kind", "export"),
 }
-_GROUP_BY = re.compile(r"\b(?:by|per|по)\s+(?:the\s+)?([a-zа-я_]+)", re.I)
+GROUP_BY = re.compile(r"\b(?:by|per|по)\s+(?:the\s+)?([a-zа-я_]+)", re.I)
 _DISTINCT = re.compile(r"\b(?:distinct|unique|different|уникальн\w*|разн\w*)\s+([a-zа-я_]+)", re.I)
 _AGGREGATE = re.compile(
     r"\b(?P<op>total|sum|average|avg|mean|max(?:imum)?|min(?:imum)?|сумм\w*|средн\w*|максимал\w*|минимал\w*)"
@@ -702,7 +702,7 @@ _USER = re.compile(r"(?:user|пользовател\w*)\s+(?:id\s+)?(\d+)", re.I
 _MOST = re.compile(r"больше\s+всего|the\s+most|\bmost\b|\btop\b", re.I)
 
 
-def _column(word: str) -> str:
+def column_of(word: str) -> str:
     """A word of the question as the column it likely names ("customers" → customer)."""
     lowered = word.lower()
     for stem, column in _COLUMN_WORDS.items():
@@ -713,7 +713,7 @@ def _column(word: str) -> str:
     )
 
 
-def _conditions(words: str) -> list[str]:
+def conditions_in(words: str) -> list[str]:
     found: list[str] = []
     if status := _STATUS_VALUE.search(words):
         value = (status.group(1) or status.group(2) or "").lower()
@@ -738,26 +738,26 @@ def described_sql(request: Request, table: str) -> str:
         return f"DROP TABLE {table}"
     if _DELETE.search(words):
         return f"DELETE FROM {table}"
-    conditions = _conditions(words)
+    conditions = conditions_in(words)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    group = _GROUP_BY.search(words)
-    grouped = _column(group.group(1)) if group and _column(group.group(1)) not in ("id", table) else None
+    group = GROUP_BY.search(words)
+    grouped = column_of(group.group(1)) if group and column_of(group.group(1)) not in ("id", table) else None
     aggregate = _AGGREGATE.search(words)
     if aggregate is None and _MOST.search(words) and re.search(r"денег|money|revenue|amount", words, re.I):
         measure = "SUM(amount)"
     elif aggregate is not None:
         op = next(value for key, value in _OPS.items() if aggregate.group("op").lower().startswith(key))
-        measure = f"{op}({_column(aggregate.group('column'))})"
+        measure = f"{op}({column_of(aggregate.group('column'))})"
     else:
         measure = None
     if distinct := _DISTINCT.search(words):
-        return f"SELECT COUNT(DISTINCT {_column(distinct.group(1))}) FROM {table}{where}"
+        return f"SELECT COUNT(DISTINCT {column_of(distinct.group(1))}) FROM {table}{where}"
     if measure and (grouped or (_MOST.search(words) and re.search(r"какой|which|what", words, re.I))):
         subject = grouped or next(
             (
-                _column(word)
+                column_of(word)
                 for word in re.findall(r"[a-zа-я]+", words.lower())
-                if _column(word) in ("product", "region", "customer")
+                if column_of(word) in ("product", "region", "customer")
             ),
             None,
         )

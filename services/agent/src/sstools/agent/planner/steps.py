@@ -17,9 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
-from sstools.agent.language import Lang
-from sstools.agent.planner.answers import failure, rendered, say, table
+from sstools.agent.language import Lang, say
+from sstools.agent.planner.answers import failure, rendered, table
 from sstools.agent.planner.reading import ENDING, SQL_TOOL, Request, described_sql
+from sstools.agent.planner.refining import refined
 from sstools.common.catalogue import tool
 
 SEARCH = "search_dashboards"
@@ -182,6 +183,8 @@ class Planner:
         last = self.earlier.last_call
         if last is not None and last.tool == "start_maintenance" and ENDING.search(request.words):
             return "end_maintenance"  # "upgrade's done, end it"
+        if self._earlier_sql() != self.earlier.sql:
+            return SQL_TOOL  # "а shipped?": the last query, changed
         if self._repeats() and last is not None:
             return last.tool
         if request.negated or request.small_talk:
@@ -583,9 +586,16 @@ class Planner:
             needs.details.append(table(["id", say(self.lang, "база", "database")], rows))
         return None
 
+    def _earlier_sql(self) -> str | None:
+        """The last query, as this follow-up changes it (unchanged when it does not)."""
+        last, sql = self.earlier.last_call, self.earlier.sql
+        if sql is None or last is None or last.tool != SQL_TOOL:
+            return sql
+        return refined(sql, self.request.words) or sql
+
     def _with_database(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
         request = self.request
-        earlier_sql = self.earlier.sql if request.refers_back or request.table is None else None
+        earlier_sql = self._earlier_sql() if request.refers_back or request.table is None else None
         if intent == SQL_TOOL and request.sql is None and request.table is None and earlier_sql is None:
             needs.question = self.say(
                 "Какой запрос выполнить? Пришлите SQL или назовите таблицу.",

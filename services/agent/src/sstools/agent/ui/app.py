@@ -156,7 +156,7 @@ def chat_blocks(
             context = parse_ui_context(ui_context)
             turn = replace(turn, env_id=env, files=parse_file_ids(files or ""))
         except InputRejected as problem:
-            async for event in chat.refuse(turn, problem.code, str(problem)):
+            async for event in chat.refuse(turn, problem.code, str(problem), **problem.facts):
                 shown.append(event)
             yield [_message(item) for item in shown]
             return
