@@ -49,7 +49,8 @@ let browser: Browser;
 const contexts: BrowserContext[] = [];
 
 async function newPage(): Promise<Page> {
-  const context = await browser.newContext({ viewport: WIDTHS.desktop });
+  // A Russian-speaking person's browser: the page starts in Russian until they choose otherwise.
+  const context = await browser.newContext({ viewport: WIDTHS.desktop, locale: "ru-RU" });
   contexts.push(context);
   return context.newPage();
 }
@@ -59,7 +60,7 @@ async function signIn(page: Page, who: Person): Promise<void> {
   await page.locator('input[name="password"]').fill(who.password);
   await page.locator('button[type="submit"]').click();
   await page.waitForURL(/\/agent/);
-  await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+  await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
 }
 
 /** A new page, signed in as ``who`` through the sign-in form ``path`` sends it to; by default
@@ -283,6 +284,23 @@ describe("the /agent page", () => {
     expect((await reopened.getByTestId("answer").textContent()) ?? "").toContain(kept.trim().split(/\s+/).slice(0, 3).join(" "));
   });
 
+  it("a message sent while an answer streams waits in view and goes when the answer ends", async () => {
+    const page = await signedIn(ADMIN);
+    await page.getByTestId("composer").fill(PROBLEMS); // its answer streams for seconds
+    await page.getByTestId("composer").press("Enter");
+    await expect.poll(() => page.getByTestId("assistant-message").count()).toBe(1);
+    expect(await page.getByTestId("assistant-message").last().getByTestId("state-badge").count()).toBe(0);
+    await page.getByTestId("composer").fill("покажи дашборды");
+    await page.getByTestId("composer").press("Enter");
+    expect(await page.getByTestId("queued-message").textContent()).toContain("покажи дашборды");
+    expect(await page.getByTestId("composer").inputValue()).toBe("");
+    await shoot(page, "15-queued");
+    await expect.poll(() => page.getByTestId("assistant-message").count(), { timeout: 120_000 }).toBe(2);
+    await expectState(page, "success");
+    expect(await page.getByTestId("queued-message").count()).toBe(0);
+    expect(await page.getByTestId("user-message").allTextContents()).toEqual([PROBLEMS, "покажи дашборды"]);
+  });
+
   it("a lost network shows the connection banner, and Retry asks again", async () => {
     const page = await signedIn(ADMIN);
     await page.context().setOffline(true);
@@ -297,7 +315,7 @@ describe("the /agent page", () => {
     await page.getByTestId("retry").click();
     await expectState(page, "success");
     await expect.poll(() => page.getByTestId("connection-banner").count()).toBe(0);
-    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
     await expect.poll(() => page.getByTestId("list-error").count()).toBe(0);
   });
 
@@ -312,32 +330,56 @@ describe("the /agent page", () => {
     await shoot(page, "07-debug");
   });
 
-  it("switches between Russian and English", async () => {
-    const page = await signedIn(ADMIN);
-    expect(await page.getByTestId("send").textContent()).toBe("Отправить");
+  it("keeps English chosen at sign-in across the sign-in and a reload, and answers in it", async () => {
+    const page = await newPage();
+    await page.goto(`${BASE_URL}/agent?envId=dev`);
+    await page.waitForURL(/\/login/);
+    expect(await page.locator('button[type="submit"]').textContent()).toBe("Войти"); // the browser's language
     await page.getByTestId("lang-en").click();
+    expect(await page.locator('button[type="submit"]').textContent()).toBe("Sign in");
+    await signIn(page, ADMIN);
     expect(await page.getByTestId("send").textContent()).toBe("Send");
+    expect(await page.getByTestId("connection").textContent()).toBe("connected");
+    await page.reload();
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+    expect(await page.getByTestId("send").textContent()).toBe("Send");
+    await ask(page, "SELECT count(*) FROM sales"); // no words of either language: the page's decides
+    await expectState(page, "success");
+    const answer = (await page.getByTestId("assistant-message").last().getByTestId("answer").textContent()) ?? "";
+    expect(answer).toMatch(/400/);
+    expect(answer, "an English answer").not.toMatch(/[а-яё]/i);
     await shoot(page, "08-english");
     await page.getByTestId("lang-ru").click();
     expect(await page.getByTestId("send").textContent()).toBe("Отправить");
+    expect(await page.getByTestId("connection").textContent()).toBe("подключено");
   });
 
-  it("after a reload the conversation is in the sidebar and opens with its history", async () => {
+  it("after a reload a conversation is found by a word of its content, and its whole row opens it", async () => {
     const page = await signedIn(ADMIN);
     await ask(page, PROBLEMS);
     await expectState(page, "issues_found");
+    const word = `метка${Date.now()}`; // in a later message only: the title is the first one
+    await ask(page, `запомни ${word}`);
+    await lastState(page);
     const { conv_id: conversationId } = await debugSnapshot(page);
     await page.reload();
-    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+    await page.getByTestId("conversation-search").fill(word);
+    await expect.poll(() => page.getByTestId("conversation").count()).toBe(1);
     const item = listed(page, conversationId);
-    await item.waitFor();
     expect(await item.locator(".open").textContent()).toContain(PROBLEMS);
-    await item.locator(".open").click();
-    await expect.poll(() => page.getByTestId("assistant-message").count()).toBe(1);
-    expect(await page.getByTestId("user-message").allTextContents()).toEqual([expect.stringContaining(PROBLEMS)]);
-    expect(await page.getByTestId("assistant-message").getByTestId("answer").textContent()).toContain("Legacy uptime");
+    await item.locator("small").click(); // the row, not its title
+    await expect.poll(() => page.getByTestId("assistant-message").count()).toBe(2);
+    expect(await page.getByTestId("user-message").allTextContents()).toEqual([
+      expect.stringContaining(PROBLEMS),
+      expect.stringContaining(word),
+    ]);
+    expect(await page.getByTestId("assistant-message").first().getByTestId("answer").textContent()).toContain("Legacy uptime");
     expect(await page.getByTestId("tool-card").count()).toBeGreaterThan(0);
+    expect(await page.locator('[data-testid="tool-card"][data-status="running"]').count()).toBe(0); // finished, shown so
     await shoot(page, "09-sidebar");
+    await page.getByTestId("conversation-search").fill(`нет-такого-${word}`);
+    await page.getByTestId("no-conversations").waitFor();
   });
 
   it("archives a conversation and restores it from the archive filter", async () => {
@@ -369,7 +411,7 @@ describe("the /agent page", () => {
     const session = { ...before, token: short, expiresAt: Date.now() + 3_600_000 };
     await page.evaluate((replaced) => sessionStorage.setItem("sstools.session", JSON.stringify(replaced)), session);
     await page.reload();
-    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
     await new Promise((resolve) => setTimeout(resolve, (ends + 1) * 1000 - Date.now()));
     await ask(page, PROBLEMS);
     await expectState(page, "issues_found");
@@ -387,7 +429,7 @@ describe("the /agent page", () => {
     const session = { token: tokenEnding(ADMIN.username, ends), username: ADMIN.username };
     await page.evaluate((kept) => sessionStorage.setItem("sstools.session", JSON.stringify(kept)), session);
     await page.reload();
-    await expect.poll(() => page.getByTestId("connection").textContent()).toBe("connected");
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
     const { conv_id: conversation } = await debugSnapshot(page);
     const text = `${PROBLEMS}, пожалуйста`;
     await page.getByTestId("composer").fill(text);

@@ -89,6 +89,17 @@ async def test_listing_pages_filters_archived_and_searches_titles(store: Convers
     assert restored["archived_at"] is None
 
 
+async def test_search_finds_a_conversation_by_a_word_of_its_messages_too(store: ConversationStore) -> None:
+    kept = await store.create("alice", "деплой в прод")
+    await store.create("alice", "другое")
+    await store.append("alice", kept["id"], [_message("u1", "проверь дашборд Квартальная выручка")])
+    theirs = await store.create("bob", "bob's")
+    await store.append("bob", theirs["id"], [_message("u1", "квартальная выручка у Боба")])
+    found = await store.listing("alice", archived=False, search="КВАРТАЛЬНАЯ")
+    assert [row["id"] for row in found.items] == [kept["id"]]  # hers only, whatever the case
+    assert (await store.listing("alice", archived=False, search="выручка_")).items == []  # "_" is literal
+
+
 async def test_someone_elses_conversation_does_not_exist_for_you(store: ConversationStore) -> None:
     conversation = await store.create("alice", "secret")
     for action in (

@@ -25,6 +25,8 @@ const STRINGS = {
   reject: { ru: "Отклонить", en: "Reject" },
   close: { ru: "Закрыть", en: "Close" },
   retry: { ru: "Повторить", en: "Retry" },
+  askAgain: { ru: "Спросить снова", en: "Ask again" },
+  thinking: { ru: "Думаю…", en: "Thinking…" },
   confirmTitle: { ru: "Требуется подтверждение", en: "Confirmation required" },
   prodWarning: { ru: "Внимание: production", en: "Caution: production" },
   countdown: { ru: "Подтверждение доступно через", en: "Confirm is enabled in" },
@@ -37,6 +39,9 @@ const STRINGS = {
   input: { ru: "Вход", en: "Input" },
   result: { ru: "Результат", en: "Result" },
   task: { ru: "Задача", en: "Task" },
+  taskRunning: { ru: "выполняется", en: "running" },
+  taskDone: { ru: "выполнена", en: "done" },
+  taskFailed: { ru: "не удалась", en: "failed" },
   partial: { ru: "прервано", en: "stopped" },
   connectionLost: { ru: "Связь с агентом потеряна", en: "Lost the connection to the agent" },
   listFailed: { ru: "Не удалось загрузить диалоги", en: "Could not load the conversations" },
@@ -47,6 +52,9 @@ const STRINGS = {
   },
   fileTooLarge: { ru: "Файл больше 10 МБ", en: "The file is larger than 10 MB" },
   conversations: { ru: "Диалоги", en: "Conversations" },
+  searchConversations: { ru: "Поиск по диалогам", en: "Search conversations" },
+  moreConversations: { ru: "Показать ещё", en: "Show more" },
+  nothingFound: { ru: "Ничего не найдено", en: "Nothing found" },
   archivedFilter: { ru: "Архив", en: "Archived" },
   archive: { ru: "В архив", en: "Archive" },
   restore: { ru: "Вернуть", en: "Restore" },
@@ -67,6 +75,17 @@ const STRINGS = {
   state_failed: { ru: "ошибка", en: "failed" },
   state_cancelled: { ru: "отменено", en: "cancelled" },
   state_issues_found: { ru: "найдены проблемы", en: "issues found" },
+  queued: { ru: "ждёт: отправится, когда закончится ответ", en: "waiting: sent when the answer ends" },
+  queuedAfterCard: {
+    ru: "ждёт: отправится после ответа на карточку",
+    en: "waiting: sent once the card is answered",
+  },
+  edit: { ru: "Изменить", en: "Edit" },
+  connection_disconnected: { ru: "не подключено", en: "disconnected" },
+  connection_connecting: { ru: "подключение…", en: "connecting…" },
+  connection_connected: { ru: "подключено", en: "connected" },
+  connection_reconnecting: { ru: "переподключение…", en: "reconnecting…" },
+  connection_lost: { ru: "связь потеряна", en: "connection lost" },
 } as const;
 
 export type StringKey = keyof typeof STRINGS;
@@ -76,3 +95,26 @@ export function translate(lang: Lang, key: StringKey): string {
 }
 
 export const LANGS: readonly Lang[] = ["ru", "en"];
+
+const CHOSEN_KEY = "sstools.lang";
+
+/** The page's language: the one the person chose in this browser (kept across sign-in and
+ * reload), else the browser's first of Russian or English, else Russian. */
+export function preferredLang(
+  storage: Pick<Storage, "getItem"> = localStorage,
+  languages: readonly string[] = navigator.languages,
+): Lang {
+  const chosen = storage.getItem(CHOSEN_KEY);
+  if (chosen === "ru" || chosen === "en") return chosen;
+  for (const language of languages) {
+    const primary = language.toLowerCase().split("-")[0];
+    if (primary === "ru" || primary === "en") return primary;
+  }
+  return "ru";
+}
+
+/** The person's choice, kept for the next page of this browser. */
+export function chooseLang(lang: Lang, storage: Pick<Storage, "setItem"> = localStorage): Lang {
+  storage.setItem(CHOSEN_KEY, lang);
+  return lang;
+}

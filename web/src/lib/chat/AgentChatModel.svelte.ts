@@ -2,7 +2,8 @@
  * talks to the agent through a `ChatTransport`, folds each turn's stream into a `TurnView`, and
  * owns what the person can do next: send, stop, confirm or reject, retry, switch environment. */
 
-import { emptyTurn, foldTurn, isRunning } from "./turn";
+import { TASK_ENDED, type TasksApi } from "./api.ts";
+import { emptyTurn, ended, foldTurn, isRunning } from "./turn";
 import type { Action, ChatJob, ChatTransport } from "./transport";
 import type { Alternative, ConfirmRequest, Problem, SessionTokens, TurnView, UIContext } from "./types";
 
@@ -39,12 +40,19 @@ export interface ModelDeps {
   /** Where the person's last chosen environment is kept between visits (the browser's
    * localStorage on the page; none in unit tests unless given). */
   memory?: Pick<Storage, "getItem" | "setItem"> | null;
+  /** Where a started task's progress is read, so its end shows without being asked (none:
+   * the chip alone). */
+  tasks?: TasksApi | null;
 }
+
+const TASK_POLL_MS = 3000;
+const TASK_READ_FAILURES = 5;
 
 /** The agent's error code for a token it does not accept. */
 const UNAUTHORIZED = "UNAUTHORIZED";
 
 export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
+export type QueuedMessage = { id: string; text: string; files: File[] };
 
 const defaultTick = (callback: () => void): (() => void) => {
   const timer = setInterval(callback, 1000);
@@ -73,6 +81,9 @@ export class AgentChatModel {
   draft: string = $state("");
   /** The page's language: the agent answers in it when a message has no language of its own. */
   lang: "ru" | "en" = $state("ru");
+  /** Messages sent while an answer streams: shown as waiting, sent in order once it has ended
+   * (and any card it asked about is answered). Never dropped. */
+  queued: QueuedMessage[] = $state([]);
 
   readonly activeEnv: string | null = $derived(this._activeEnvId ?? this.uiContext?.envId ?? null);
   /** Production: as the pending card says (the agent decided it from ops' configuration), else
@@ -88,6 +99,11 @@ export class AgentChatModel {
     this.messages.reduce((count, entry) => count + (entry.view?.tools.filter(isRunning).length ?? 0), 0),
   );
   readonly dangerousCountdownActive: boolean = $derived(this.dangerousCountdown > 0);
+  /** The answer under way has shown nothing yet (no word, no tool): the page says it is thinking. */
+  readonly thinking: boolean = $derived.by(() => {
+    const view = this.streaming ? this.messages.at(-1)?.view : null;
+    return !!view && !view.text && view.tools.length === 0 && view.errors.length === 0 && view.state === null;
+  });
   readonly canConfirm: boolean = $derived(
     this.pendingConfirm !== null &&
       !this.streaming &&
@@ -107,6 +123,7 @@ export class AgentChatModel {
   #stopCountdown: (() => void) | null = null;
   #lastRequest: { text: string; files: File[]; action: Action } | null = null;
   #memory: Pick<Storage, "getItem" | "setItem"> | null;
+  #tasks: TasksApi | null;
 
   constructor(deps: ModelDeps) {
     this.#transport = deps.transport;
@@ -116,6 +133,7 @@ export class AgentChatModel {
     this.#onTurnEnd = deps.onTurnEnd ?? (() => {});
     this.#session = deps.session ?? { current: async () => null, renew: async () => null, ended: () => {} };
     this.#memory = deps.memory ?? null;
+    this.#tasks = deps.tasks ?? null;
     this.conversationId = this.#newId();
   }
 
@@ -151,8 +169,12 @@ export class AgentChatModel {
   }
 
   async send(text: string, files: File[] = []): Promise<void> {
-    if (this.streaming || (!text.trim() && files.length === 0)) return;
+    if (!text.trim() && files.length === 0) return;
     if (AgentChatModel.rejectFiles(files).length > 0) return;
+    if (this.streaming) {
+      this.queued.push({ id: this.#newId(), text, files });
+      return;
+    }
     this.permissionAlternatives = null;
     this.messages.push({
       id: this.#newId(),
@@ -163,6 +185,26 @@ export class AgentChatModel {
       partial: false,
     });
     await this.#run({ text, files, action: "send" });
+    await this.#sendQueued();
+  }
+
+  /** Ask the last message again: after a failure that said trying again may help. */
+  async askAgain(): Promise<void> {
+    const asked = this.messages.findLast((entry) => entry.role === "user");
+    if (asked && !this.streaming) await this.send(asked.text);
+  }
+
+  /** Take a waiting message back (it goes back into the box to edit). */
+  unqueue(id: string): QueuedMessage | null {
+    const index = this.queued.findIndex((message) => message.id === id);
+    return index < 0 ? null : (this.queued.splice(index, 1)[0] ?? null);
+  }
+
+  async #sendQueued(): Promise<void> {
+    const next = this.queued[0];
+    if (!next || this.streaming || this.pendingConfirm !== null || this.connection !== "connected") return;
+    this.queued.shift();
+    await this.send(next.text, next.files);
   }
 
   /** Confirm the card shown: its call id and digest name exactly what the person saw (a card
@@ -192,6 +234,7 @@ export class AgentChatModel {
       this.messages.pop(); // the answer that never came
       await this.#run(last);
     }
+    await this.#sendQueued();
   }
 
   newConversation(): void {
@@ -300,6 +343,7 @@ export class AgentChatModel {
     this.editedArgs = {};
     this.invalidArgs = {};
     await this.#run({ text, files: [], action });
+    await this.#sendQueued();
   }
 
   async #run(request: { text: string; files: File[]; action: Action }, renewed = false): Promise<void> {
@@ -358,10 +402,29 @@ export class AgentChatModel {
     if (this.#cancelling) {
       // @gradio/client reports a cancel as a generic error: it is the cancel the person asked for
       answer.partial = true;
-      if (answer.view && answer.view.state === null) answer.view.state = "cancelled";
+      if (answer.view) ended(answer.view, "cancelled");
       return;
     }
     this.#settle(answer.view);
+    if (answer.view?.state === "started" && answer.view.taskId) void this.#follow(answer, answer.view.taskId);
+  }
+
+  /** A started task, read every few seconds until it ends (or cannot be read a few times in a
+   * row): its progress and its end show in the answer that started it. */
+  async #follow(answer: ChatEntry, taskId: string): Promise<void> {
+    if (!this.#tasks || !answer.view) return;
+    let failures = 0;
+    while (failures < TASK_READ_FAILURES) {
+      await this.#sleep(TASK_POLL_MS);
+      try {
+        const progress = await this.#tasks.task(taskId);
+        failures = 0;
+        answer.view.task = progress;
+        if (TASK_ENDED.has(progress.status)) return;
+      } catch {
+        failures += 1;
+      }
+    }
   }
 
   #settle(view: TurnView | null): void {

@@ -19,13 +19,16 @@ const data = (...messages: WireMessage[]): ChatEvent => ({ kind: "data", message
 const complete: ChatEvent = { kind: "status", stage: "complete", message: "" };
 
 /** A transport answering each submit with the next scripted stream; a stream may hold at a
- * gate until the test opens it (to cancel mid-stream). */
+ * gate until the test opens it (to cancel mid-stream), then end as ``after`` says (else as a
+ * cancelled one does). */
 class ScriptedTransport implements ChatTransport {
   requests: ChatRequest[] = [];
   connectFailures = 0;
   connects = 0;
   cancelled = 0;
-  constructor(private readonly streams: Array<ChatEvent[] | { before: ChatEvent[]; gate: Promise<void> }>) {}
+  constructor(
+    private readonly streams: Array<ChatEvent[] | { before: ChatEvent[]; gate: Promise<void>; after?: ChatEvent[] }>,
+  ) {}
 
   async connect(): Promise<void> {
     this.connects += 1;
@@ -50,6 +53,10 @@ class ScriptedTransport implements ChatTransport {
         }
         yield* script.before;
         await Promise.race([script.gate, cancelled]);
+        if (script.after) {
+          yield* script.after;
+          return;
+        }
         // what @gradio/client does after a cancel: a generic error status
         yield { kind: "status", stage: "error", message: "Connection errored out." } satisfies ChatEvent;
       },
@@ -232,7 +239,10 @@ describe("AgentChatModel", () => {
   it("keeps the partial text when the person stops the answer, and treats Gradio's error as the cancel", async () => {
     let open: () => void = () => {};
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const transport = new ScriptedTransport([{ before: [data(message("token", "Начинаю отвечать"))], gate }]);
+    const started = message("tool_start", "", { tool: "get_health_summary", run_id: "r1", input: {} });
+    const transport = new ScriptedTransport([
+      { before: [data(started, message("token", "Начинаю отвечать"))], gate },
+    ]);
     const chat = model(transport);
     await chat.connect("token");
     const sending = chat.send("расскажи подробно");
@@ -244,9 +254,108 @@ describe("AgentChatModel", () => {
     const answer = chat.messages.at(-1);
     expect(answer).toMatchObject({ text: "Начинаю отвечать", partial: true });
     expect(answer?.view?.state).toBe("cancelled");
+    expect(answer?.view?.tools.map((card) => card.status)).toEqual(["stopped"]); // nothing spins on
     expect(chat.error).toBeNull();
     expect(chat.connection).toBe("connected");
     expect(transport.cancelled).toBe(1);
+  });
+
+  it("keeps a message sent while an answer streams, shows it waiting, and sends it when the answer ends", async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const done = [data(message("token", "Готово"), message("state", "success", { state: "success" })), complete];
+    const transport = new ScriptedTransport([{ before: [data(message("token", "Отвечаю"))], gate, after: done }, done]);
+    const chat = model(transport);
+    await chat.connect("token");
+    const first = chat.send("покажи дашборды");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(chat.streaming).toBe(true);
+    await chat.send("а что сломано?");
+    await chat.send("и в prod?");
+    expect(chat.queued.map((waiting) => waiting.text)).toEqual(["а что сломано?", "и в prod?"]);
+    expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды"]); // nothing sent yet
+    open();
+    await first;
+    expect(chat.queued).toEqual([]);
+    expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды", "а что сломано?", "и в prod?"]);
+    expect(chat.messages.filter((entry) => entry.role === "user").map((entry) => entry.text)).toEqual([
+      "покажи дашборды",
+      "а что сломано?",
+      "и в prod?",
+    ]);
+  });
+
+  it("holds a waiting message while a card waits for its answer, and takes one back on request", async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const paused = [data(confirmCard(false), message("state", "needs_confirmation", { state: "needs_confirmation" })), complete];
+    const done = [data(message("state", "success", { state: "success" })), complete];
+    const transport = new ScriptedTransport([{ before: [], gate, after: paused }, done, done]);
+    const chat = model(transport);
+    await chat.connect("token");
+    const first = chat.send("deploy dashboard 42 to prod");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await chat.send("потом покажи дашборды");
+    await chat.send("и это тоже");
+    const second = chat.queued[1];
+    expect(second && chat.unqueue(second.id)?.text).toBe("и это тоже");
+    open();
+    await first;
+    expect(chat.pendingConfirm).not.toBeNull();
+    expect(chat.queued.map((waiting) => waiting.text)).toEqual(["потом покажи дашборды"]); // not into the card's way
+    await chat.reject();
+    expect(transport.requests.map((request) => request.action)).toEqual(["send", "reject", "send"]);
+    expect(chat.queued).toEqual([]);
+  });
+
+  it("says it is thinking until the answer shows something, and asks again after a failure that may pass", async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const busy = [data(message("error", "занято", { code: "BUSY" }), message("state", "", { state: "failed" })), complete];
+    const answered = [data(message("token", "Готово"), message("state", "", { state: "success" })), complete];
+    const transport = new ScriptedTransport([{ before: [], gate, after: busy }, answered]);
+    const chat = model(transport);
+    await chat.connect("token");
+    const first = chat.send("покажи дашборды");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(chat.thinking).toBe(true);
+    open();
+    await first;
+    expect(chat.thinking).toBe(false);
+    expect(chat.messages.at(-1)?.view?.errors.map((problem) => problem.code)).toEqual(["BUSY"]);
+    await chat.askAgain();
+    expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды", "покажи дашборды"]);
+    expect(chat.messages.at(-1)?.text).toBe("Готово");
+  });
+
+  it("follows a started task to its end, without being asked", async () => {
+    const started = [data(message("state", "", { state: "started", task_id: "t-1" })), complete];
+    const reads = [
+      { status: "running", progress: 40, result: null, error: null },
+      { status: "running", progress: 80, result: null, error: null },
+      { status: "success", progress: 100, result: { deployed: 42 }, error: null },
+    ];
+    const asked: string[] = [];
+    let ended: () => void = () => {};
+    const finished = new Promise<void>((resolve) => (ended = resolve));
+    const chat = new AgentChatModel({
+      transport: new ScriptedTransport([started]),
+      sleep: async () => {},
+      tasks: {
+        async task(id: string) {
+          asked.push(id);
+          const read = reads.shift();
+          if (!read) throw new Error("read after the end");
+          if (read.status === "success") setTimeout(ended, 0);
+          return read;
+        },
+      },
+    });
+    await chat.connect("token");
+    await chat.send("сделай бэкап prod");
+    await finished;
+    expect(asked).toEqual(["t-1", "t-1", "t-1"]); // and no read after it ended
+    expect(chat.messages.at(-1)?.view?.task).toEqual({ status: "success", progress: 100, result: { deployed: 42 }, error: null });
   });
 
   it("shows a permission-denied card with its alternatives until closed", async () => {
@@ -542,12 +651,16 @@ describe("conversations", () => {
     expect(transport.requests[0]).toMatchObject({ action: "confirm", conversationId: "conv-9" });
   });
 
-  it("marks a stopped answer from history as cancelled and partial", async () => {
-    const [entry] = historyEntries([
-      { id: "m1", role: "assistant", content: "Начинаю", metadata: { events: [] }, partial: true },
+  it("marks a stopped answer from history as cancelled and partial, its unanswered call stopped", async () => {
+    const started = { type: "tool_start", tool: "get_health_summary", run_id: "r1" };
+    const [entry, unfinished] = historyEntries([
+      { id: "m1", role: "assistant", content: "Начинаю", metadata: { events: [started] }, partial: true },
+      { id: "m2", role: "assistant", content: "", metadata: { events: [started] }, partial: false },
     ]);
     expect(entry).toMatchObject({ text: "Начинаю", partial: true });
     expect(entry.view?.state).toBe("cancelled");
+    // reopened, no card of a finished conversation spins, whatever it kept
+    expect([entry, unfinished].map((item) => item.view?.tools[0]?.status)).toEqual(["stopped", "stopped"]);
   });
 
   it("keeps the sidebar's list, archived filter, archive and restore in step with convo", async () => {
@@ -556,7 +669,9 @@ describe("conversations", () => {
     ];
     const calls: string[] = [];
     const api = {
-      list: async (archived: boolean) => (calls.push(`list:${archived}`), stored.filter((item) => item.is_archived === archived)),
+      list: async (archived: boolean) => (
+        calls.push(`list:${archived}`), { items: stored.filter((item) => item.is_archived === archived), next: null }
+      ),
       history: async () => [],
       archive: async (id: string) => void (calls.push(`archive:${id}`), (stored[0].is_archived = true)),
       restore: async (id: string) => void (calls.push(`restore:${id}`), (stored[0].is_archived = false)),
@@ -573,6 +688,36 @@ describe("conversations", () => {
     await list.restore("a");
     expect(list.items).toEqual([]);
     expect(calls).toEqual(["list:false", "archive:a", "list:false", "list:true", "restore:a", "list:true"]);
+  });
+
+  it("pages through the list and searches it, an older answer never shown over a newer one", async () => {
+    const summary = (id: string) => ({ id, title: id, message_count: 1, is_archived: false, updated_at: "2026-12-01T10:00:00Z", last_message_at: null });
+    const asked: Array<[string, string | null]> = [];
+    let release: () => void = () => {};
+    const slow = new Promise<void>((resolve) => (release = resolve));
+    const api = {
+      list: async (_archived: boolean, search = "", cursor: string | null = null) => {
+        asked.push([search, cursor]);
+        if (search === "старый") await slow; // answered after the newer search
+        if (search) return { items: [summary(`found-${search}`)], next: null };
+        return cursor === null ? { items: [summary("a"), summary("b")], next: "page-2" } : { items: [summary("c")], next: null };
+      },
+      history: async () => [],
+      archive: async () => {},
+      restore: async () => {},
+      active: async () => false,
+    };
+    const list = new ConversationList(api);
+    await list.refresh();
+    expect([list.items.map((item) => item.id), list.next]).toEqual([["a", "b"], "page-2"]);
+    await list.more();
+    expect([list.items.map((item) => item.id), list.next]).toEqual([["a", "b", "c"], null]);
+    const older = list.find("старый");
+    await list.find("новый");
+    release();
+    await older;
+    expect(list.items.map((item) => item.id)).toEqual(["found-новый"]);
+    expect(asked).toEqual([["", null], ["", "page-2"], ["старый", null], ["новый", null]]);
   });
 
   it("tells the sidebar when a turn ends", async () => {

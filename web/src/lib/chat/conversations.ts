@@ -2,8 +2,9 @@
  * a conversation's history as chat entries, archive and restore, and the multi-tab gate. */
 
 import type { ChatEntry } from "./AgentChatModel.svelte.ts";
-import { foldTurn } from "./turn.ts";
-import type { SessionTokens, WireMessage } from "./types.ts";
+import { ended, foldTurn } from "./turn.ts";
+import type { SessionApi } from "./api.ts";
+import type { WireMessage } from "./types.ts";
 
 export interface ConversationSummary {
   id: string;
@@ -22,8 +23,16 @@ interface StoredMessage {
   partial: boolean;
 }
 
+/** One page of the list, and where the next one starts (null: this was the last). */
+export interface ConversationPage {
+  items: ConversationSummary[];
+  next: string | null;
+}
+
 export interface ConversationsApi {
-  list(archived: boolean): Promise<ConversationSummary[]>;
+  /** A page of the person's conversations, newest first; ``search`` a word of a title or a
+   * message; ``cursor`` where the page starts (null: the first). */
+  list(archived: boolean, search?: string, cursor?: string | null): Promise<ConversationPage>;
   history(id: string): Promise<ChatEntry[]>;
   archive(id: string): Promise<void>;
   restore(id: string): Promise<void>;
@@ -32,47 +41,34 @@ export interface ConversationsApi {
 }
 
 const BASE = "/api/assistant/conversations";
+const PAGE_SIZE = 30;
 
 export class ConvoRestApi implements ConversationsApi {
-  constructor(private readonly session: SessionTokens) {}
+  constructor(private readonly api: SessionApi) {}
 
-  async list(archived: boolean): Promise<ConversationSummary[]> {
-    const page = await this.#json<{ items: ConversationSummary[] }>(`${BASE}?archived=${archived}&limit=100`);
-    return page.items;
+  async list(archived: boolean, search = "", cursor: string | null = null): Promise<ConversationPage> {
+    const query = new URLSearchParams({ archived: String(archived), limit: String(PAGE_SIZE) });
+    if (search) query.set("q", search);
+    if (cursor) query.set("cursor", cursor);
+    const page = await this.api.json<{ items: ConversationSummary[]; next_cursor: string | null }>(`${BASE}?${query}`);
+    return { items: page.items, next: page.next_cursor };
   }
 
   async history(id: string): Promise<ChatEntry[]> {
-    const page = await this.#json<{ items: StoredMessage[] }>(`${BASE}/${id}/history?limit=500`);
+    const page = await this.api.json<{ items: StoredMessage[] }>(`${BASE}/${id}/history?limit=500`);
     return historyEntries(page.items);
   }
 
   async archive(id: string): Promise<void> {
-    await this.#json(`${BASE}/${id}`, { method: "DELETE" });
+    await this.api.json(`${BASE}/${id}`, { method: "DELETE" });
   }
 
   async restore(id: string): Promise<void> {
-    await this.#json(`${BASE}/${id}/restore`, { method: "POST" });
+    await this.api.json(`${BASE}/${id}/restore`, { method: "POST" });
   }
 
   async active(id: string): Promise<boolean> {
-    return (await this.#json<{ active: boolean }>(`/api/agent/conversations/${id}/active`)).active;
-  }
-
-  /** A refused token is renewed once and the call made again; refused again, the session is over. */
-  async #json<T>(path: string, init: RequestInit = {}): Promise<T> {
-    let token = await this.session.current();
-    let response = await this.#fetch(path, init, token);
-    if (response.status === 401 && token !== null) {
-      token = await this.session.renew(token);
-      if (token !== null) response = await this.#fetch(path, init, token);
-    }
-    if (response.status === 401) this.session.ended();
-    if (!response.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${response.status}`);
-    return (await response.json()) as T;
-  }
-
-  #fetch(path: string, init: RequestInit, token: string | null): Promise<Response> {
-    return fetch(path, { ...init, headers: { Authorization: `Bearer ${token ?? ""}` } });
+    return (await this.api.json<{ active: boolean }>(`/api/agent/conversations/${id}/active`)).active;
   }
 }
 
@@ -89,7 +85,7 @@ export function historyEntries(items: readonly StoredMessage[]): ChatEntry[] {
       metadata,
     }));
     const view = foldTurn([...events, { role: "assistant", content: item.content, metadata: { type: "token" } }]);
-    if (item.partial && view.state === null) view.state = "cancelled";
+    ended(view, item.partial ? "cancelled" : undefined); // what was kept is over: nothing spins
     return { id: item.id, role: "assistant", text: view.text, files: [], view, partial: item.partial };
   });
 }

@@ -25,6 +25,7 @@ export function emptyTurn(): TurnView {
     denied: null,
     state: null,
     taskId: null,
+    task: null,
     errors: [],
     warnings: [],
   };
@@ -32,6 +33,14 @@ export function emptyTurn(): TurnView {
 
 /** A tool call still under way (its card spins; the debug block counts it). */
 export const isRunning = (card: ToolCard): boolean => card.status === "running" || card.status === "retrying";
+
+/** A turn that has ended (with ``state`` when it said none itself: stopped by the person): no
+ * card of it spins any more — a call that never answered is shown stopped, not running. */
+export function ended(view: TurnView, state?: TurnState): TurnView {
+  if (state && view.state === null) view.state = state;
+  for (const card of view.tools) if (isRunning(card)) card.status = "stopped";
+  return view;
+}
 
 const text = (value: unknown): string => (typeof value === "string" ? value : "");
 const orNull = (value: unknown): string | null => (typeof value === "string" && value ? value : null);
@@ -121,7 +130,7 @@ export function foldTurn(messages: readonly WireMessage[]): TurnView {
         break;
     }
   });
-  return view;
+  return view.state === null ? view : ended(view);
 }
 
 function confirmOf(meta: Record<string, unknown>): ConfirmRequest {

@@ -17,7 +17,15 @@ export type TurnState =
   | "cancelled"
   | "issues_found";
 
-export type ToolStatus = "running" | "retrying" | "ok" | "error" | "timeout";
+/** A background task the turn started, as last read from ops (deploy, migration, backup). */
+export interface TaskProgress {
+  status: string; // queued | running | success | failed
+  progress: number;
+  result: Record<string, unknown> | null;
+  error: Record<string, unknown> | null;
+}
+
+export type ToolStatus = "running" | "retrying" | "ok" | "error" | "timeout" | "stopped";
 
 export interface ToolCard {
   id: string;
@@ -78,6 +86,8 @@ export interface TurnView {
   denied: PermissionDenied | null;
   state: TurnState | null;
   taskId: string | null;
+  /** The started task, followed to its end (none until first read). */
+  task: TaskProgress | null;
   errors: Problem[];
   warnings: Problem[];
 }

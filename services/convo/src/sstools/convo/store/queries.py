@@ -114,7 +114,12 @@ class ConversationStore:
         )
         if search:
             pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            query = query.where(conversations.c.title.ilike(pattern, escape="\\"))
+            said = select(messages.c.id).where(
+                messages.c.conversation_id == conversations.c.id,
+                messages.c.content.ilike(pattern, escape="\\"),
+            )
+            # by its title or by a word of any message in it
+            query = query.where(or_(conversations.c.title.ilike(pattern, escape="\\"), said.exists()))
         if cursor:
             updated_at, last_id = _decode_cursor(cursor, 2)
             try:

@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { chooseLang, preferredLang } from "./i18n.ts";
+
+function memory(): Storage {
+  const kept = new Map<string, string>();
+  return {
+    getItem: (key) => kept.get(key) ?? null,
+    setItem: (key, value) => void kept.set(key, value),
+    removeItem: (key) => void kept.delete(key),
+    clear: () => kept.clear(),
+    key: (index) => [...kept.keys()][index] ?? null,
+    get length() {
+      return kept.size;
+    },
+  };
+}
+
+describe("the page's language", () => {
+  it("is the browser's first of Russian or English until the person chooses", () => {
+    expect(preferredLang(memory(), ["de-DE", "en-US", "ru"])).toBe("en");
+    expect(preferredLang(memory(), ["ru-RU", "en"])).toBe("ru");
+    expect(preferredLang(memory(), ["fr"])).toBe("ru");
+  });
+
+  it("is the person's choice afterwards, whatever the browser says", () => {
+    const storage = memory();
+    expect(chooseLang("en", storage)).toBe("en");
+    expect(preferredLang(storage, ["ru-RU"])).toBe("en");
+    chooseLang("ru", storage);
+    expect(preferredLang(storage, ["en-US"])).toBe("ru");
+  });
+
+  it("ignores a kept value that is not a language of the page", () => {
+    const storage = memory();
+    storage.setItem("sstools.lang", "de");
+    expect(preferredLang(storage, ["en-GB"])).toBe("en");
+  });
+});
