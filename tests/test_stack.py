@@ -188,7 +188,7 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path, d
     states = (
         *("01-login", "02-prod-context", "02-tool-cards", "03-confirm-card", "04-confirmed", "05-rejected"),
         *("06-exe-rejected", "07-pdf-answer", "07-debug", "08-english", "09-sidebar", "10-archived"),
-        *("11-permission-denied", "12-stopped", "13-connection-lost", "14-session-ended"),
+        *("11-permission-denied", "12-stopped", "13-connection-lost", "14-session-ended", "15-queued"),
     )
     assert {path.name for path in browser.SCREENSHOTS.iterdir()} == {
         *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),
