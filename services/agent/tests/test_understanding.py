@@ -137,15 +137,17 @@ async def test_follow_ups_take_what_the_conversation_named(
 async def test_a_follow_up_changes_the_last_query(agent_stack: AgentStack) -> None:
     conversation = new_conversation()
     steps = (
-        ("сколько оплаченных заказов?", "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
-        ("а shipped?", "SELECT COUNT(*) FROM orders WHERE status = 'shipped'"),
-        ("how many rows are in the sales table?", "SELECT COUNT(*) FROM sales"),
-        ("and group it by region", "SELECT region, COUNT(*) FROM sales GROUP BY region"),
+        ("сколько оплаченных заказов на проде?", "prod", "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+        ("а shipped?", "prod", "SELECT COUNT(*) FROM orders WHERE status = 'shipped'"),  # where it asked
+        ("how many rows are in the sales table?", "dev", "SELECT COUNT(*) FROM sales"),
+        ("and group it by region", "dev", "SELECT region, COUNT(*) FROM sales GROUP BY region"),
     )
-    for text, sql in steps:
+    for text, env, sql in steps:
         reply = await agent_stack.say(text, conversation, env_id="")
-        executed = [args["sql"] for tool, args in _calls(reply) if tool == "superset_execute_sql"]
-        assert executed == [sql], dump(reply)
+        executed = [
+            (args["env_id"], args["sql"]) for tool, args in _calls(reply) if tool == "superset_execute_sql"
+        ]
+        assert executed == [(env, sql)], dump(reply)
         assert reply.state == "success", dump(reply)
     assert "| region |" in reply.text  # the counts, a row a region
 

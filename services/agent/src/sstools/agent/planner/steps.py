@@ -267,7 +267,7 @@ class Planner:
             or self.request.source_env
             or (
                 self.earlier.last_call.args.get("env_id")
-                if self._repeats() and self.earlier.last_call
+                if self.earlier.last_call and (self._repeats() or self._earlier_sql() != self.earlier.sql)
                 else None
             )
             or self.context.env
