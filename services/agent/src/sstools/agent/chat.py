@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
@@ -89,15 +90,16 @@ class Turn:
     session_id: str = ""  # the Gradio session: one send at a time in each
     files: tuple[str, ...] = ()  # ids of this user's uploads in convo attached to the message
 
+    @cached_property
+    def lang(self) -> Lang:
+        """The language the person is answered in: their message's; the page's for a card's
+        answer. Read once a turn (the events, the config and the card all use it)."""
+        return language_of(self.text, self.page_lang) if self.action == "send" else self.page_lang
+
     @property
     def env(self) -> str | None:
         """The environment the turn is about: the one submitted, else the page's context."""
         return self.env_id or self.ui_env_id
-
-
-def turn_language(turn: Turn) -> Lang:
-    """The language the person is answered in: their message's; the page's for a card's answer."""
-    return language_of(turn.text, turn.page_lang) if turn.action == "send" else turn.page_lang
 
 
 ROUTED_KEY = "routed_tools"  # in a turn's HumanMessage: the tools the router picked for it
@@ -176,7 +178,7 @@ class ChatService:
             "username": turn.username,
             "env_id": env_id or turn.env_id or (context.env if context else None),
             "ui_env_id": None if env_id else turn.ui_env_id,
-            LANG_KEY: lang or turn_language(turn),
+            LANG_KEY: lang or turn.lang,
         }
         if context is not None:
             configurable[CONTEXT_KEY] = context
@@ -193,11 +195,10 @@ class ChatService:
         started = time.monotonic()
         seen: list[Event] = []
         first_token: float | None = None
-        lang = turn_language(turn)
         with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
             try:
                 async for said in self._admitted(turn):
-                    event = in_language(said, lang)
+                    event = in_language(said, turn.lang)
                     if first_token is None and event.metadata["type"] == "token":
                         first_token = time.monotonic() - started
                     seen.append(event)
@@ -210,7 +211,7 @@ class ChatService:
     async def refuse(self, turn: Turn, code: str, message: str, **facts: str) -> AsyncIterator[Event]:
         """A submit the edge could not take as it was (too big, malformed): said, and audited."""
         started = time.monotonic()
-        events = [in_language(error(code, message, **facts), turn_language(turn)), state("failed")]
+        events = [in_language(error(code, message, **facts), turn.lang), state("failed")]
         for event in events:
             yield event
         record = self._record(turn, events, time.monotonic() - started)

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -183,7 +184,7 @@ class Planner:
         last = self.earlier.last_call
         if last is not None and last.tool == "start_maintenance" and ENDING.search(request.words):
             return "end_maintenance"  # "upgrade's done, end it"
-        if self._earlier_sql() != self.earlier.sql:
+        if self._earlier_sql != self.earlier.sql:
             return SQL_TOOL  # "а shipped?": the last query, changed
         if self._repeats() and last is not None:
             return last.tool
@@ -267,7 +268,7 @@ class Planner:
             or self.request.source_env
             or (
                 self.earlier.last_call.args.get("env_id")
-                if self.earlier.last_call and (self._repeats() or self._earlier_sql() != self.earlier.sql)
+                if self.earlier.last_call and (self._repeats() or self._earlier_sql != self.earlier.sql)
                 else None
             )
             or self.context.env
@@ -586,8 +587,10 @@ class Planner:
             needs.details.append(table(["id", say(self.lang, "база", "database")], rows))
         return None
 
+    @cached_property
     def _earlier_sql(self) -> str | None:
-        """The last query, as this follow-up changes it (unchanged when it does not)."""
+        """The last query, as this follow-up changes it (unchanged when it does not): parsed once
+        a step, though the intent, the environment and the arguments all ask."""
         last, sql = self.earlier.last_call, self.earlier.sql
         if sql is None or last is None or last.tool != SQL_TOOL:
             return sql
@@ -595,7 +598,7 @@ class Planner:
 
     def _with_database(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
         request = self.request
-        earlier_sql = self._earlier_sql() if request.refers_back or request.table is None else None
+        earlier_sql = self._earlier_sql if request.refers_back or request.table is None else None
         if intent == SQL_TOOL and request.sql is None and request.table is None and earlier_sql is None:
             needs.question = self.say(
                 "Какой запрос выполнить? Пришлите SQL или назовите таблицу.",
