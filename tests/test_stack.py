@@ -69,7 +69,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         _seeded_broken_chart_is_reported(stack_environment, data_dir.parent)
         _board_and_alerts_query_only_exported_metrics(services)
         asyncio.run(browser.add_analyst(database))
-        _the_page_works_in_a_browser(stack_environment, data_dir.parent, database)
+        _the_page_works_in_a_browser(stack_environment, data_dir.parent, database, first.supersets)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -162,9 +162,12 @@ def _seeded_broken_chart_is_reported(environment: dict[str, str], data_root: Pat
     assert "Legacy uptime" in answer, answer
 
 
-def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path, database: str) -> None:
-    """web/e2e in Debian's Chromium against this stack's proxy (screenshots of each state kept in
-    web/test-results/screenshots); then the dashboard the page deployed is in prod Superset."""
+def _the_page_works_in_a_browser(
+    environment: dict[str, str], data_root: Path, database: str, supersets: dict[str, str]
+) -> None:
+    """web/e2e in Debian's Chromium against this stack's proxy and its Supersets (screenshots of
+    each state kept in web/test-results/screenshots); then the dashboards the page and the drawer
+    inside dev Superset deployed are in prod Superset."""
     ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
     headers = _ops_headers(environment, data_root)
 
@@ -174,21 +177,30 @@ def _the_page_works_in_a_browser(environment: dict[str, str], data_root: Path, d
         )
         return {item["id"]: item["title"] for item in found.json()["dashboards"]}
 
-    title = titles("dev")[1]
-    assert title not in titles("prod").values()  # the page's deploy is what brings it
-    suite = browser.run_suite(environment, data_root, database)
+    # the drawer's script is served, dev's Superset pages load it, and only the Supersets may
+    # frame the page
+    page = page_address(environment).url
+    assert httpx.get(f"{page}/drawer.js").status_code == 200
+    tag = f'<script src="{page}/drawer.js" data-env="dev" defer></script>'
+    assert tag in httpx.get(f"{supersets['dev']}/login/").text
+    framing = httpx.get(f"{page}/agent").headers["content-security-policy"].split()
+    assert (framing[:2], sorted(framing[2:])) == (["frame-ancestors", "'self'"], sorted(supersets.values()))
+    deployed = {titles("dev")[1], titles("dev")[2]}  # the page's and the drawer's
+    assert not deployed & set(titles("prod").values())  # the deploys are what bring them
+    suite = browser.run_suite(environment, data_root, database, supersets)
     assert suite.returncode == 0, suite.output[-9000:]
-    for _ in range(60):  # the deploy runs as a task
-        if title in titles("prod").values():
+    for _ in range(60):  # a deploy runs as a task
+        if deployed <= set(titles("prod").values()):
             break
         time.sleep(1)
     else:
-        raise AssertionError(f"{title!r} never reached prod: {titles('prod')}")
+        raise AssertionError(f"{deployed} never all reached prod: {titles('prod')}")
     # each state web/e2e shoots, at both widths, and the second tab's own
     states = (
         *("01-login", "02-prod-context", "02-tool-cards", "03-confirm-card", "04-confirmed", "05-rejected"),
         *("06-exe-rejected", "07-pdf-answer", "07-debug", "08-english", "09-sidebar", "10-archived"),
         *("11-permission-denied", "12-stopped", "13-connection-lost", "14-session-ended", "15-queued"),
+        *("16-drawer", "17-drawer-confirm", "18-idle"),
     )
     assert {path.name for path in browser.SCREENSHOTS.iterdir()} == {
         *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),

@@ -1,12 +1,13 @@
 /** The /agent page as a person uses it, in Debian's Chromium driven by playwright-core, against
  * the running stack: E2E_BASE_URL (the proxy's origin), E2E_USERNAME and E2E_PASSWORD (an admin),
  * E2E_SCREENSHOTS (where each state is saved, at desktop and narrow widths), E2E_SIGNING_KEY (the
- * stack's token key, to make a session that ends mid-test). */
+ * stack's token key, to make a session that ends mid-test); E2E_SUPERSET_DEV and E2E_SUPERSET_PASSWORD
+ * (the stack's dev Superset and its admin, whose pages load the drawer). */
 
 import { createHash, createPrivateKey, createPublicKey, randomUUID, sign } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Frame, type FrameLocator, type Locator, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 const BASE_URL = required("E2E_BASE_URL");
@@ -37,6 +38,8 @@ function base64url(data: string | Buffer): string {
 }
 
 const ADMIN = { username: required("E2E_USERNAME"), password: required("E2E_PASSWORD") };
+const SUPERSET_DEV = required("E2E_SUPERSET_DEV");
+const SUPERSET_ADMIN = { username: "admin", password: required("E2E_SUPERSET_PASSWORD") };
 const ANALYST = { username: required("E2E_ANALYST_USERNAME"), password: required("E2E_ANALYST_PASSWORD") };
 type Person = typeof ADMIN;
 // The question whose answer (the seeded broken chart) streams for seconds from the paced model.
@@ -74,12 +77,15 @@ async function signedIn(who: Person, path = "/agent?envId=dev"): Promise<Page> {
   return page;
 }
 
-async function shoot(page: Page, name: string): Promise<void> {
+/** The page at both widths, saved; `chat` is where the chat is (the page itself, or the drawer's
+ * frame inside Superset). */
+async function shoot(page: Page, name: string, chat: Page | Frame = page): Promise<void> {
   for (const [width, size] of Object.entries(WIDTHS)) {
     await page.setViewportSize(size);
     await page.screenshot({ path: join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
-    // Nothing (a long id, the header) widens the page past the screen: no sideways scrolling.
-    expect(await page.evaluate(() => document.documentElement.scrollWidth), name).toBeLessThanOrEqual(size.width);
+    // Nothing (a long id, the header) widens the chat past its room: no sideways scrolling.
+    const overflow = await chat.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow, name).toBeLessThanOrEqual(0);
   }
   await page.setViewportSize(WIDTHS.desktop);
 }
@@ -149,22 +155,38 @@ describe("the /agent page", () => {
     expect(seen.slice(0, 5)).toEqual(Array(5).fill("Неверное имя или пароль"));
     expect(seen.at(-1)).toMatch(/^Слишком много попыток входа. Повторите через \d+ с$/);
     await signIn(page, ADMIN);
-    expect(await page.getByTestId("context-pill").textContent()).toContain("dashboard Sales Overview @dev");
+    expect(await page.getByTestId("context-pill").textContent()).toContain("дашборд Sales Overview @dev");
   });
 
   it("keeps the environment selector in step with the context, and warns on prod", async () => {
     const page = await signedIn(ADMIN, "/agent?objectType=dashboard&objectId=1&objectName=Sales%20Overview&envId=dev");
     const select = page.getByTestId("env-select");
     await expect.poll(() => select.inputValue()).toBe("dev");
-    expect(await page.getByTestId("context-pill").textContent()).toContain("dashboard Sales Overview @dev");
+    expect(await page.getByTestId("context-pill").textContent()).toContain("дашборд Sales Overview @dev");
     expect(await page.getByTestId("prod-flag").count()).toBe(0);
     await select.selectOption("prod");
     await page.getByTestId("prod-flag").waitFor();
-    expect(await page.getByTestId("context-pill").textContent()).toContain("dashboard Sales Overview @prod");
+    expect(await page.getByTestId("context-pill").textContent()).toContain("дашборд Sales Overview @prod");
     await shoot(page, "02-prod-context");
     await select.selectOption("dev");
     await expect.poll(() => page.getByTestId("prod-flag").count()).toBe(0);
     expect(await page.getByTestId("context-pill").textContent()).toContain("@dev");
+  });
+
+  it("an empty chat offers what the person's role may ask, and an example asks it", async () => {
+    const page = await signedIn(ANALYST);
+    const examples = page.getByTestId("example");
+    await expect.poll(() => examples.evaluateAll((buttons) => buttons.map((button) => button.dataset.tool))).toEqual([
+      "get_health_summary",
+      "search_dashboards",
+      "superset_execute_sql",
+      "show_capabilities",
+    ]); // an analyst is not offered a deploy
+    await shoot(page, "18-idle");
+    await examples.first().click();
+    expect(await page.getByTestId("user-message").textContent()).toContain("Что сломано в дашбордах?");
+    await expectState(page, "issues_found");
+    expect(await page.getByTestId("idle").count()).toBe(0);
   });
 
   it("asks for dashboards with validation problems and sees the tool cards resolve", async () => {
@@ -190,8 +212,12 @@ describe("the /agent page", () => {
     expect(await page.getByTestId("prod-warning").isVisible()).toBe(true);
     await shoot(page, "03-confirm-card");
     await card.getByTestId("confirm").click({ timeout: 15_000 }); // enabled once any countdown ends
-    await expectState(page, "started", "success");
+    await expectState(page, "started"); // the stack's agent does not wait for a task to end
     await expect.poll(() => page.getByTestId("confirm-card").count()).toBe(0);
+    // the page follows the deploy's task and shows how it ended, without being asked
+    const last = page.getByTestId("assistant-message").last();
+    await expect.poll(() => last.getByTestId("task-chip").getAttribute("data-status"), { timeout: 60_000 }).toBe("success");
+    expect(await last.getByTestId("task-result").textContent()).toContain("prod");
     await shoot(page, "04-confirmed");
   });
 
@@ -270,8 +296,10 @@ describe("the /agent page", () => {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(await answer.textContent()).toBe(kept); // nothing arrives after the stop
     expect(kept.trim().length).toBeGreaterThan(0);
-    expect(full.startsWith(kept.trim())).toBe(true);
-    expect(kept.trim().length).toBeLessThan(full.trim().length); // cut short
+    // the words shown, without the Markdown a cut-off table shows before it becomes one
+    const words = (text: string) => text.replace(/[|\s-]+/g, " ").trim();
+    expect(words(full).startsWith(words(kept)), `${kept} / ${full}`).toBe(true);
+    expect(words(kept).length).toBeLessThan(words(full).length); // cut short
     await second.screenshot({ path: join(SCREENSHOTS, "12-second-tab-desktop.png"), fullPage: true });
     await shoot(page, "12-stopped");
 
@@ -470,5 +498,93 @@ describe("the /agent page", () => {
     expect(await page.getByTestId("user-message").last().textContent()).toContain("Что сломано в дашбордах?");
     await expectState(page, "issues_found");
     await expect.poll(() => page.getByTestId("denied-card").count()).toBe(0);
+  });
+});
+
+describe("the drawer inside Superset", () => {
+  /** Dev Superset at `path`, signed in there, with the drawer open and signed in to the agent. */
+  async function inSuperset(path: string): Promise<{ page: Page; drawer: FrameLocator }> {
+    const page = await newPage();
+    await page.goto(`${SUPERSET_DEV}/login/`);
+    await page.locator("#username").fill(SUPERSET_ADMIN.username);
+    await page.locator("#password").fill(SUPERSET_ADMIN.password);
+    await page.locator('[data-test="login-button"]').click();
+    await page.waitForURL(/\/superset\/welcome/);
+    await page.goto(`${SUPERSET_DEV}${path}`);
+    // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
+    await page.locator("#sstools-drawer .toggle").click();
+    const drawer = page.frameLocator("#sstools-drawer iframe");
+    await drawer.locator('input[name="username"]').fill(ADMIN.username);
+    await drawer.locator('input[name="password"]').fill(ADMIN.password);
+    await drawer.locator('button[type="submit"]').click();
+    await expect.poll(() => drawer.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+    return { page, drawer };
+  }
+
+  /** Superset moving to another of its routes as its own links move it (a single-page app). */
+  async function navigate(page: Page, path: string): Promise<void> {
+    await page.evaluate((to) => {
+      history.pushState(null, "", to);
+      dispatchEvent(new PopStateEvent("popstate"));
+    }, path);
+  }
+
+  function chatFrame(page: Page): Frame {
+    const frame = page.frames().find((candidate) => new URL(candidate.url()).pathname === "/agent");
+    if (!frame) throw new Error("the drawer holds no /agent page");
+    return frame;
+  }
+
+  function pill(drawer: FrameLocator): Promise<string | null> {
+    return drawer.getByTestId("context-pill").textContent({ timeout: 1000 }).catch(() => null);
+  }
+
+  async function askIn(drawer: FrameLocator, text: string): Promise<string> {
+    const answers = await drawer.getByTestId("assistant-message").count();
+    await drawer.getByTestId("composer").fill(text);
+    await drawer.getByTestId("composer").press("Enter");
+    await expect.poll(() => drawer.getByTestId("assistant-message").count()).toBe(answers + 1);
+    const last = drawer.getByTestId("assistant-message").last();
+    await last.getByTestId("state-badge").waitFor({ timeout: 120_000 });
+    return (await last.textContent()) ?? "";
+  }
+
+  it("answers about the dashboard on screen, and follows Superset to another one and to SQL Lab", async () => {
+    const { page, drawer } = await inSuperset("/superset/dashboard/legacy-kpis/");
+    await expect.poll(() => pill(drawer)).toBe("Контекст: дашборд Legacy KPIs @dev");
+    await shoot(page, "16-drawer", chatFrame(page)); // Superset's own page, the drawer over it
+    const broken = await askIn(drawer, "Is this dashboard healthy?");
+    expect(broken).toContain("Legacy uptime"); // its broken chart
+    const calls = await drawer.getByTestId("tool-card").evaluateAll((cards) => cards.map((card) => card.dataset.tool));
+    expect(calls).toEqual(["get_health_summary"]);
+
+    await navigate(page, "/superset/dashboard/sales-overview/");
+    await expect.poll(() => pill(drawer)).toBe("Контекст: дашборд Sales Overview @dev");
+    const healthy = await askIn(drawer, "Is this dashboard healthy?");
+    expect(healthy).toContain("Sales Overview");
+    expect(healthy).not.toContain("Legacy uptime");
+
+    await navigate(page, "/sqllab/");
+    await expect.poll(() => pill(drawer)).toBe("Контекст: SQL Lab @dev");
+    await page.locator("#sstools-drawer .drawer header button").click(); // closed and opened again:
+    await page.locator("#sstools-drawer .toggle").click(); // the same conversation, still there
+    expect(await drawer.getByTestId("assistant-message").count()).toBe(2);
+  });
+
+  it("a deploy confirmed inside the drawer runs from the dashboard on screen to prod", async () => {
+    const { page, drawer } = await inSuperset("/superset/dashboard/orders-events/");
+    await expect.poll(() => pill(drawer)).toBe("Контекст: дашборд Orders and Events @dev");
+    await askIn(drawer, "задеплой этот дашборд в prod");
+    const card = drawer.getByTestId("confirm-card");
+    await expect.poll(() => card.getByTestId("confirm-env").textContent()).toBe("prod");
+    // the dashboard on screen, by its title beside its id, where it comes from and what changes
+    expect(await card.getByTestId("confirm-subject").textContent()).toBe("Orders and Events #2");
+    expect(await card.getByTestId("confirm-route").textContent()).toBe("dev → prod");
+    expect(await card.getByTestId("confirm-change").textContent()).toContain("«Orders and Events» (#2) из dev");
+    await shoot(page, "17-drawer-confirm", chatFrame(page));
+    await card.getByTestId("confirm").click({ timeout: 15_000 });
+    const last = drawer.getByTestId("assistant-message").last();
+    await expect.poll(() => last.getByTestId("task-chip").getAttribute("data-status"), { timeout: 60_000 }).toBe("success");
+    // the stack test then finds "Orders and Events" in prod Superset
   });
 });

@@ -254,3 +254,16 @@ securityContext:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 {{- end }}
+
+{{- /* The Superset origins that may frame the page (the drawer inside each Superset): every
+     ENVIRONMENTS entry's browser_url, as one space-separated CSP source list. */}}
+{{- define "sstools-agent.frameAncestors" -}}
+{{- $origins := list }}
+{{- range fromJsonArray (.Values.ops.env.ENVIRONMENTS | default "[]") }}
+{{- with .browser_url }}
+{{- $url := urlParse . }}
+{{- $origins = append $origins (printf "%s://%s" $url.scheme $url.host) }}
+{{- end }}
+{{- end }}
+{{- join " " ($origins | uniq) }}
+{{- end }}

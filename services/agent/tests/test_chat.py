@@ -2,6 +2,7 @@
 PostgreSQL behind the agent, with the offline model (no LLM endpoint configured)."""
 
 import asyncio
+import re
 import signal
 import uuid
 from pathlib import Path
@@ -171,13 +172,21 @@ async def test_reject_deploys_nothing(
     assert await _in_prod(prod, title) == 0
 
 
-async def test_an_edited_confirmation_runs_the_edited_arguments(
+async def test_an_edit_to_another_dashboard_is_shown_by_its_title_then_runs_as_edited(
     agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
 ) -> None:
     first_id, first_title = await _fresh_dashboard(dev)
     second_id, second_title = await _fresh_dashboard(dev)
-    await agent_stack.say(f"задеплой дашборд {first_id} из dev в prod", conversation)
-    confirmed = await agent_stack.say(f'{{"dashboard_id": {second_id}}}', conversation, action="confirm")
+    asked = await agent_stack.say(f"задеплой дашборд {first_id} из dev в prod", conversation)
+    (card,) = asked.of("confirm_required")
+    assert card["subject"] == {"env_id": "dev", "dashboards": [{"id": first_id, "title": first_title}]}
+    assert f"«{first_title}» (#{first_id}) из dev будет импортирован в prod" in card["change"], card
+    # the edit names another dashboard: the person is shown which before anything runs
+    edited = await agent_stack.say(f'{{"dashboard_id": {second_id}}}', conversation, action="confirm")
+    assert edited.of("tool_start") == [], dump(edited)
+    (again,) = edited.of("confirm_required")
+    assert again["subject"]["dashboards"] == [{"id": second_id, "title": second_title}]
+    confirmed = await agent_stack.say("", conversation, action="confirm")
     assert confirmed.of("tool_start")[0]["input"]["dashboard_id"] == second_id, dump(confirmed)
     assert (await _in_prod(prod, first_title), await _in_prod(prod, second_title)) == (0, 1)
 
@@ -309,7 +318,8 @@ async def test_three_conversations_survive_an_agent_restart(
             roles = [message.role for message in history.messages]
             assert roles == ["user", "assistant", "user", "assistant"]
             assert history.messages[0].content == f"покажи здоровье дашборда {dashboard}"
-            assert history.messages[1].content.startswith("В dev "), history.messages[1].content
+            # the health of one dashboard, named by its title
+            assert re.match(r"В «.+» \(dev\) ", history.messages[1].content), history.messages[1].content
             assert not history.messages[1].partial
 
 

@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, Interrupt
 
+from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
 from sstools.agent.gate import CONFIRM_PROMPTS, LANG_KEY, gate
 from sstools.agent.tools import USER_TOKEN, Confirmations, ops_call, tool_schema
@@ -44,6 +45,8 @@ ENVIRONMENTS = {"dev": False, "staging": False, "prod": True, "live": True}
 # The kind of each (sstools.common.policy: production by configuration, else by name).
 KINDS = {"dev": "dev", "staging": "staging", "prod": "prod", "live": "prod"}
 RISK_LEVELS = {Tier.READ: "safe", Tier.WRITE: "guarded", Tier.DANGEROUS: "dangerous"}
+# The dashboards ops can name, by environment: the same id is another dashboard elsewhere.
+TITLES = {"dev": {12: "Sales Overview", 7: "Legacy KPIs"}, "staging": {12: "Staging copy"}}
 PATIENT = 30.0  # a time limit no tool here reaches
 HASTY = 0.05  # a time limit for the tools that never answer
 OPS_UNAVAILABLE = OpsError(503, {"code": "ops_unavailable", "message": "ops did not answer"})
@@ -116,10 +119,14 @@ class OpsFacts:
     answer. It records which questions reached it and which statements it judged."""
 
     def __init__(
-        self, environments: Mapping[str, bool] = ENVIRONMENTS, failing: Mapping[str, OpsError] | None = None
+        self,
+        environments: Mapping[str, bool] = ENVIRONMENTS,
+        failing: Mapping[str, OpsError] | None = None,
+        titles: Mapping[str, Mapping[int, str]] = TITLES,
     ) -> None:
         self._environments = dict(environments)
         self._failing = dict(failing or {})
+        self._titles = titles
         self.asked: list[str] = []
         self.judged: list[str] = []
 
@@ -140,6 +147,17 @@ class OpsFacts:
         self._as_user("sql_read_only", user_token)
         self.judged.append(args.sql)
         return classify(args.sql, "postgres").read_only
+
+    async def dashboard_titles(
+        self, user_token: str, env_id: str, dashboard_ids: list[int]
+    ) -> dict[int, str]:
+        # as the OpsClient does: a failure to ask leaves every dashboard unnamed
+        try:
+            self._as_user("dashboard_titles", user_token)
+        except OpsError:
+            return {}
+        there = self._titles.get(env_id, {})
+        return {board: there[board] for board in dashboard_ids if board in there}
 
     def fingerprint(self, call: OpsCall) -> str:
         request = httpx.Request(call.method, f"http://ops{call.path}", params=call.params, json=call.body)
@@ -228,10 +246,13 @@ class Gated:
         messages = [*before, HumanMessage("please"), AIMessage("", tool_calls=list(calls))]
         return await self._run({"messages": messages}, config(role, env_id, ui_env_id, lang))
 
-    async def answer(self, answer: object, *, role: Role | None, env_id: str | None = None) -> Outcome:
-        """The person's answer to the card the graph paused with, as the chat resumes it."""
+    async def answer(
+        self, answer: object, *, role: Role | None, env_id: str | None = None, lang: str | None = None
+    ) -> Outcome:
+        """The person's answer to the card the graph paused with, as the chat resumes it (in the
+        card's language)."""
         (paused,) = self._paused
-        return await self._run(Command(resume={paused.id: answer}), config(role, env_id, None))
+        return await self._run(Command(resume={paused.id: answer}), config(role, env_id, None, lang))
 
     async def _run(self, graph_input: Any, run_config: RunnableConfig) -> Outcome:
         events: list[tuple[str, dict[str, Any]]] = []
@@ -340,6 +361,12 @@ def card(
 ) -> dict[str, Any]:
     """The card a call pauses with, written out field by field."""
     env_id = tool_args.get("env_id")
+    every = ARGS[tool].model_validate(tool_args).model_dump()
+    ids = every.get("dashboard_ids") or ([every["dashboard_id"]] if every.get("dashboard_id") else [])
+    source = every.get("source_env") or env_id
+    named = TITLES.get(source or "", {})
+    dashboards = [{"id": board, "title": named.get(board)} for board in ids]
+    subject = {"env_id": source, "dashboards": dashboards} if ids else None
     risk = risk or tier_of(tool, env_id)
     kind = KINDS.get(env_id) if env_id else None
     shown = {
@@ -356,6 +383,8 @@ def card(
         "required_role": (role or required_role(tool, env_id)).value,
         "dangerous": risk is Tier.DANGEROUS,
         "prompt": CONFIRM_PROMPTS[RISK_LEVELS[risk]][0],  # Russian: the runs here say no language
+        "subject": subject,
+        "change": change(tool, "ru", every, dashboards),
         "lang": "ru",
         "requires_confirmation": True,
     }
@@ -768,6 +797,47 @@ async def test_a_card_speaks_the_language_of_its_turn_only() -> None:
         "⚠️ Опасное действие: подтвердите",
     )
     assert english["digest"] != russian["digest"]  # the digest binds the words shown too
+
+
+async def test_a_deploy_card_names_the_dashboard_as_its_source_has_it_and_says_where_it_goes() -> None:
+    # no source given: the deploy takes dev's dashboard 12, and so the card names dev's, not the
+    # target's dashboard of the same id
+    deploy = call("deploy_dashboard", {"env_id": "staging", "dashboard_id": 12})
+    english = (await Gated().send(deploy, role=Role.OPERATOR, lang="en")).cards[0]
+    assert english["subject"] == {"env_id": "dev", "dashboards": [{"id": 12, "title": "Sales Overview"}]}
+    assert english["change"] == (
+        "Dashboard «Sales Overview» (#12) from dev is imported into staging: created there, or replaced "
+        "together with its charts and datasets."
+    )
+    russian = (await Gated().send(deploy, role=Role.OPERATOR, lang="ru")).cards[0]
+    assert russian["change"].startswith("Дашборд «Sales Overview» (#12) из dev будет импортирован в staging")
+
+
+async def test_a_dashboard_ops_cannot_name_is_shown_by_its_id_alone() -> None:
+    gated = Gated(OpsFacts(failing={"dashboard_titles": OpsError(503, {"code": "ops_unavailable"})}))
+    args = {"env_id": "dev", "dashboard_ids": [12, 99], "source_env": "staging"}
+    shown = (await gated.send(call("execute_migration", args), role=Role.OPERATOR, lang="en")).cards[0]
+    assert shown["subject"]["dashboards"] == [{"id": 12, "title": None}, {"id": 99, "title": None}]
+    assert shown["change"].startswith("Dashboards #12, #99 from staging are migrated into dev")
+    unknown = (await Gated().send(call("execute_migration", args), role=Role.OPERATOR, lang="en")).cards[0]
+    assert unknown["change"].startswith("Dashboards «Staging copy» (#12), #99 from staging")
+
+
+async def test_an_edit_naming_another_dashboard_is_a_new_card_naming_it_never_a_run() -> None:
+    gated = Gated()
+    args = {"env_id": "staging", "dashboard_id": 12, "source_env": "dev"}
+    shown = (await gated.send(call("deploy_dashboard", args), role=Role.OPERATOR, lang="en")).cards[0]
+    # the same tool, environments, risk and role: only which dashboard it is changes
+    again = await gated.answer(
+        {"action": "confirm", "digest": shown["digest"], "args": {"dashboard_id": 7}},
+        role=Role.OPERATOR,
+        lang="en",
+    )
+    (renamed,) = again.cards
+    assert renamed["subject"]["dashboards"] == [{"id": 7, "title": "Legacy KPIs"}]
+    assert "«Legacy KPIs» (#7)" in renamed["change"]
+    assert renamed["digest"] != shown["digest"]
+    assert (again.results, gated.runs) == ({}, [])
 
 
 async def test_a_call_is_given_its_arguments_as_validated_in_their_json_form() -> None:

@@ -181,7 +181,7 @@ async def test_an_oversized_or_malformed_ui_context_is_refused(agent_stack: Agen
     malformed = await agent_stack.say(
         "покажи дашборды",
         new_conversation(),
-        ui_context=json.dumps({"objectType": "chart", "objectId": "abc"}),
+        ui_context=json.dumps({"objectType": "report", "objectId": "abc"}),
     )
     (error,) = malformed.of("error")
     assert error["code"] == "INVALID_UI_CONTEXT"

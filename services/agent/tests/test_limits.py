@@ -226,7 +226,7 @@ def test_json_that_is_not_an_object_is_refused(raw: str) -> None:
 @pytest.mark.parametrize(
     "field",
     [
-        {"objectType": "chart"},
+        {"objectType": "report"},
         {"objectType": "Dashboard"},
         {"objectId": "12a"},
         {"objectId": ""},
@@ -251,7 +251,7 @@ def _faulty_fields(refusal: InputRejected) -> list[str]:
 
 
 def test_an_invalid_ui_context_names_every_field_at_fault() -> None:
-    refusal = _refusal_of_ui_context(json.dumps({"objectType": "chart", "objectId": "abc", "route": "/"}))
+    refusal = _refusal_of_ui_context(json.dumps({"objectType": "report", "objectId": "abc", "route": "/"}))
     assert (refusal.code, _faulty_fields(refusal)) == ("INVALID_UI_CONTEXT", ["objectType", "objectId"])
 
 
@@ -264,6 +264,8 @@ def test_an_invalid_ui_context_that_is_no_object_names_the_whole_of_it() -> None
     "field",
     [
         {"objectType": "migration"},
+        {"objectType": "chart"},
+        {"objectType": "sqllab"},
         {"objectId": "1"},
         {"objectName": "н" * 256},
         {"route": "/" * 512},
@@ -283,7 +285,7 @@ def test_a_ui_context_with_a_bad_env_id_is_an_invalid_environment(env_id: object
 
 
 def test_a_bad_env_id_is_named_even_beside_other_bad_fields() -> None:
-    raw = json.dumps({"objectType": "chart", "envId": "Prod", "contextVersion": 3})
+    raw = json.dumps({"objectType": "report", "envId": "Prod", "contextVersion": 3})
     refusal = _refusal_of_ui_context(raw)
     # the environment is what the person must fix first, and the message says where it was
     assert (refusal.code, _named_first(refusal)) == ("INVALID_ENVIRONMENT", "ui_context.envId")

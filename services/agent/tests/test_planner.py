@@ -1,5 +1,6 @@
 """The offline model's pace: unpaced it answers at once; paced, its words come one by one, so
-an answer can be stopped halfway (the browser test's Stop relies on it)."""
+an answer can be stopped halfway (the browser test's Stop relies on it). And what it makes of
+"this dashboard" asked from a dashboard (the drawer inside Superset)."""
 
 import asyncio
 import json
@@ -7,7 +8,7 @@ import time
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from sstools.agent.context import Environment, TurnContext
+from sstools.agent.context import Environment, Focus, TurnContext
 from sstools.agent.planner import OfflinePlanner
 
 BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
@@ -54,3 +55,29 @@ async def test_a_paced_answer_stops_halfway_when_cancelled() -> None:
     answer = str(OfflinePlanner().plan(MESSAGES).content)
     assert 0 < len("".join(received)) < len(answer)
     assert answer.startswith("".join(received))
+
+
+def test_this_dashboard_is_the_one_on_screen_and_the_answer_names_it() -> None:
+    on_screen = TurnContext(
+        (Environment("dev", "dev", False),), "dev", "page", "en", Focus("dashboard", 1, "Sales Overview")
+    )
+    asked = [on_screen.message(), HumanMessage("Is this dashboard healthy?")]
+    (planned,) = OfflinePlanner().plan(asked).tool_calls
+    assert (planned["name"], planned["args"]) == (
+        "get_health_summary",
+        {"env_id": "dev", "dashboard_ids": [1]},
+    )
+    checked = {
+        "env_id": "dev",
+        "charts_checked": 3,
+        "broken_charts": [],
+        "dashboards_with_problems": [],
+        "dashboards_checked": 1,
+        "only": [{"dashboard_id": 1, "title": "Sales Overview"}],
+    }
+    answered = [
+        *asked,
+        AIMessage("", tool_calls=[{**planned, "id": "call_1"}]),
+        ToolMessage(json.dumps(checked), tool_call_id="call_1", name="get_health_summary"),
+    ]
+    assert OfflinePlanner().plan(answered).content == "All 3 charts in «Sales Overview» (dev) work."

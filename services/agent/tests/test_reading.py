@@ -30,6 +30,16 @@ def test_the_title_of_a_copy_is_not_the_name_of_its_original() -> None:
     assert (request.dashboard_name, request.title) == ("Orders and Events", "Orders and Events (draft)")
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["Is this dashboard healthy?", "Этот дашборд здоров?", "is this dashboard broken?", "он сломан?"],
+)
+def test_how_a_dashboard_is_is_not_its_name(text: str) -> None:
+    # asked from a dashboard (the page's focus): the question is about that one, named by none
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.intent, request.dashboard_name) == ("get_health_summary", None)
+
+
 def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
     request = read_request("don't deploy, just show me the Sales Overview dashboard", ENVIRONMENTS)
     assert "deploy_dashboard" in request.negated

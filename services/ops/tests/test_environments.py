@@ -48,6 +48,23 @@ def test_environments_parse_with_production_from_the_id(
 
 
 @pytest.mark.parametrize(
+    ("browser_url", "origin"),
+    [
+        (None, None),
+        ("http://127.0.0.1:8088", "http://127.0.0.1:8088"),
+        ("https://BI.Example.test:443/superset/", "https://bi.example.test"),
+        ("http://bi.example.test:80", "http://bi.example.test"),
+        ("https://bi.example.test:8443/x?y=1", "https://bi.example.test:8443"),
+    ],
+)
+def test_the_drawer_origin_is_the_browser_url_as_a_browser_names_its_origin(
+    browser_url: str | None, origin: str | None
+) -> None:
+    environment = parse_environments(json.dumps([_entry(browser_url=browser_url)]))["dev"]
+    assert environment.browser_origin == origin
+
+
+@pytest.mark.parametrize(
     ("raw", "reason"),
     [
         ("not json", "not valid"),

@@ -33,7 +33,13 @@ async def ops(fresh_database_url: str, tracer_provider: TracerProvider) -> Async
         environments=json.dumps(
             [
                 {"id": "dev", "name": "Development", "url": "http://127.0.0.1:8088", "password_env": "X"},
-                {"id": "prod", "name": "Production", "url": "https://bi.example.test", "password_env": "Y"},
+                {
+                    "id": "prod",
+                    "name": "Production",
+                    "url": "http://superset.internal:8088",
+                    "browser_url": "https://BI.example.test:443/superset/welcome/",
+                    "password_env": "Y",
+                },
             ]
         ),
     )
@@ -73,7 +79,7 @@ async def _service_token(client: httpx.AsyncClient) -> str:
 async def test_login_issues_user_tokens_and_refuses_wrong_passwords(ops: httpx.AsyncClient) -> None:
     token = await _user_token(ops, "anna")
     me = await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})
-    assert me.json() == {"username": "anna", "role": "analyst"}
+    assert {key: me.json()[key] for key in ("username", "role")} == {"username": "anna", "role": "analyst"}
     # a wrong password and an unknown name get the same answer: which names exist is not told
     for username, password in (("anna", "wrong"), ("nobody", "analyst-pass")):
         reply = await _login(ops, username, password)
@@ -86,12 +92,33 @@ async def test_login_issues_user_tokens_and_refuses_wrong_passwords(ops: httpx.A
     ]
 
 
+@pytest.mark.parametrize(
+    ("username", "offered"),
+    [
+        ("vera", ["get_health_summary", "search_dashboards", "show_capabilities"]),
+        ("anna", ["get_health_summary", "search_dashboards", "superset_execute_sql", "show_capabilities"]),
+    ],
+)
+async def test_an_empty_chat_offers_what_the_persons_role_may_ask(
+    ops: httpx.AsyncClient, username: str, offered: list[str]
+) -> None:
+    token = await _user_token(ops, username)
+    me = (await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})).json()
+    assert [example["tool"] for example in me["examples"]] == offered
+    assert me["examples"][0] == {
+        "tool": "get_health_summary",
+        "ru": "Что сломано в дашбордах?",
+        "en": "What is broken in the dashboards?",
+    }
+
+
 async def test_a_signed_in_person_sees_the_environment_choices_without_urls(ops: httpx.AsyncClient) -> None:
     token = await _user_token(ops, "vera")  # the lowest role: choosing where to look is for everyone
     reply = await ops.get("/api/auth/environments", headers={"Authorization": f"Bearer {token}"})
+    # ops' own address of a Superset never shows; the origin people open it at (the drawer's) does
     assert reply.json() == [
-        {"id": "dev", "name": "Development", "production": False},
-        {"id": "prod", "name": "Production", "production": True},
+        {"id": "dev", "name": "Development", "production": False, "origin": None},
+        {"id": "prod", "name": "Production", "production": True, "origin": "https://bi.example.test"},
     ]
     anonymous = await ops.get("/api/auth/environments")
     assert (anonymous.status_code, anonymous.json()["detail"]["code"]) == (401, "user_token_missing")
@@ -244,7 +271,7 @@ async def test_environments_are_listed_without_credentials(ops: httpx.AsyncClien
         listed[username] = reply.json()
     assert listed["oleg"] == [
         {"id": "dev", "name": "Development", "url": "http://127.0.0.1:8088/", "production": False},
-        {"id": "prod", "name": "Production", "url": "https://bi.example.test/", "production": True},
+        {"id": "prod", "name": "Production", "url": "http://superset.internal:8088/", "production": True},
     ]
     # a viewer learns where to look, not where the instances are
     assert listed["vera"] == [{**env, "url": None} for env in listed["oleg"]]

@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -59,6 +60,29 @@ async def test_search_finds_dashboards_by_title_and_owner_with_paging(ops: OpsAp
     assert nobody.json()["count"] == 0
 
 
+async def test_dashboards_are_named_by_id_in_their_own_environment(ops: OpsApi) -> None:
+    (sales,) = await _search(ops, "dev", "Sales Overview")
+    (legacy,) = await _search(ops, "dev", "Legacy KPIs")
+    missing = 2**40
+    reply = await ops.http.get(
+        "/api/envs/dev/dashboards/titles",
+        params={"dashboard_ids": [sales["id"], legacy["id"], missing]},
+        headers=ops.headers("vera"),
+    )
+    assert reply.status_code == 200, reply.text
+    # JSON keys are strings; one Superset does not have is left out
+    assert reply.json() == {
+        "env_id": "dev",
+        "titles": {str(sales["id"]): "Sales Overview", str(legacy["id"]): "Legacy KPIs"},
+    }
+    too_many = await ops.http.get(
+        "/api/envs/dev/dashboards/titles",
+        params={"dashboard_ids": list(range(1, 22))},
+        headers=ops.headers("vera"),
+    )
+    assert too_many.status_code == 422
+
+
 async def test_search_by_tag(ops: OpsApi) -> None:
     reply = await ops.http.get(
         "/api/envs/dev/dashboards", params={"tag": "finance"}, headers=ops.headers("vera")
@@ -77,6 +101,15 @@ async def test_health_summary_finds_the_broken_chart_and_its_dashboard(ops: OpsA
     assert "no such table: legacy_kpis" in broken["Legacy uptime"]["error"]
     assert [board["title"] for board in summary["dashboards_with_problems"]] == ["Legacy KPIs"]
     assert summary["charts_checked"] >= 6
+    assert summary["only"] == []  # the whole environment: none singled out
+    (sales,) = await _search(ops, "dev", "Sales Overview")
+    one = await ops.http.get(
+        "/api/envs/dev/health", params={"dashboard_ids": [sales["id"]]}, headers=ops.headers("vera")
+    )
+    assert (one.json()["only"], one.json()["broken_charts"]) == (
+        [{"dashboard_id": sales["id"], "title": "Sales Overview"}],
+        [],
+    )
 
 
 async def test_select_returns_rows_and_dml_is_refused_for_an_analyst(ops: OpsApi) -> None:
@@ -302,6 +335,29 @@ async def test_a_backup_zip_imports_into_the_other_instance(ops: OpsApi, tmp_pat
     assert restored["status"] == "success", restored
     assert "Sales Overview" in restored["result"]["dashboards"]
     assert [board["title"] for board in await _search(ops, "prod", "Sales Overview")] == ["Sales Overview"]
+
+
+async def test_the_page_follows_a_task_with_the_persons_own_token_and_sees_only_its_own(ops: OpsApi) -> None:
+    started = await ops.http.post("/api/envs/dev/backups", headers=ops.headers("oleg"))
+    assert started.status_code == 202, started.text
+    path = f"/api/my/tasks/{started.json()['id']}"
+
+    async def read(**headers: str) -> httpx.Response:
+        return await ops.http.get(path, headers=headers)
+
+    def alone(username: str) -> str:
+        return f"Bearer {ops.user_tokens[username]}"
+
+    own = await read(Authorization=alone("oleg"))
+    assert (own.status_code, own.json()["id"]) == (200, started.json()["id"])
+    assert (await read(Authorization=alone("root"))).status_code == 200  # an admin sees everyone's
+    other = await read(Authorization=alone("anna"))  # someone else's is not there for her
+    assert (other.status_code, other.json()["detail"]["code"]) == (404, "task_not_found")
+    assert (await read()).status_code == 401
+    assert (
+        await read(Authorization=f"Bearer {ops.service_token}")
+    ).status_code == 401  # a person's, not the agent's
+    assert (await ops.wait_task(started.json()["id"], "oleg"))["status"] == "success"
 
 
 async def test_maintenance_refuses_deploys_with_the_reason(ops: OpsApi) -> None:

@@ -78,9 +78,18 @@ export interface EnvironmentChoice {
   id: string;
   name: string;
   production: boolean;
+  /** The origin people open this Superset at, when the drawer is installed there. */
+  origin: string | null;
 }
 
-/** Where the person may point the page (ops: ids and names only). */
+/** A request an empty chat offers, one the person's role may run (ops: /api/auth/me). */
+export interface Example {
+  tool: string;
+  ru: string;
+  en: string;
+}
+
+/** Where the person may point the page (ops: ids, names, and each drawer's origin). */
 export async function environments(token: string): Promise<EnvironmentChoice[]> {
   const response = await fetch("/api/auth/environments", { headers: { Authorization: `Bearer ${token}` } });
   return response.ok ? ((await response.json()) as EnvironmentChoice[]) : [];

@@ -2,6 +2,8 @@
  * talks to the agent through a `ChatTransport`, folds each turn's stream into a `TurnView`, and
  * owns what the person can do next: send, stop, confirm or reject, retry, switch environment. */
 
+import type { Focus } from "../embed.ts";
+import { translate, type Lang } from "../i18n.ts";
 import { TASK_ENDED, type TasksApi } from "./api.ts";
 import { emptyTurn, ended, foldTurn, isRunning } from "./turn";
 import type { Action, ChatJob, ChatTransport } from "./transport";
@@ -94,7 +96,7 @@ export class AgentChatModel {
       : this.#productionEnvs.has(this.activeEnv ?? "") || normaliseEnv(this.activeEnv) === "prod",
   );
   readonly showProdWarning: boolean = $derived(this.isProdContext);
-  readonly contextPillLabel: string = $derived(contextLabel(this.uiContext));
+  readonly contextPillLabel: string = $derived(contextLabel(this.uiContext, this.lang));
   readonly activeToolCalls: number = $derived(
     this.messages.reduce((count, entry) => count + (entry.view?.tools.filter(isRunning).length ?? 0), 0),
   );
@@ -256,6 +258,14 @@ export class AgentChatModel {
     this.error = null;
     this.activeElsewhere = activeElsewhere;
     this.#settle(history.at(-1)?.view ?? null);
+  }
+
+  /** What Superset shows around the drawer, in ``envId`` (the Superset the drawer is in): the
+   * chat's context from now on, in that environment again even if another was chosen meanwhile —
+   * the object's id means something there alone. */
+  followFocus(focus: Focus, envId: string): void {
+    this.uiContext = { ...focus, envId, contextVersion: 1 };
+    this.updateActiveEnv(envId, false);
   }
 
   /** The environment the page works in; one the person chose is remembered as theirs. */
@@ -473,10 +483,11 @@ export function normaliseEnv(envId: string | null | undefined): "prod" | "stagin
   return null;
 }
 
-function contextLabel(context: UIContext | null): string {
+function contextLabel(context: UIContext | null, lang: Lang): string {
   if (!context?.objectType) return "";
   const name = context.objectName ?? (context.objectId ? `#${context.objectId}` : "");
-  return [context.objectType, name, context.envId ? `@${context.envId}` : ""].filter(Boolean).join(" ");
+  const kind = translate(lang, `object_${context.objectType}`);
+  return [kind, name, context.envId ? `@${context.envId}` : ""].filter(Boolean).join(" ");
 }
 
 /** An environment id as the agent and ops accept one: lower-case letters, digits, "-" and "_",
@@ -490,7 +501,7 @@ export function isEnvId(value: string): boolean {
 export function uiContextFromUrl(url: URL): UIContext | null {
   const params = url.searchParams;
   const objectType = params.get("objectType");
-  const allowed = ["dashboard", "dataset", "migration"];
+  const allowed = ["dashboard", "dataset", "migration", "chart", "sqllab"];
   const given = params.get("envId");
   const envId = given !== null && isEnvId(given) ? given : null;
   if (!objectType && !envId) return null;

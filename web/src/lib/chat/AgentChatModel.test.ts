@@ -95,6 +95,8 @@ const confirmCard = (dangerous: boolean) =>
     dangerous,
     env_context: "prod",
     prompt: "⚠️ Изменение данных в production",
+    subject: { env_id: "dev", dashboards: [{ id: 42, title: "Sales Overview" }] },
+    change: "Дашборд «Sales Overview» (#42) из dev будет импортирован в prod.",
   });
 
 describe("AgentChatModel", () => {
@@ -146,7 +148,12 @@ describe("AgentChatModel", () => {
     const chat = model(transport);
     await chat.connect("token");
     await chat.send("deploy dashboard 42 to prod");
-    expect(chat.pendingConfirm).toMatchObject({ toolName: "deploy_dashboard", envContext: "prod" });
+    expect(chat.pendingConfirm).toMatchObject({
+      toolName: "deploy_dashboard",
+      envContext: "prod",
+      subject: { envId: "dev", dashboards: [{ id: 42, title: "Sales Overview" }] },
+      change: "Дашборд «Sales Overview» (#42) из dev будет импортирован в prod.",
+    });
     expect(chat.showProdWarning).toBe(true);
     expect(chat.canConfirm).toBe(true);
 
@@ -429,6 +436,8 @@ describe("AgentChatModel", () => {
     chat.uiContext = uiContextFromUrl(
       new URL("https://example.test/agent?objectType=dashboard&objectId=42&objectName=Sales&envId=dev"),
     );
+    expect(chat.contextPillLabel).toBe("дашборд Sales @dev");
+    chat.lang = "en";
     expect(chat.contextPillLabel).toBe("dashboard Sales @dev");
     expect(chat.isProdContext).toBe(false);
     chat.updateActiveEnv("prod");
@@ -449,6 +458,20 @@ describe("AgentChatModel", () => {
       objectType: null,
       objectId: null,
     });
+  });
+
+  it("follows what the Superset around the drawer shows, in that Superset's environment", () => {
+    const transport = new ScriptedTransport([]);
+    const chat = model(transport);
+    chat.lang = "en";
+    chat.uiContext = uiContextFromUrl(new URL("https://example.test/agent?embedded=1&envId=dev"));
+    chat.followFocus({ objectType: "dashboard", objectId: "3", objectName: "Legacy KPIs", route: "/superset/dashboard/3/" }, "dev");
+    expect(chat.contextPillLabel).toBe("dashboard Legacy KPIs @dev");
+    chat.updateActiveEnv("prod"); // the person looks at prod for a while
+    chat.followFocus({ objectType: "sqllab", objectId: null, objectName: null, route: "/sqllab/" }, "dev");
+    expect([chat.contextPillLabel, chat.activeEnv]).toEqual(["SQL Lab @dev", "dev"]); // the new object is dev's
+    chat.followFocus({ objectType: null, objectId: null, objectName: null, route: "/dashboard/list/" }, "dev");
+    expect(chat.contextPillLabel).toBe("");
   });
 
   it("refuses environment ids a link could plant, and forgets one ops does not have", () => {

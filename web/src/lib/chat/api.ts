@@ -29,11 +29,12 @@ export interface TasksApi {
   task(id: string): Promise<TaskProgress>;
 }
 
-/** Ops' task status, as the person may read it (their own tasks; operators see all). */
+/** Ops' task status, as the person may read it with their own token (their own tasks;
+ * operators see all): `/api/my/tasks/{id}` (the tool's path takes the agent's token too). */
 export class OpsTasksApi implements TasksApi {
   constructor(private readonly api: SessionApi) {}
 
   task(id: string): Promise<TaskProgress> {
-    return this.api.json<TaskProgress>(`/api/tasks/${encodeURIComponent(id)}`);
+    return this.api.json<TaskProgress>(`/api/my/tasks/${encodeURIComponent(id)}`);
   }
 }

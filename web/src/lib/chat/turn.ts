@@ -146,6 +146,21 @@ function confirmOf(meta: Record<string, unknown>): ConfirmRequest {
     dangerous: meta.dangerous === true,
     envContext: orNull(meta.env_context),
     prompt: text(meta.prompt),
+    subject: subjectOf(meta.subject),
+    change: text(meta.change),
+  };
+}
+
+function subjectOf(value: unknown): ConfirmRequest["subject"] {
+  if (typeof value !== "object" || value === null) return null;
+  const { env_id: envId, dashboards } = value as Record<string, unknown>;
+  if (typeof envId !== "string" || !Array.isArray(dashboards)) return null;
+  return {
+    envId,
+    dashboards: dashboards.map((board: Record<string, unknown>) => ({
+      id: Number(board.id),
+      title: typeof board.title === "string" ? board.title : null,
+    })),
   };
 }
 

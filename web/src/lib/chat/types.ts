@@ -54,6 +54,10 @@ export interface ConfirmRequest {
   dangerous: boolean;
   envContext: string | null;
   prompt: string;
+  /** The dashboards the call is about, named in the environment they are read from. */
+  subject: { envId: string; dashboards: { id: number; title: string | null }[] } | null;
+  /** What will change, in the card's language. */
+  change: string;
 }
 
 export interface Alternative {
@@ -94,7 +98,7 @@ export interface TurnView {
 
 /** data model §1: where the person came from, read from the page's URL. */
 export interface UIContext {
-  objectType: "dashboard" | "dataset" | "migration" | null;
+  objectType: "dashboard" | "dataset" | "migration" | "chart" | "sqllab" | null;
   objectId: string | null;
   objectName: string | null;
   envId: string | null;

@@ -577,6 +577,45 @@ EXAMPLE_PROMPTS: dict[str, str] = {
 }
 
 
+# The same requests in English, for a page in English.
+EXAMPLE_PROMPTS_EN: dict[str, str] = {
+    "show_capabilities": "What can you do?",
+    "search_dashboards": "Show the dashboards",
+    "get_health_summary": "What is broken in the dashboards?",
+    "list_environments": "Which environments are there?",
+    "get_task_status": "What is the status of my task?",
+    "list_llm_providers": "Which LLM providers are configured?",
+    "get_llm_status": "Is the LLM working?",
+    "create_branch": "Create a branch for a dashboard",
+    "commit_changes": "Commit the dashboard's changes",
+    "deploy_dashboard": "Deploy a dashboard to prod",
+    "execute_migration": "Migrate a dashboard from dev to prod",
+    "run_backup": "Back up dev",
+    "run_llm_validation": "Check a dashboard with the LLM",
+    "run_llm_documentation": "Describe a dashboard's charts",
+    "list_maintenance_events": "Which maintenance windows are running?",
+    "start_maintenance": "Start maintenance in prod",
+    "end_maintenance": "End maintenance in prod",
+    "superset_execute_sql": "Run SELECT count(*) FROM sales",
+    "superset_explore_database": "Which tables does the database have?",
+    "superset_audit_permissions": "Show users' permissions",
+    "superset_create_dashboard": "Create a dashboard “Sales”",
+    "superset_copy_dashboard": "Copy dashboard 12",
+    "superset_create_dataset": "Create a dataset from the sales table",
+    "superset_format_sql": "Format an SQL query",
+}
+
+# What an empty chat offers to ask, best first: each one the person's role may run.
+IDLE_EXAMPLES = (
+    "get_health_summary",
+    "search_dashboards",
+    "superset_execute_sql",
+    "deploy_dashboard",
+    "superset_audit_permissions",
+    "show_capabilities",
+)
+
+
 def tool(name: str) -> ToolSpec:
     """The spec of one tool; ``KeyError`` for a name that is not in the catalogue."""
     return _BY_NAME[name]

@@ -94,6 +94,10 @@ class BranchBody(ToolArgs):
     start: str = Field(default="main", min_length=1, max_length=200, description="Branch to start from.")
 
 
+class DashboardTitlesQuery(ToolArgs):
+    dashboard_ids: list[ObjectId] = Field(min_length=1, max_length=20, description="Dashboards to name.")
+
+
 class CommitBody(ToolArgs):
     branch: str = Field(min_length=1, max_length=200, description="Branch to commit on.")
     env_id: EnvId = Field(description="Environment whose dashboards are exported.")
@@ -189,6 +193,10 @@ class SqlStatementArgs(EnvArgs, SqlStatement):
     pass
 
 
+class DashboardTitlesArgs(EnvArgs, DashboardTitlesQuery):
+    pass
+
+
 class ExploreArgs(EnvArgs, ExploreQuery):
     pass
 
@@ -268,6 +276,8 @@ ENDPOINTS: Mapping[str, Endpoint] = {
 
 # Not a tool: how the gate asks ops whether a statement only reads, in the target's dialect.
 SQL_SHAPE = Endpoint("POST", _ENVS + "/sql/shape", SqlStatementArgs, SqlStatement)
+# Not a tool: how the gate names the dashboards a card is about (a confirmation names its object).
+DASHBOARD_TITLES = Endpoint("GET", _ENVS + "/dashboards/titles", DashboardTitlesArgs, DashboardTitlesQuery)
 
 # show_capabilities is answered by the agent from the catalogue: no endpoint, no arguments.
 ARGS: Mapping[str, type[ToolArgs]] = {

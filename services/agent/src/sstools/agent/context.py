@@ -64,7 +64,11 @@ class TurnContext:
                 f"Unless the person names another, work in {self.env} ({why}); tool arguments must "
                 "still name the environment."
             )
-        if self.focus is not None:
+        if self.focus is not None and self.focus.type == "sqllab":
+            lines.append(
+                "The person is in SQL Lab: a query they ask for runs there unless they name another."
+            )
+        elif self.focus is not None:
             shown = f"{self.focus.type}"
             if self.focus.id is not None:
                 shown += f" id {self.focus.id}"

@@ -12,7 +12,8 @@ its way around them. Nothing reaches ops before all of this held.
 
 A write or dangerous call pauses with ``interrupt(card)``: the card names the call (its id) and
 carries a digest of everything it shows — tool, arguments, environment, production, risk,
-required role. The answer must name that digest. The resumed call runs exactly the card's
+required role, the dashboards it is about by title (as ops reads them now) and what will
+change. The answer must name that digest. The resumed call runs exactly the card's
 arguments; edited ones are validated and decided again, and if the decision differs from the
 card's (another environment, tier, risk, role) the answer is a new card, never an execution.
 Once confirmed, the call carries a confirmation signed for its user, tool, id and exact request
@@ -31,6 +32,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
+from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, say
 from sstools.agent.tools import Confirmations, ops_call
@@ -55,7 +57,10 @@ CONFIRM_PROMPTS = {
 LANG_KEY = "lang"  # in the run's config: the language the person is answered in
 _KNOWN_TOOLS = frozenset(tool_names())
 # What a card shows beside the arguments: an edit that changes any of it needs a new card.
-_DECIDED = ("tool_name", "env_id", "env_context", "production", "risk", "risk_level", "required_role")
+_DECIDED = (
+    *("tool_name", "env_id", "env_context", "production", "risk", "risk_level", "required_role"),
+    "subject",  # an edited id names another dashboard: the person is shown which, by title
+)
 Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
 
@@ -67,6 +72,10 @@ class GateFacts(Protocol):
     async def sql_read_only(self, user_token: str, args: SqlArgs) -> bool: ...
 
     def fingerprint(self, call: OpsCall) -> str: ...
+
+    async def dashboard_titles(
+        self, user_token: str, env_id: str, dashboard_ids: list[int]
+    ) -> Mapping[int, str]: ...
 
 
 class Refused(Exception):
@@ -108,10 +117,31 @@ def card_digest(card: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+async def subject_of(facts: GateFacts, user_token: str, arguments: ToolArgs) -> dict[str, Any] | None:
+    """The dashboards a call is about, each with its title in the environment they are read from
+    (the source of a deploy or migration, defaults included, else the call's own); None for a
+    call about none."""
+    args = arguments.model_dump()
+    ids = list(args.get("dashboard_ids") or ([args["dashboard_id"]] if args.get("dashboard_id") else []))
+    env = args.get("source_env") or args.get("env_id")
+    if not ids or not env:
+        return None
+    titles = await facts.dashboard_titles(user_token, str(env), ids)
+    return {"env_id": env, "dashboards": [{"id": board, "title": titles.get(board)} for board in ids]}
+
+
 def confirm_card(
-    call_id: str, tool_name: str, args: dict[str, Any], thread_id: str, decision: Decision, lang: Lang
+    call_id: str,
+    tool_name: str,
+    arguments: ToolArgs,
+    thread_id: str,
+    decision: Decision,
+    lang: Lang,
+    subject: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``confirm_required`` event: what the person is asked to confirm, and its digest."""
+    args = shown_arguments(arguments)
+    every = arguments.model_dump()  # what runs, defaults included, by field name
     card = {
         "type": "confirm_required",
         "thread_id": thread_id,
@@ -126,6 +156,8 @@ def confirm_card(
         "required_role": decision.required_role.value,
         "dangerous": decision.risk_level.value == "dangerous",
         "prompt": say(lang, *CONFIRM_PROMPTS[decision.risk_level.value]),
+        "subject": subject,
+        "change": change(tool_name, lang, every, subject["dashboards"] if subject else ()),
         "lang": lang,  # a resume runs the gate again: the card must come out the same, words too
         "requires_confirmation": True,
     }
@@ -276,7 +308,8 @@ def gate(
         arguments, decision = outcome
         if not decision.needs_confirmation:
             return arguments, decision, None
-        card = confirm_card(str(call["id"]), name, shown_arguments(arguments), thread_id, decision, lang)
+        subject = await subject_of(facts, user_token, arguments)
+        card = confirm_card(str(call["id"]), name, arguments, thread_id, decision, lang, subject)
         while True:
             answer = interrupt(card)
             if not isinstance(answer, dict) or answer.get("digest") != card["digest"]:
@@ -292,9 +325,8 @@ def gate(
             if isinstance(outcome, ToolMessage):
                 return outcome
             arguments, decision = outcome
-            edited_card = confirm_card(
-                str(call["id"]), name, shown_arguments(arguments), thread_id, decision, lang
-            )
+            subject = await subject_of(facts, user_token, arguments)
+            edited_card = confirm_card(str(call["id"]), name, arguments, thread_id, decision, lang, subject)
             if all(edited_card[key] == card[key] for key in _DECIDED):
                 return arguments, decision, answered
             card = edited_card  # the edit changed what was decided: a new card, never a run

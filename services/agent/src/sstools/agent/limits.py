@@ -46,7 +46,8 @@ class UiContext(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    objectType: Literal["dashboard", "dataset", "migration"] | None = None  # noqa: N815 (wire names)
+    # what the page or the drawer inside Superset shows (FR-023 adds the chart and SQL Lab)
+    objectType: Literal["dashboard", "dataset", "migration", "chart", "sqllab"] | None = None  # noqa: N815
     objectId: str | None = Field(default=None, pattern=r"^\d{1,18}$")  # noqa: N815
     objectName: str | None = Field(default=None, max_length=256)  # noqa: N815
     envId: EnvId | None = None  # noqa: N815

@@ -60,7 +60,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
     tools = build_tools(
         ops,
         confirmations,
-        task_wait_seconds=settings.tool_timeout_seconds * 0.8,
+        task_wait_seconds=settings.tool_timeout_seconds * settings.task_wait_share,
         retry_backoff_seconds=settings.tool_retry_backoff_seconds,
     )
     compiled: list[CompiledStateGraph[Any]] = []

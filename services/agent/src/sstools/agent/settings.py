@@ -43,6 +43,13 @@ class AgentSettings(
     )
     convo_timeout_seconds: float = Field(default=2.0, gt=0, description="Longest one convo call may take.")
     tool_timeout_seconds: float = Field(default=30.0, gt=0, description="Longest one tool call may take.")
+    task_wait_share: float = Field(
+        default=0.8,
+        ge=0,
+        lt=1,
+        description="Share of the tool timeout a call that starts an ops task waits for its end before "
+        "answering that it started (the page then follows the task to its end).",
+    )
     offline_words_per_second: float = Field(
         default=0.0,
         ge=0,

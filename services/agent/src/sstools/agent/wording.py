@@ -168,7 +168,7 @@ _EXPLAINED: Mapping[str, tuple[str, str]] = {
 }
 
 
-class _Facts(dict[str, Any]):
+class Facts(dict[str, Any]):
     """A fact the event does not carry reads as a dash, never as a KeyError."""
 
     def __missing__(self, key: str) -> str:
@@ -186,4 +186,4 @@ def explained(code: str, lang: Lang, facts: Mapping[str, Any] | None = None) -> 
     )
     if texts is None:
         return None
-    return say(lang, *texts).format_map(_Facts(facts))
+    return say(lang, *texts).format_map(Facts(facts))

@@ -27,6 +27,17 @@ class Environment(BaseModel):
     password_env: str | None = None
     password_file: Path | None = None
     production: bool = False
+    browser_url: HttpUrl | None = None
+
+    @property
+    def browser_origin(self) -> str | None:
+        """The origin the drawer's messages come from: ``scheme://host[:port]``."""
+        if self.browser_url is None:
+            return None
+        url = self.browser_url
+        default_port = {"http": 80, "https": 443}[url.scheme]
+        port = f":{url.port}" if url.port not in (None, default_port) else ""
+        return f"{url.scheme}://{url.host}{port}"
 
     @model_validator(mode="after")
     def _one_password_source(self) -> "Environment":

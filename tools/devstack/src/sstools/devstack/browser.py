@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from sstools.devstack import documents
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.running import RunningStack, stack_environment
 from sstools.devstack.stack import page_address
+from sstools.devstack.superset import default_home
 from sstools.devstack.testing import free_port
 from sstools.ops.store.tables import limits
 from sstools.ops.store.users import UserStore
@@ -76,10 +78,15 @@ async def forget_sign_in_failures(database_url: str) -> None:
 
 
 def run_suite(
-    environment: dict[str, str], data_root: Path, database_url: str, screenshots: Path = SCREENSHOTS
+    environment: dict[str, str],
+    data_root: Path,
+    database_url: str,
+    supersets: Mapping[str, str],
+    screenshots: Path = SCREENSHOTS,
 ) -> SuiteRun:
     """web/e2e against the stack that ``environment`` describes, with the secrets it keeps in
-    ``data_root`` and its database at ``database_url``; each state's screenshots in ``screenshots``."""
+    ``data_root``, its database at ``database_url`` and its Supersets at ``supersets`` (the
+    drawer's cases); each state's screenshots in ``screenshots``."""
     asyncio.run(forget_sign_in_failures(database_url))
     report = documents.pdf(
         data_root, "квартальный-отчёт.pdf", ["Квартальный отчёт", "Риск: задержка поставок в регионе Сибирь."]
@@ -102,6 +109,9 @@ def run_suite(
             "E2E_ANALYST_USERNAME": ANALYST,
             "E2E_ANALYST_PASSWORD": ANALYST_PASSWORD,
             "E2E_PDF": str(report),
+            "E2E_SUPERSET_DEV": supersets["dev"],
+            "E2E_SUPERSET_PROD": supersets["prod"],
+            "E2E_SUPERSET_PASSWORD": default_home().admin_password(),
             "E2E_SCREENSHOTS": str(screenshots),
             # the stack's own signing key: the session tests make tokens that end soon
             "E2E_SIGNING_KEY": (data_root / "jwt-private-key.pem").read_text(),
@@ -136,7 +146,8 @@ def main() -> None:
             database = f"postgresql://postgres@/sstools?host={data_dir}"
             asyncio.run(add_analyst(database))
             for number in range(1, args.runs + 1):
-                runs.append(run_suite(environment, Path(folder), database, Path(folder) / "screenshots"))
+                shots = Path(folder) / "screenshots"
+                runs.append(run_suite(environment, Path(folder), database, stack.supersets, shots))
                 print(json.dumps({"run": number, **runs[-1].summary()}, ensure_ascii=False), flush=True)
                 if runs[-1].returncode and not runs[-1].outcomes:
                     print(runs[-1].output[-4000:], flush=True)  # it did not get as far as its tests

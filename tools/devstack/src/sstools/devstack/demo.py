@@ -291,6 +291,7 @@ def environments(instances: Mapping[str, Instance], password_env: str) -> str:
                 "id": instance.env_id,
                 "name": instance.env_id.capitalize(),
                 "url": instance.url,
+                "browser_url": instance.url,  # opened in a browser at the same address
                 "username": ADMIN_USERNAME,
                 "password_env": password_env,
             }
@@ -315,11 +316,13 @@ def client(instance: Instance, password_env: str) -> SupersetClient:
 
 @contextmanager
 def local_supersets(
-    home: SupersetHome, folder: Path, ports: Mapping[str, int]
+    home: SupersetHome, folder: Path, ports: Mapping[str, int], agent_url: str | None = None
 ) -> Iterator[dict[str, Instance]]:
-    """Dev and prod Superset running from ``folder``, seeded on their first start."""
+    """Dev and prod Superset running from ``folder``, seeded on their first start; with
+    ``agent_url``, each page loads that agent's drawer."""
     instances = {
-        env_id: prepare_instance(home, folder / env_id, env_id, port) for env_id, port in ports.items()
+        env_id: prepare_instance(home, folder / env_id, env_id, port, agent_url)
+        for env_id, port in ports.items()
     }
     marker = folder / ".seeded"
     os.environ.setdefault(PASSWORD_ENV, home.admin_password())

@@ -46,6 +46,7 @@ def stack_environment() -> dict[str, str]:
     environment["PATH"] = on_venv_path(environment.get("PATH"))  # the page's suite runs npm by name
     environment.update(free_listeners())
     environment["AGENT_OFFLINE_WORDS_PER_SECOND"] = "12"  # the browser suite stops one halfway
+    environment["AGENT_TASK_WAIT_SHARE"] = "0"  # a deploy answers "started": the page follows it
     return environment
 
 
@@ -57,6 +58,11 @@ class RunningStack:
     """`sstools-stack` in its own process group, as a terminal runs it, its output on a pipe."""
 
     def __init__(self, data_dir: Path, environment: dict[str, str], superset_ports: str) -> None:
+        # where each local Superset is opened in a browser (its drawer's page is this stack's)
+        self.supersets = {
+            env_id: f"http://127.0.0.1:{port}"
+            for env_id, port in (pair.split("=", 1) for pair in superset_ports.split(",") if pair)
+        }
         self._output_fd, write_fd = os.pipe()
         self.process = subprocess.Popen(
             [

@@ -42,6 +42,7 @@ from sstools.devstack.postgres import database_url
 from sstools.devstack.restarting import command_line as restarting_command
 from sstools.devstack.superset import default_home
 from sstools.docparse.settings import DocparseSettings
+from sstools.ops.environments import parse_environments
 from sstools.ops.settings import OpsSettings
 from sstools.router.settings import RouterSettings
 
@@ -116,7 +117,13 @@ def proxy_environment(environment: Mapping[str, str]) -> dict[str, str]:
         "AGENT_UPSTREAM": f"127.0.0.1:{ports['agent']['http_port']}",
         "CONVO_UPSTREAM": f"127.0.0.1:{ports['convo']['http_port']}",
         "OPS_UPSTREAM": f"127.0.0.1:{ports['ops']['http_port']}",
+        "WEB_FRAME_ANCESTORS": " ".join(drawer_origins(environment.get("ENVIRONMENTS", ""))),
     }
+
+
+def drawer_origins(listed: str) -> list[str]:
+    """The Superset origins that may frame the page (its drawer): each environment's browser_url."""
+    return sorted({env.browser_origin for env in parse_environments(listed).values() if env.browser_origin})
 
 
 def addresses(environment: Mapping[str, str]) -> list[ServiceAddress]:
@@ -281,13 +288,16 @@ def process_environment(name: str, environment: Mapping[str, str]) -> dict[str, 
 
 
 @contextmanager
-def superset_environments(data_root: Path, ports: Mapping[str, int]) -> Iterator[dict[str, str]]:
-    """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use)."""
+def superset_environments(
+    data_root: Path, ports: Mapping[str, int], agent_url: str
+) -> Iterator[dict[str, str]]:
+    """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use),
+    their pages loading the drawer of the agent at ``agent_url``."""
     if os.environ.get("ENVIRONMENTS"):
         yield {}
         return
     home = default_home()
-    with local_supersets(home, data_root / "superset", ports) as instances:
+    with local_supersets(home, data_root / "superset", ports, agent_url) as instances:
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
 
 
@@ -360,7 +370,7 @@ def main() -> None:
     data_root = args.data_dir.resolve().parent
     with (
         database_url(args.data_dir.resolve()) as url,
-        superset_environments(data_root, args.superset_ports) as supersets,
+        superset_environments(data_root, args.superset_ports, page_address(os.environ).url) as supersets,
     ):
         environment = {
             **os.environ,

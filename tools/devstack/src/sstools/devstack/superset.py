@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from sstools.devstack.paths import DATA_DIR
+from sstools.devstack.paths import DATA_DIR, REPO_ROOT
 from sstools.devstack.restarting import command_line as restarting_command
 
 SUPERSET_REQUIREMENTS = ("apache-superset==6.1.0", "flask-caching<2.5", "cachetools", "rich")
@@ -48,6 +48,8 @@ CACHE_CONFIG = {{"CACHE_TYPE": "SimpleCache"}}
 DATA_CACHE_CONFIG = {{"CACHE_TYPE": "SimpleCache"}}
 FEATURE_FLAGS = {{"TAGGING_SYSTEM": True}}  # dashboards found by tag
 """
+# The agent's drawer on every page, as a production Superset adds it (README): the same file.
+DRAWER_CONFIG = REPO_ROOT / "web" / "superset" / "drawer_config.py"
 # The template is rebuilt when what it was made from changes (`superset init` registers the
 # permissions of the features the configuration turns on).
 _TEMPLATE_VERSION = hashlib.sha256("\n".join([_CONFIG, *SUPERSET_REQUIREMENTS]).encode()).hexdigest()[:16]
@@ -109,12 +111,18 @@ def default_home() -> SupersetHome:
     return SupersetHome(Path(os.environ.get("SSTOOLS_SUPERSET_HOME", DATA_DIR / "superset")).resolve())
 
 
-def _write_config(folder: Path) -> None:
+def _write_config(folder: Path, drawer: tuple[str, str] | None = None) -> None:
+    """The instance's configuration; with ``drawer`` (the agent's page URL and this instance's
+    environment id), its pages load the agent's drawer."""
     key_file = folder / "secret-key"
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(42))
     metadata_uri = f"sqlite:///{folder / 'superset.db'}"
     text = _CONFIG.format(secret_key=key_file.read_text().strip(), metadata_uri=metadata_uri)
+    if drawer is not None:
+        agent_url, env_id = drawer
+        settings = f"SSTOOLS_AGENT_URL = {agent_url!r}\nSSTOOLS_ENV_ID = {env_id!r}\n"
+        text += f"\n{settings}{DRAWER_CONFIG.read_text()}"
     (folder / "superset_config.py").write_text(text)
 
 
@@ -175,13 +183,16 @@ def _make_template(home: SupersetHome) -> None:
             raise RuntimeError(f"superset {step[0]} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
 
 
-def prepare_instance(home: SupersetHome, folder: Path, env_id: str, port: int) -> Instance:
-    """A Superset instance in ``folder``: the template's metadata on first use, kept afterwards."""
+def prepare_instance(
+    home: SupersetHome, folder: Path, env_id: str, port: int, agent_url: str | None = None
+) -> Instance:
+    """A Superset instance in ``folder``: the template's metadata on first use, kept afterwards;
+    its pages load the drawer of the agent at ``agent_url`` when one is given."""
     ensure_template(home)
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "superset.db").exists():
         shutil.copyfile(home.template / "superset.db", folder / "superset.db")
-    _write_config(folder)
+    _write_config(folder, (agent_url, env_id) if agent_url else None)
     return Instance(env_id, folder, port)
 
 

@@ -11,7 +11,13 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.confirmation import HEADER as CONFIRMATION_HEADER
 from sstools.common.confirmation import request_fingerprint
-from sstools.common.tool_args import SQL_SHAPE, SqlArgs, SqlStatementArgs
+from sstools.common.tool_args import (
+    DASHBOARD_TITLES,
+    SQL_SHAPE,
+    DashboardTitlesArgs,
+    SqlArgs,
+    SqlStatementArgs,
+)
 from sstools.common.tracing import instrument_httpx
 
 # Environments are ops' configuration: they change with a restart of ops, not within a turn.
@@ -112,6 +118,19 @@ class OpsClient:
         path, _, body = SQL_SHAPE.request(statement)
         shape = await self.call(OpsCall(SQL_SHAPE.method, path, body=body), user_token)
         return shape.get("read_only") is True
+
+    async def dashboard_titles(
+        self, user_token: str, env_id: str, dashboard_ids: list[int]
+    ) -> dict[int, str]:
+        """The titles ops finds for these dashboards of ``env_id``; one it does not find, or any
+        failure to ask, leaves it unnamed (the card then shows its id alone)."""
+        named = DashboardTitlesArgs(env_id=env_id, dashboard_ids=dashboard_ids[:20])
+        path, params, _ = DASHBOARD_TITLES.request(named)
+        try:
+            found = await self.call(OpsCall(DASHBOARD_TITLES.method, path, params=params), user_token)
+        except OpsError:
+            return {}
+        return {int(key): str(title) for key, title in found.get("titles", {}).items()}
 
     async def call(
         self,

@@ -50,16 +50,19 @@ def _dashboards(result: dict[str, Any], lang: Lang) -> str:
 def _health(result: dict[str, Any], lang: Lang) -> str:
     env, broken = result.get("env_id"), result.get("broken_charts", [])
     checked = result.get("charts_checked", 0)
+    only = result.get("only") or []
+    # a check of one dashboard ("is this dashboard healthy?") says which one it was
+    where = f"«{_cell(only[0]['title'])}» ({env})" if len(only) == 1 else str(env)
     if not broken:
         return say(
             lang,
-            f"В {env} всё работает: проверено чартов — {checked}.",
-            f"All {checked} charts in {env} work.",
+            f"В {where} всё работает: проверено чартов — {checked}.",
+            f"All {checked} charts in {where} work.",
         )
     head = say(
         lang,
-        f"В {env} есть проблемы: сломанных чартов — {len(broken)} из {checked}.",
-        f"{env} has problems: {len(broken)} of {checked} charts are broken.",
+        f"В {where} есть проблемы: сломанных чартов — {len(broken)} из {checked}.",
+        f"{where} has problems: {len(broken)} of {checked} charts are broken.",
     )
     rows = [(chart["chart_id"], chart["chart_name"], chart["error"]) for chart in broken[:_ROWS_SHOWN]]
     headers = ["id", say(lang, "чарт", "chart"), say(lang, "ошибка", "error")]

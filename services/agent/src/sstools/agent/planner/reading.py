@@ -273,6 +273,19 @@ _NAME_STOP = {
     "дашборда",
     "it",
     "его",
+    # how it is, not what it is called: "is this dashboard healthy?", "этот дашборд здоров?"
+    "healthy",
+    "ok",
+    "okay",
+    "fine",
+    "alright",
+    "broken",
+    "working",
+    "здоров",
+    "здоровый",
+    "исправен",
+    "работает",
+    "сломан",
 }
 _ARTICLES = {"the", "a", "an", "my", "our", "this", "that", "мой", "наш", "этот"}
 _TABLE_WORDS = re.compile(r"(?:table|таблиц\w*|from|из)\s+[«\"'`]?([A-Za-z_][\w.]*)", re.I)

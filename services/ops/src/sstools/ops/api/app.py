@@ -24,6 +24,6 @@ def build_app(ctx: OpsContext) -> FastAPI:
     app.include_router(identity.router(ctx, guard, user_only, agent_for_user))
     app.include_router(accounts.router(ctx, user_only))
     app.include_router(superset.router(ctx, guard))
-    app.include_router(operations.router(ctx, guard))
+    app.include_router(operations.router(ctx, guard, user_only))
     app.add_exception_handler(OperationError, _operation_error)
     return app

@@ -1,12 +1,13 @@
 """Dashboards: search, read, create, copy, export and import."""
 
+import asyncio
 import io
 import zipfile
 from typing import Any
 
 from pydantic import BaseModel
 
-from sstools.ops.superset.client import SupersetClient, SupersetRejected
+from sstools.ops.superset.client import SupersetClient, SupersetNotFound, SupersetRejected
 
 _LIST_COLUMNS = [
     "id",
@@ -109,6 +110,24 @@ async def search(
 
 async def get(client: SupersetClient, dashboard_id: int) -> dict[str, Any]:
     return dict((await client.get(f"/api/v1/dashboard/{dashboard_id}"))["result"])
+
+
+async def titles(client: SupersetClient, dashboard_ids: list[int]) -> dict[int, str]:
+    """Each dashboard's title, read one by one (Superset lists no set of ids); one that is not
+    there is left out."""
+
+    async def title(dashboard_id: int) -> str | None:
+        try:
+            return str((await get(client, dashboard_id)).get("dashboard_title") or "")
+        except SupersetNotFound:
+            return None
+
+    found = await asyncio.gather(*(title(dashboard_id) for dashboard_id in dict.fromkeys(dashboard_ids)))
+    return {
+        dashboard_id: name
+        for dashboard_id, name in zip(dict.fromkeys(dashboard_ids), found, strict=True)
+        if name is not None
+    }
 
 
 async def charts(client: SupersetClient, dashboard_id: int) -> list[dict[str, Any]]:

@@ -28,12 +28,19 @@ class DashboardHealth(BaseModel):
     broken_charts: list[int]
 
 
+class DashboardName(BaseModel):
+    dashboard_id: int
+    title: str
+
+
 class HealthSummary(BaseModel):
     env_id: str
     charts_checked: int
     broken_charts: list[ChartProblem]
     dashboards_with_problems: list[DashboardHealth]
     dashboards_checked: int
+    # the dashboards asked about, by name, when the check was of some only (an answer names them)
+    only: list[DashboardName] = []
 
 
 async def _all_charts(client: SupersetClient, dashboard_ids: list[int] | None) -> list[dict[str, Any]]:
@@ -96,4 +103,9 @@ async def summary(client: SupersetClient, dashboard_ids: list[int] | None = None
         broken_charts=problems,
         dashboards_with_problems=sorted(boards.values(), key=lambda board: board.dashboard_id),
         dashboards_checked=len(titles),
+        only=[
+            DashboardName(dashboard_id=board, title=titles[board])
+            for board in dashboard_ids or []
+            if board in titles
+        ],
     )

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import BaseModel, Field
 
-from sstools.common.catalogue import tool_names
+from sstools.common.catalogue import EXAMPLE_PROMPTS, EXAMPLE_PROMPTS_EN, IDLE_EXAMPLES, tool_names
+from sstools.common.policy import decide
 from sstools.common.tokens import jwks
 from sstools.ops.api.auth import Caller, unauthorized
 from sstools.ops.api.clients import client_address
@@ -45,9 +46,28 @@ class RefreshIn(BaseModel):
     refresh_token: str = Field(min_length=1, max_length=200)
 
 
+class Example(BaseModel):
+    """A request an empty chat offers, in both languages."""
+
+    tool: str
+    ru: str
+    en: str
+
+
 class Me(BaseModel):
     username: str
     role: str
+    # what this role may ask, for an empty chat (the catalogue's idle examples it may run)
+    examples: list[Example]
+
+    @classmethod
+    def of(cls, caller: Caller) -> "Me":
+        examples = [
+            Example(tool=name, ru=EXAMPLE_PROMPTS[name], en=EXAMPLE_PROMPTS_EN[name])
+            for name in IDLE_EXAMPLES
+            if decide(name, None, production=False).allows(caller.role)
+        ]
+        return cls(username=caller.username, role=caller.role.value, examples=examples[:4])
 
 
 class AuthorizeIn(BaseModel):
@@ -66,15 +86,17 @@ class AuthorizeOut(BaseModel):
 
 
 class EnvironmentChoice(BaseModel):
-    """An environment as a person picks it: no address, no credentials."""
+    """An environment as a person picks it: no credentials, and no address but the browser origin
+    its drawer speaks from, when it has one."""
 
     id: str
     name: str
     production: bool
+    origin: str | None = None
 
     @classmethod
     def of(cls, env: Environment) -> "EnvironmentChoice":
-        return cls(id=env.id, name=env.name, production=env.production)
+        return cls(id=env.id, name=env.name, production=env.production, origin=env.browser_origin)
 
 
 @contextmanager
@@ -142,7 +164,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: obj
 
     @api.get("/api/auth/me")
     async def me(caller: Annotated[Caller, user_only]) -> Me:
-        return Me(username=caller.username, role=caller.role.value)
+        return Me.of(caller)
 
     @api.get("/api/auth/environments")
     async def environments(caller: Annotated[Caller, user_only]) -> list[EnvironmentChoice]:

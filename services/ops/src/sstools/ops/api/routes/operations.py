@@ -99,8 +99,21 @@ class WindowOut(BaseModel):
         )
 
 
-def router(ctx: OpsContext, guard: Guard) -> APIRouter:
+# Not a tool: the page follows a task the chat started, with the person's own token alone.
+MY_TASK_PATH = "/api/my/tasks/{task_id}"
+
+
+def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
     api = APIRouter()
+
+    async def visible(task_id: uuid.UUID, caller: Caller) -> TaskOut:
+        """One's own tasks; operators and admins see everyone's."""
+        task = await ctx.tasks.get(task_id)
+        if task is None or (task.created_by != caller.username and not caller.role.at_least(Role.OPERATOR)):
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND, {"code": "task_not_found", "task_id": str(task_id)}
+            )
+        return TaskOut.of(task)
 
     async def submit(caller: Caller, kind: str, env_id: str, params: dict[str, Any]) -> tuple[int, TaskOut]:
         task = await ctx.tasks.submit(kind, env_id, params, caller.username)
@@ -112,12 +125,12 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         task_id: uuid.UUID, caller: Annotated[Caller, guard.permit("get_task_status")]
     ) -> TaskOut:
         """get_task_status: one's own tasks; operators and admins see everyone's."""
-        task = await ctx.tasks.get(task_id)
-        if task is None or (task.created_by != caller.username and not caller.role.at_least(Role.OPERATOR)):
-            raise HTTPException(
-                status.HTTP_404_NOT_FOUND, {"code": "task_not_found", "task_id": str(task_id)}
-            )
-        return TaskOut.of(task)
+        return await visible(task_id, caller)
+
+    @api.get(MY_TASK_PATH)
+    async def my_task(task_id: uuid.UUID, caller: Annotated[Caller, user_only]) -> TaskOut:
+        """The same, asked by the page with the person's token (a chat's task, followed to its end)."""
+        return await visible(task_id, caller)
 
     @api.post(ENDPOINTS["deploy_dashboard"].path, status_code=status.HTTP_202_ACCEPTED)
     async def deploy_dashboard(

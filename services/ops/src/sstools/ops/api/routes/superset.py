@@ -9,12 +9,14 @@ from pydantic import BaseModel
 
 from sstools.common.sql import SqlNotParsed, classify, format_sql
 from sstools.common.tool_args import (
+    DASHBOARD_TITLES,
     ENDPOINTS,
     SQL_SHAPE,
     AuditQuery,
     CopyBody,
     DashboardBody,
     DashboardSearch,
+    DashboardTitlesQuery,
     DatasetBody,
     EnvId,
     ExploreQuery,
@@ -28,17 +30,19 @@ from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
-from sstools.ops.api.routes.identity import EnvironmentChoice
 from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards, datasets, health, permissions, sqllab
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 
 
-class EnvironmentOut(EnvironmentChoice):
+class EnvironmentOut(BaseModel):
     """What the list_environments tool tells: the choice, and where the instance is (to those
     who see internal addresses)."""
 
+    id: str
+    name: str
+    production: bool
     url: str | None
 
 
@@ -46,6 +50,11 @@ class SqlFormatted(BaseModel):
     sql: str
     statements: int
     read_only: bool
+
+
+class DashboardTitlesOut(BaseModel):
+    env_id: str
+    titles: dict[int, str]
 
 
 class SqlShapeOut(BaseModel):
@@ -98,7 +107,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         """list_environments: where ops can act; credentials never leave."""
         return [
             EnvironmentOut(
-                **EnvironmentChoice.of(env).model_dump(), url=str(env.url) if caller.sees_addresses else None
+                id=env.id,
+                name=env.name,
+                production=env.production,
+                url=str(env.url) if caller.sees_addresses else None,
             )
             for env in supersets.environments.values()
         ]
@@ -133,6 +145,16 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             page=search.page,
             page_size=search.page_size,
         )
+
+    @api.get(DASHBOARD_TITLES.path)
+    async def dashboard_titles(
+        env_id: EnvId,
+        named: Annotated[DashboardTitlesQuery, Query()],
+        caller: Annotated[Caller, guard.permit("search_dashboards", audited_as="dashboard_titles")],
+    ) -> DashboardTitlesOut:
+        """The titles of some dashboards by id: what a confirmation card names its object by."""
+        found = await dashboards.titles(supersets.client(env_id), named.dashboard_ids)
+        return DashboardTitlesOut(env_id=env_id, titles=found)
 
     @api.get(ENDPOINTS["get_health_summary"].path)
     async def health_summary(
