@@ -155,7 +155,8 @@ async def test_a_follow_up_changes_the_last_query(agent_stack: AgentStack) -> No
 async def test_an_ambiguous_name_is_asked_about_not_guessed(
     agent_stack: AgentStack, dev: SupersetClient
 ) -> None:
-    stem = f"Zeta {uuid.uuid4().hex[:6]}"
+    # never all digits: "Zeta 356909" would be read as dashboard 356909 (it was, once in CI)
+    stem = f"Zeta Q{uuid.uuid4().hex[:6].upper()}"
     for side in ("North", "South"):
         await dashboards.create(dev, f"{stem} {side}", None, True)
     reply = await agent_stack.say(f"validate the {stem} dashboard", new_conversation(), env_id="")
