@@ -81,3 +81,9 @@ def test_this_dashboard_is_the_one_on_screen_and_the_answer_names_it() -> None:
         ToolMessage(json.dumps(checked), tool_call_id="call_1", name="get_health_summary"),
     ]
     assert OfflinePlanner().plan(answered).content == "All 3 charts in «Sales Overview» (dev) work."
+    # a title is a Superset editor's words: it is named, never made into a link of theirs
+    checked["only"] = [{"dashboard_id": 1, "title": "[Reset your password](https://evil.example)"}]
+    answered[-1] = ToolMessage(json.dumps(checked), tool_call_id="call_1", name="get_health_summary")
+    assert OfflinePlanner().plan(answered).content == (
+        "All 3 charts in «(Reset your password)(https://evil.example)» (dev) work."
+    )

@@ -40,6 +40,18 @@ def test_how_a_dashboard_is_is_not_its_name(text: str) -> None:
     assert (request.intent, request.dashboard_name) == ("get_health_summary", None)
 
 
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("deploy the Working Capital dashboard to prod", "Working Capital"),
+        ("validate the OK Metrics dashboard", "OK Metrics"),
+        ("покажи дашборд Fine Goods", "Fine Goods"),
+    ],
+)
+def test_a_name_that_starts_with_a_word_of_how_things_are_is_still_a_name(text: str, name: str) -> None:
+    assert read_request(text, ENVIRONMENTS).dashboard_name == name
+
+
 def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
     request = read_request("don't deploy, just show me the Sales Overview dashboard", ENVIRONMENTS)
     assert "deploy_dashboard" in request.negated

@@ -52,7 +52,7 @@ def _health(result: dict[str, Any], lang: Lang) -> str:
     checked = result.get("charts_checked", 0)
     only = result.get("only") or []
     # a check of one dashboard ("is this dashboard healthy?") says which one it was
-    where = f"«{_cell(only[0]['title'])}» ({env})" if len(only) == 1 else str(env)
+    where = f"«{_link(only[0]['title'], None)}» ({env})" if len(only) == 1 else str(env)
     if not broken:
         return say(
             lang,

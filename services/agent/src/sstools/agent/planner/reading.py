@@ -273,7 +273,10 @@ _NAME_STOP = {
     "дашборда",
     "it",
     "его",
-    # how it is, not what it is called: "is this dashboard healthy?", "этот дашборд здоров?"
+}
+# How a dashboard is, not what it is called, written in lower case after the word "dashboard":
+# "is this dashboard healthy?", "этот дашборд здоров?" (yet "the Working Capital dashboard").
+_STATE_WORDS = {
     "healthy",
     "ok",
     "okay",
@@ -474,7 +477,12 @@ def _name_after(words: str, match: re.Match[str]) -> str | None:
             continue
         if picked and _script(token) != _script(picked[0]):
             break
-        if token in ",.;:!?()—–" or lowered in _NAME_STOP or lowered in _ALL_KIND_WORDS:
+        if (
+            token in ",.;:!?()—–"
+            or token in _STATE_WORDS
+            or lowered in _NAME_STOP
+            or lowered in _ALL_KIND_WORDS
+        ):
             if picked:
                 break
             if lowered in _ARTICLES or lowered in ("called", "named", "titled", "dashboard", "дашборд"):
