@@ -4,6 +4,7 @@
  * dashboard, chart or SQL Lab — and tells it again whenever Superset, a single-page app, moves
  * to another route. Its own elements live in a shadow root: Superset's styles do not reach them. */
 
+import { isEnvId, isObjectId, MAX_NAME } from "#lib/context.ts";
 import { FOCUS, isReady, shownAt, type Focus, type Shown } from "#lib/embed.ts";
 
 const OPEN_KEY = "sstools.drawer.open";
@@ -34,7 +35,7 @@ interface Settings {
 /** Where the agent is (the script's own origin) and which environment this Superset is. */
 function settingsOf(script: HTMLScriptElement | null): Settings | null {
   const env = script?.dataset.env ?? "";
-  if (!script?.src || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(env)) return null;
+  if (!script?.src || !isEnvId(env)) return null;
   const agentOrigin = new URL(script.src).origin;
   const page = new URL("/agent", agentOrigin);
   page.search = new URLSearchParams({ embedded: "1", envId: env }).toString();
@@ -54,11 +55,11 @@ async function focusOf(shown: Shown): Promise<Focus> {
     const id = shown.objectType === "dashboard" ? result.id : shown.ref;
     const name = shown.objectType === "dashboard" ? result.dashboard_title : result.slice_name;
     focus.objectId = typeof id === "number" || typeof id === "string" ? String(id) : null;
-    focus.objectName = typeof name === "string" ? name.slice(0, 256) : null;
+    focus.objectName = typeof name === "string" ? name.slice(0, MAX_NAME) : null;
   } catch {
     // Superset did not answer: the route alone still says what kind of object it is
   }
-  if (focus.objectId === null && /^\d{1,18}$/.test(shown.ref)) focus.objectId = shown.ref;
+  if (focus.objectId === null && isObjectId(shown.ref)) focus.objectId = shown.ref;
   return focus;
 }
 

@@ -10,7 +10,11 @@
 export const READY = "sstools:ready";
 export const FOCUS = "sstools:focus";
 
-export type FocusType = "dashboard" | "chart" | "sqllab";
+import { isObjectId, MAX_NAME, MAX_ROUTE, type ObjectType } from "./context.ts";
+
+/** What Superset can show around the drawer. */
+export type FocusType = Extract<ObjectType, "dashboard" | "chart" | "sqllab">;
+const FOCUS_TYPES: readonly (FocusType | null)[] = ["dashboard", "chart", "sqllab", null];
 
 /** What the person is looking at in Superset; `objectId` is a number's digits once known. */
 export interface Focus {
@@ -28,9 +32,6 @@ export interface Shown {
   route: string;
 }
 
-const MAX_ROUTE = 512;
-const MAX_NAME = 256;
-
 /** The object a Superset URL shows: a dashboard (`/superset/dashboard/<id or slug>/`), a chart
  * being explored (`/explore/?slice_id=N`), SQL Lab (`/sqllab/`), or nothing in particular. */
 export function shownAt(url: URL): Shown {
@@ -42,7 +43,7 @@ export function shownAt(url: URL): Shown {
   }
   if (/^\/(superset\/)?explore\/?$/.test(url.pathname)) {
     const chart = url.searchParams.get("slice_id");
-    return { objectType: "chart", ref: chart && /^\d{1,18}$/.test(chart) ? chart : null, route };
+    return { objectType: "chart", ref: isObjectId(chart) ? chart : null, route };
   }
   if (/^\/(superset\/)?sqllab\/?$/.test(url.pathname)) return { objectType: "sqllab", ref: null, route };
   return { objectType: null, ref: null, route };
@@ -52,8 +53,8 @@ export function shownAt(url: URL): Shown {
 export function focusIn(data: unknown): Focus | null {
   if (!isRecord(data) || data.type !== FOCUS || !isRecord(data.focus)) return null;
   const { objectType, objectId, objectName, route } = data.focus;
-  const typeOk = objectType === null || objectType === "dashboard" || objectType === "chart" || objectType === "sqllab";
-  const idOk = objectId === null || (typeof objectId === "string" && /^\d{1,18}$/.test(objectId));
+  const typeOk = FOCUS_TYPES.includes(objectType as FocusType | null);
+  const idOk = objectId === null || isObjectId(objectId);
   const nameOk = objectName === null || (typeof objectName === "string" && objectName.length <= MAX_NAME);
   const routeOk = typeof route === "string" && route.length <= MAX_ROUTE;
   if (!typeOk || !idOk || !nameOk || !routeOk) return null;

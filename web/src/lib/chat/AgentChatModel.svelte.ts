@@ -2,6 +2,7 @@
  * talks to the agent through a `ChatTransport`, folds each turn's stream into a `TurnView`, and
  * owns what the person can do next: send, stop, confirm or reject, retry, switch environment. */
 
+import { isEnvId, isObjectId, isObjectType, MAX_NAME, MAX_ROUTE } from "../context.ts";
 import type { Focus } from "../embed.ts";
 import { translate, type Lang } from "../i18n.ts";
 import { TASK_ENDED, type TasksApi } from "./api.ts";
@@ -490,28 +491,22 @@ function contextLabel(context: UIContext | null, lang: Lang): string {
   return [kind, name, context.envId ? `@${context.envId}` : ""].filter(Boolean).join(" ");
 }
 
-/** An environment id as the agent and ops accept one: lower-case letters, digits, "-" and "_",
- * at most 63 characters (sstools.common.tool_args.ENV_ID_PATTERN). */
-export function isEnvId(value: string): boolean {
-  return /^[a-z0-9][a-z0-9_-]{0,62}$/.test(value);
-}
 
 /** UIContext from the page's URL parameters (data model §1); null when none names an object. An
  * envId that is not an environment id is left out: a link cannot plant one. */
 export function uiContextFromUrl(url: URL): UIContext | null {
   const params = url.searchParams;
   const objectType = params.get("objectType");
-  const allowed = ["dashboard", "dataset", "migration", "chart", "sqllab"];
   const given = params.get("envId");
   const envId = given !== null && isEnvId(given) ? given : null;
   if (!objectType && !envId) return null;
   const objectId = params.get("objectId");
   return {
-    objectType: allowed.includes(objectType ?? "") ? (objectType as UIContext["objectType"]) : null,
-    objectId: objectId && /^\d+$/.test(objectId) ? objectId : null,
-    objectName: params.get("objectName")?.slice(0, 256) ?? null,
+    objectType: isObjectType(objectType) ? objectType : null,
+    objectId: isObjectId(objectId) ? objectId : null,
+    objectName: params.get("objectName")?.slice(0, MAX_NAME) ?? null,
     envId,
-    route: (params.get("route") ?? url.pathname).slice(0, 512),
+    route: (params.get("route") ?? url.pathname).slice(0, MAX_ROUTE),
     contextVersion: 1,
   };
 }

@@ -1,10 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  AgentChatModel,
-  normaliseEnv,
-  isEnvId,
-  uiContextFromUrl,
-} from "./AgentChatModel.svelte";
+import { isEnvId } from "../context";
+import { AgentChatModel, normaliseEnv, uiContextFromUrl } from "./AgentChatModel.svelte";
 import { ConversationList } from "./ConversationList.svelte";
 import { historyEntries } from "./conversations";
 import type { ChatEvent, ChatJob, ChatRequest, ChatTransport } from "./transport";
@@ -458,6 +454,8 @@ describe("AgentChatModel", () => {
       objectType: null,
       objectId: null,
     });
+    // an id the agent would refuse every turn for (19 digits) is left out, as a malformed one is
+    expect(uiContextFromUrl(new URL(`https://example.test/agent?objectType=dashboard&objectId=${"1".repeat(19)}`))?.objectId).toBeNull();
   });
 
   it("follows what the Superset around the drawer shows, in that Superset's environment", () => {

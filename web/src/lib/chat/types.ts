@@ -1,5 +1,7 @@
 /** What the agent's /chat stream carries (README "The agent and ops"; data model §1–§4). */
 
+import type { ObjectType } from "../context.ts";
+
 /** One Gradio ChatMessage of a turn; `metadata.type` says what it is. */
 export interface WireMessage {
   role: string;
@@ -98,7 +100,7 @@ export interface TurnView {
 
 /** data model §1: where the person came from, read from the page's URL. */
 export interface UIContext {
-  objectType: "dashboard" | "dataset" | "migration" | "chart" | "sqllab" | null;
+  objectType: ObjectType | null;
   objectId: string | null;
   objectName: string | null;
   envId: string | null;

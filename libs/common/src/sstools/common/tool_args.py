@@ -94,8 +94,14 @@ class BranchBody(ToolArgs):
     start: str = Field(default="main", min_length=1, max_length=200, description="Branch to start from.")
 
 
+# The most dashboards one card names by title (ops reads each from Superset).
+TITLES_AT_ONCE = 20
+
+
 class DashboardTitlesQuery(ToolArgs):
-    dashboard_ids: list[ObjectId] = Field(min_length=1, max_length=20, description="Dashboards to name.")
+    dashboard_ids: list[ObjectId] = Field(
+        min_length=1, max_length=TITLES_AT_ONCE, description="Dashboards to name."
+    )
 
 
 class CommitBody(ToolArgs):

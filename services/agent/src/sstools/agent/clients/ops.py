@@ -14,6 +14,7 @@ from sstools.common.confirmation import request_fingerprint
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
     SQL_SHAPE,
+    TITLES_AT_ONCE,
     DashboardTitlesArgs,
     SqlArgs,
     SqlStatementArgs,
@@ -124,7 +125,7 @@ class OpsClient:
     ) -> dict[int, str]:
         """The titles ops finds for these dashboards of ``env_id``; one it does not find, or any
         failure to ask, leaves it unnamed (the card then shows its id alone)."""
-        named = DashboardTitlesArgs(env_id=env_id, dashboard_ids=dashboard_ids[:20])
+        named = DashboardTitlesArgs(env_id=env_id, dashboard_ids=dashboard_ids[:TITLES_AT_ONCE])
         path, params, _ = DASHBOARD_TITLES.request(named)
         try:
             found = await self.call(OpsCall(DASHBOARD_TITLES.method, path, params=params), user_token)

@@ -122,12 +122,9 @@ async def titles(client: SupersetClient, dashboard_ids: list[int]) -> dict[int, 
         except SupersetNotFound:
             return None
 
-    found = await asyncio.gather(*(title(dashboard_id) for dashboard_id in dict.fromkeys(dashboard_ids)))
-    return {
-        dashboard_id: name
-        for dashboard_id, name in zip(dict.fromkeys(dashboard_ids), found, strict=True)
-        if name is not None
-    }
+    unique = list(dict.fromkeys(dashboard_ids))
+    found = await asyncio.gather(*(title(dashboard_id) for dashboard_id in unique))
+    return {dashboard_id: name for dashboard_id, name in zip(unique, found, strict=True) if name is not None}
 
 
 async def charts(client: SupersetClient, dashboard_id: int) -> list[dict[str, Any]]:

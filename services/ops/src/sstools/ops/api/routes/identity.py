@@ -85,18 +85,27 @@ class AuthorizeOut(BaseModel):
     needs_confirmation: bool
 
 
-class EnvironmentChoice(BaseModel):
-    """An environment as a person picks it: no credentials, and no address but the browser origin
-    its drawer speaks from, when it has one."""
+class EnvironmentNamed(BaseModel):
+    """What anyone signed in may know of an environment: no address, no credentials."""
 
     id: str
     name: str
     production: bool
+
+    @staticmethod
+    def fields(env: Environment) -> dict[str, Any]:
+        return {"id": env.id, "name": env.name, "production": env.production}
+
+
+class EnvironmentChoice(EnvironmentNamed):
+    """An environment as a person picks it, with the browser origin its drawer speaks from, when
+    it has one."""
+
     origin: str | None = None
 
     @classmethod
     def of(cls, env: Environment) -> "EnvironmentChoice":
-        return cls(id=env.id, name=env.name, production=env.production, origin=env.browser_origin)
+        return cls(**cls.fields(env), origin=env.browser_origin)
 
 
 @contextmanager

@@ -30,19 +30,17 @@ from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
+from sstools.ops.api.routes.identity import EnvironmentNamed
 from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards, datasets, health, permissions, sqllab
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 
 
-class EnvironmentOut(BaseModel):
-    """What the list_environments tool tells: the choice, and where the instance is (to those
-    who see internal addresses)."""
+class EnvironmentOut(EnvironmentNamed):
+    """What the list_environments tool tells: the environment, and where the instance is (to
+    those who see internal addresses)."""
 
-    id: str
-    name: str
-    production: bool
     url: str | None
 
 
@@ -107,10 +105,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         """list_environments: where ops can act; credentials never leave."""
         return [
             EnvironmentOut(
-                id=env.id,
-                name=env.name,
-                production=env.production,
-                url=str(env.url) if caller.sees_addresses else None,
+                **EnvironmentNamed.fields(env), url=str(env.url) if caller.sees_addresses else None
             )
             for env in supersets.environments.values()
         ]
