@@ -9,15 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gradio_client import Client
-
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import free_port, otlp_collector, serving, wait_ready
+from sstools.devstack.testing import chat_client, free_port, otlp_collector, serving, wait_ready
 from sstools.ops.store import MIGRATIONS as OPS_MIGRATIONS
 
 CONFIRMATION_SECRET = "trace-test-confirmations-" + "c" * 32
@@ -104,10 +102,8 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
             token = user_token("admin")
 
             def turn() -> list[dict[str, object]]:
-                chat = Client(
-                    f"http://127.0.0.1:{ports['agent']}{CHAT_PATH}/",
-                    headers={"Authorization": f"Bearer {token}"},
-                    verbose=False,
+                chat = chat_client(
+                    f"http://127.0.0.1:{ports['agent']}{CHAT_PATH}/", {"Authorization": f"Bearer {token}"}
                 )
                 job = chat.submit("что сломано в dev?", "", "send", "dev", "", "", api_name="/chat")
                 return list(job.result(timeout=120))

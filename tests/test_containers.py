@@ -33,7 +33,7 @@ from sstools.devstack.manifests import CHART, render
 from sstools.devstack.running import free_listeners
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address, peer_addresses
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import sign_in
+from sstools.devstack.testing import chat_client, sign_in
 from sstools.ops.superset import dashboards
 
 pytestmark = pytest.mark.timeout(1500)  # the first build of six images on a fresh machine
@@ -212,10 +212,9 @@ async def test_the_charts_manifests_run_under_podman_and_a_confirmed_deploy_goes
                     assert container.exec("id", "-u").stdout.strip() == UID, container.name
 
             token = sign_in(f"http://127.0.0.1:{ports['OPS_HTTP_PORT']}", given["OPS_ADMIN_PASSWORD"])
-            chat = Client(
+            chat = chat_client(
                 f"http://127.0.0.1:{ports['AGENT_HTTP_PORT']}{CHAT_PATH}/",
-                headers={"Authorization": f"Bearer {token}"},
-                verbose=False,
+                {"Authorization": f"Bearer {token}"},
             )
             listed = _turn(chat, "покажи дашборды в dev", str(uuid.uuid4()))
             assert [event["tool"] for event in _of(listed, "tool_start")] == ["search_dashboards"], listed

@@ -9,14 +9,13 @@ import httpx
 import psutil
 import psycopg
 import pytest
-from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.devstack import browser, running
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
-from sstools.devstack.testing import free_port, sign_in
+from sstools.devstack.testing import chat_client, free_port, sign_in
 
 
 @pytest.fixture
@@ -152,10 +151,8 @@ def _seeded_broken_chart_is_reported(environment: dict[str, str], data_root: Pat
     shell = httpx.get(f"{page.url}/agent", timeout=10)
     assert shell.status_code == 200
     assert "<title>SS-Tools Agent</title>" in shell.text
-    chat = Client(
-        f"{page.url}{CHAT_PATH}/",
-        headers={"Authorization": f"Bearer {_user_token(environment, data_root)}"},
-        verbose=False,
+    chat = chat_client(
+        f"{page.url}{CHAT_PATH}/", {"Authorization": f"Bearer {_user_token(environment, data_root)}"}
     )
     job = chat.submit("покажи дашборды с проблемами", "", "send", "dev", "", "", api_name="/chat")
     answer = "".join(str(message["content"]) for message in job.result(timeout=120))

@@ -10,7 +10,6 @@ from typing import Any
 
 import grpc
 import httpx
-from gradio_client import Client
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import text
 
@@ -21,7 +20,7 @@ from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation, running_stack
 from sstools.devstack.keys import SIGNING_KEY, forged_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import free_port, service_process
+from sstools.devstack.testing import chat_client, free_port, service_process
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
 
@@ -217,7 +216,7 @@ async def test_a_pronoun_takes_the_dashboard_from_the_thread(
 
 async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, conversation: str) -> None:
     def submit(headers: dict[str, str]) -> list[dict[str, Any]]:
-        job = Client(agent_stack.chat_url, headers=headers, verbose=False).submit(
+        job = chat_client(agent_stack.chat_url, headers).submit(
             "покажи дашборды", conversation, "send", "dev", "", "", api_name="/chat"
         )
         return list(job.result(timeout=60))
@@ -341,5 +340,5 @@ def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
 
 
 async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:
-    client = Client(url, headers={"Authorization": f"Bearer {stack.token('root')}"}, verbose=False)
+    client = chat_client(url, {"Authorization": f"Bearer {stack.token('root')}"})
     return await stack.say(text, conversation, action=action, client=client)

@@ -34,7 +34,7 @@ from sstools.devstack.demo import PASSWORD_ENV, client, environments
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import FaultyLink, http_get, serving, started_service, wait_until
+from sstools.devstack.testing import FaultyLink, chat_client, http_get, serving, started_service, wait_until
 from sstools.docparse.main import assemble as assemble_docparse
 from sstools.docparse.settings import DocparseSettings
 from sstools.ops.main import assemble as assemble_ops
@@ -109,9 +109,7 @@ class AgentStack:
         return user_token(username)
 
     def client(self, username: str = "root") -> Client:
-        return Client(
-            self.chat_url, headers={"Authorization": f"Bearer {self.token(username)}"}, verbose=False
-        )
+        return chat_client(self.chat_url, {"Authorization": f"Bearer {self.token(username)}"})
 
     async def upload(
         self,
