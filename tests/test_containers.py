@@ -113,7 +113,10 @@ def test_every_image_runs_as_its_non_root_user_on_a_read_only_root_and_reports_h
         _wait(partial(is_ready, service), f"{service.name} ready", lambda: _logs(container_names))
     _wait(page_address(given).ready, "the page served", lambda: _logs(container_names))
     for service in services:  # /healthz too, beside the /readyz and gRPC health is_ready asked
-        assert httpx.get(f"http://127.0.0.1:{service.ports['metrics_port']}/healthz").status_code == 200
+        assert (
+            httpx.get(f"http://127.0.0.1:{service.ports['metrics_port']}/healthz", timeout=30).status_code
+            == 200
+        )
 
     for name, container in container_names.items():
         details = container.inspect()

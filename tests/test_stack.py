@@ -177,10 +177,10 @@ def _the_page_works_in_a_browser(
     # the drawer's script is served, dev's Superset pages load it, and only the Supersets may
     # frame the page
     page = page_address(environment).url
-    assert httpx.get(f"{page}/drawer.js").status_code == 200
+    assert httpx.get(f"{page}/drawer.js", timeout=30).status_code == 200
     tag = f'<script src="{page}/drawer.js" data-env="dev" defer></script>'
-    assert tag in httpx.get(f"{supersets['dev']}/login/").text
-    framing = httpx.get(f"{page}/agent").headers["content-security-policy"].split()
+    assert tag in httpx.get(f"{supersets['dev']}/login/", timeout=30).text
+    framing = httpx.get(f"{page}/agent", timeout=30).headers["content-security-policy"].split()
     assert (framing[:2], sorted(framing[2:])) == (["frame-ancestors", "'self'"], sorted(supersets.values()))
     deployed = {titles("dev")[1], titles("dev")[2]}  # the page's and the drawer's
     assert not deployed & set(titles("prod").values())  # the deploys are what bring them
