@@ -52,6 +52,42 @@ def test_a_name_that_starts_with_a_word_of_how_things_are_is_still_a_name(text: 
     assert read_request(text, ENVIRONMENTS).dashboard_name == name
 
 
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Is the Sales Overview dashboard ok?", "Sales Overview"),
+        ("Is this dashboard OK?", None),
+        ("are my dashboards fine", None),
+        ("Is Legacy KPIs working?", "Legacy KPIs"),
+        ("How is the Sales Overview dashboard doing?", "Sales Overview"),
+        ("how's Legacy KPIs doing", "Legacy KPIs"),
+        ("Sales Overview в порядке?", "Sales Overview"),
+        ("дашборд Legacy KPIs работает?", "Legacy KPIs"),
+        ("Legacy KPIs живой?", "Legacy KPIs"),
+    ],
+)
+def test_asking_whether_a_dashboard_is_all_right_checks_its_health(text: str, name: str | None) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.intent, request.dashboard_name) == ("get_health_summary", name)
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("ok", None),
+        ("ну норм", None),
+        ("ok, deploy Sales Overview to prod", "deploy_dashboard"),
+        ("Is the task done yet?", "get_task_status"),
+        ("Deploy Sales Overview в прод", "deploy_dashboard"),
+    ],
+)
+def test_ok_said_in_passing_asks_no_health_check(text: str, intent: str | None) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert request.intent == intent
+    if intent == "deploy_dashboard":
+        assert request.dashboard_name == "Sales Overview"
+
+
 def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
     request = read_request("don't deploy, just show me the Sales Overview dashboard", ENVIRONMENTS)
     assert "deploy_dashboard" in request.negated

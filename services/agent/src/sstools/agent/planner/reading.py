@@ -156,7 +156,12 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"health\w*|helth\w*|broken(?!\s+down)|\bwrong\b|\berrors?\b|fail\w*|not\s+working"
             r"|doesn'?t\s+work|(?<!broken\s)\bdown\b|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
             r"|здоров\w*|слома\w*|ошибк\w*|ошибок|проблем\w*|не\s+работа\w*|чекни|упал\w*|пада\w*"
-            r"|бит(?:ые|ых|ый)|работает\s+ли|состояни\w*|вс[её]\s+(?:ок|норм|в\s+порядке)|отвал\w*",
+            r"|бит(?:ые|ых|ый)|работает\s+ли|состояни\w*|вс[её]\s+(?:ок|норм|в\s+порядке)|отвал\w*"
+            # a question of how something is: "Is Sales Overview ok?", "how's it doing", "Sales
+            # Overview на проде в порядке?" (yet "ok" or "ну норм" alone is a reply, not a question)
+            r"|^\W*(?:is|are)\b.*\b(?:ok|okay|fine|alright|all\s+right|working|alive)\W*$"
+            r"|\bhow(?:'s|\s+is|\s+are)\b.*\bdoing\b"
+            r"|(?:[a-z0-9][\w-]*|дашб\w*|борд\w*|он[аио]?|они)(?:\s+\S+){0,2}?\s+(?:в\s+порядке|норм\w*|жив\w*|работает)\W*$",
         ),
     )
 )
@@ -274,8 +279,9 @@ _NAME_STOP = {
     "it",
     "его",
 }
-# How a dashboard is, not what it is called, written in lower case after the word "dashboard":
-# "is this dashboard healthy?", "этот дашборд здоров?" (yet "the Working Capital dashboard").
+# How a dashboard is, not what it is called, after the word "dashboard": in lower case, or in
+# any case as the question's last word ("is this dashboard healthy?", "is this dashboard OK?",
+# "этот дашборд здоров?"; yet "the Working Capital dashboard", "dashboard OK Metrics").
 _STATE_WORDS = {
     "healthy",
     "ok",
@@ -284,6 +290,8 @@ _STATE_WORDS = {
     "alright",
     "broken",
     "working",
+    "doing",
+    "alive",
     "здоров",
     "здоровый",
     "исправен",
@@ -477,9 +485,11 @@ def _name_after(words: str, match: re.Match[str]) -> str | None:
             continue
         if picked and _script(token) != _script(picked[0]):
             break
+        last = all(rest in ",.;:!?()—–" for rest in tokens[index + 1 :])
         if (
             token in ",.;:!?()—–"
             or token in _STATE_WORDS
+            or (last and lowered in _STATE_WORDS)
             or lowered in _NAME_STOP
             or lowered in _ALL_KIND_WORDS
         ):
@@ -508,10 +518,14 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
             if name and name.lower() not in excluded and not name.isdigit() and not _PRONOUN.fullmatch(name):
                 return name
     names = []
+    russian = re.search(r"[а-яё]", words, re.I) is not None
     for run in _TITLE_CASE_RUN.finditer(words):
         name = run.group(1).strip()
         sentence_start = not words[: run.start()].strip() or words[: run.start()].rstrip()[-1:] in ".!?"
-        if sentence_start:  # "Deploy Sales Overview": the verb is not the name
+        # "Deploy Sales Overview": the verb is not the name. A Russian sentence's verbs are
+        # Russian, so there a name may lead ("Sales Overview в порядке?") unless it is a tool's verb.
+        leads = russian and not read_intents(name.split()[0], None)[0]
+        if sentence_start and not leads:
             name = " ".join(name.split()[1:])
         parts = [part for part in name.split() if part.upper() not in _ACRONYMS]
         name = " ".join(parts)
