@@ -1,14 +1,17 @@
 """The offline model's pace: unpaced it answers at once; paced, its words come one by one, so
-an answer can be stopped halfway (the browser test's Stop relies on it). And what it makes of
-"this dashboard" asked from a dashboard (the drawer inside Superset)."""
+an answer can be stopped halfway (the browser test's Stop relies on it). What it makes of
+"this dashboard" asked from a dashboard (the drawer inside Superset). And that the longest
+message anyone may send is read in about a second, whatever it repeats."""
 
 import asyncio
 import json
 import time
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from sstools.agent.context import Environment, Focus, TurnContext
+from sstools.agent.limits import MAX_MESSAGE_CHARS
 from sstools.agent.planner import OfflinePlanner
 
 BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
@@ -87,3 +90,15 @@ def test_this_dashboard_is_the_one_on_screen_and_the_answer_names_it() -> None:
     assert OfflinePlanner().plan(answered).content == (
         "All 3 charts in «(Reset your password)(https://evil.example)» (dev) work."
     )
+
+
+# Each of these, repeated, was once read from every one of its characters again: a pattern that
+# can start anywhere in a long run (an address, a name with a dash, a number of rows), or a name
+# looked for over the whole message after each "dashboard". At the longest message allowed that
+# took 1.5 to 3 minutes of the agent's CPU for one turn; read in one pass it takes about a second.
+@pytest.mark.parametrize("unit", ["a", "1", "a-", "dashboard "])
+def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(unit: str) -> None:
+    text = (unit * MAX_MESSAGE_CHARS)[:MAX_MESSAGE_CHARS]
+    started = time.perf_counter()
+    OfflinePlanner().plan([CONTEXT.message(), HumanMessage(text)])
+    assert time.perf_counter() - started < 20

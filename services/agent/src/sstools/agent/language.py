@@ -14,10 +14,12 @@ Lang = Literal["ru", "en"]
 LANGS: tuple[Lang, ...] = get_args(Lang)
 DEFAULT_LANG: Lang = "ru"
 
-# Data, not words: Markdown table rows, code blocks and addresses.
-_DATA = re.compile(r"^\s*\|.*$|```.*?```|`[^`]*`|\S+://\S+", re.M | re.S)
+# Data, not words: Markdown table rows, code blocks and addresses. Every pattern here that can
+# start anywhere starts only where its run starts: a long run would otherwise be read once from
+# each of its characters.
+_DATA = re.compile(r"^\s*\|.*$|```.*?```|`[^`]*`|(?<!\S)\S+://\S+", re.M | re.S)
 # Names made of words: a branch "fix/legacy-kpis", a slug "sales-overview", a table "user_id".
-_NAMES = re.compile(r"[A-Za-z0-9.]*[/_-][A-Za-z0-9./_-]*")
+_NAMES = re.compile(r"(?<![A-Za-z0-9.])[A-Za-z0-9.]*[/_-][A-Za-z0-9./_-]*")
 _QUOTED = re.compile(r"[«\"“'`][^«»\"“”'`]*[»\"”'`]")
 _CYRILLIC_WORD = re.compile(r"\b[а-яё]+\b", re.I)  # "а shipped?": one letter is Russian too
 _FIRST_LATIN_VERB = re.compile(r"\s*[A-Z][a-z]{1,}\b(?!\s+[A-Z])")

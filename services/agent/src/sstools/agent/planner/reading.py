@@ -160,8 +160,8 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # a question of how something is: "Is Sales Overview ok?", "how's it doing", "Sales
             # Overview на проде в порядке?" (yet "ok" or "ну норм" alone is a reply, not a question)
             r"|^\W*(?:is|are)\b.*\b(?:ok|okay|fine|alright|all\s+right|working|alive)\W*$"
-            r"|\bhow(?:'s|\s+is|\s+are)\b.*\bdoing\b"
-            r"|(?:[a-z0-9][\w-]*|дашб\w*|борд\w*|он[аио]?|они)(?:\s+\S+){0,2}?\s+(?:в\s+порядке|норм\w*|жив\w*|работает)\W*$",
+            rf"|\bhow(?:'s|\s+is|\s+are)\b{_NEAR}doing\b"
+            r"|(?<![\w-])(?:[a-z0-9][\w-]*|дашб\w*|борд\w*|он[аио]?|они)(?:\s+\S+){0,2}?\s+(?:в\s+порядке|норм\w*|жив\w*|работает)\W*$",
         ),
     )
 )
@@ -169,7 +169,7 @@ SQL_TOOL = "superset_execute_sql"
 # A question about rows that the planner can write as SQL.
 _DESCRIBED_SQL = re.compile(
     r"how\s+many|\bcount\b|сколько|number\s+of|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
-    r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|\d+\s+(?:последн|перв)\w*"
+    r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|(?<!\d)\d+\s+(?:последн|перв)\w*"
     r"|\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bdrop\b|\bexecute\b|\brun\s+(?:a\s+)?(?:query|sql)"
     r"|выполни\w*|запрос\w*|\btotal\b|\bsum\b|\baverage\b|\bavg\b|\bdistinct\b|сумм\w*|средн\w*"
     r"|уникальн\w*|больше\s+всего",
@@ -298,6 +298,7 @@ _STATE_WORDS = {
     "работает",
     "сломан",
 }
+_PUNCTUATION = ",.;:!?()—–"
 _ARTICLES = {"the", "a", "an", "my", "our", "this", "that", "мой", "наш", "этот"}
 _TABLE_WORDS = re.compile(r"(?:table|таблиц\w*|from|из)\s+[«\"'`]?([A-Za-z_][\w.]*)", re.I)
 _TABLE_BEFORE = re.compile(r"\b([A-Za-z_][\w]*)\s+(?:table|таблиц\w*)\b", re.I)
@@ -314,7 +315,7 @@ _STATUS_VALUE = re.compile(
     r"(?:status|статус\w*|state)\s+[«\"']?([\w-]+)|\b(new|paid|shipped|cancelled|canceled)\b", re.I
 )
 _DATABASE_NAMED = re.compile(
-    r"(?:database|db|базе|базы|база|бд)\s+[«\"']?([\w.-]+)|\b([\w-]+)\s+(?:database|db)\b", re.I
+    r"(?:database|db|базе|базы|база|бд)\s+[«\"']?([\w.-]+)|(?<![\w-])([\w-]+)\s+(?:database|db)\b", re.I
 )
 
 
@@ -454,9 +455,14 @@ def read_envs(tokens: Sequence[str], aliases: Mapping[str, str]) -> tuple[str | 
     return (targets[-1] if targets else None), source
 
 
+# How far from the word "dashboard" its name is looked for: longer than any title people type,
+# and short enough that a message repeating the word costs a read of each, not of the whole.
+_NAME_REACH = 500
+
+
 def _name_before(words: str, match: re.Match[str]) -> str | None:
     """ "the Orders and Events dashboard": the capitalised words right before the word."""
-    before = words[: match.start()]
+    before = words[max(0, match.start() - _NAME_REACH) : match.start()]
     found = re.search(r"((?:[A-Z0-9][\w&'-]*\s+(?:(?:and|of|&|для|и)\s+)?)+)$", before)
     if not found:  # a slug: "the sales-overview dashboard"
         slug = re.search(r"\b([a-z0-9]+(?:[-_][a-z0-9]+)+)\s+$", before)
@@ -475,7 +481,11 @@ def _script(token: str) -> str:
 def _name_after(words: str, match: re.Match[str]) -> str | None:
     """ "дашборд Sales Overview из dev": the words after it, up to a preposition, an environment
     or a change of alphabet ("Sales Overview вместе с чартами")."""
-    tokens = _TOKEN.findall(words[match.end() :])
+    tail = words[match.end() : match.end() + _NAME_REACH]
+    tokens = _TOKEN.findall(tail)
+    # the index of the question's last word, if it is in reach ("is this dashboard OK?")
+    ends = len(tail.rstrip(_PUNCTUATION + " \t\r\n")) if match.end() + len(tail) >= len(words) else -1
+    last_word = len(_TOKEN.findall(tail[:ends])) - 1 if ends >= 0 else -1
     picked: list[str] = []
     for index, token in enumerate(tokens):
         lowered = token.lower()
@@ -485,11 +495,10 @@ def _name_after(words: str, match: re.Match[str]) -> str | None:
             continue
         if picked and _script(token) != _script(picked[0]):
             break
-        last = all(rest in ",.;:!?()—–" for rest in tokens[index + 1 :])
         if (
-            token in ",.;:!?()—–"
+            token in _PUNCTUATION
             or token in _STATE_WORDS
-            or (last and lowered in _STATE_WORDS)
+            or (index == last_word and lowered in _STATE_WORDS)
             or lowered in _NAME_STOP
             or lowered in _ALL_KIND_WORDS
         ):
@@ -521,7 +530,7 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
     russian = re.search(r"[а-яё]", words, re.I) is not None
     for run in _TITLE_CASE_RUN.finditer(words):
         name = run.group(1).strip()
-        sentence_start = not words[: run.start()].strip() or words[: run.start()].rstrip()[-1:] in ".!?"
+        sentence_start = _char_before(words, run.start()) in ("", ".", "!", "?")
         # "Deploy Sales Overview": the verb is not the name. A Russian sentence's verbs are
         # Russian, so there a name may lead ("Sales Overview в порядке?") unless it is a tool's verb.
         leads = russian and not read_intents(name.split()[0], None)[0]
@@ -532,6 +541,13 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
         if name and name.lower() not in excluded and parts[0].lower() not in excluded:
             names.append(name)
     return max(names, key=len) if names else None
+
+
+def _char_before(words: str, index: int) -> str:
+    """The last character before ``index`` that is not a space ("" at the message's start)."""
+    while index > 0 and words[index - 1].isspace():
+        index -= 1
+    return words[index - 1] if index > 0 else ""
 
 
 # Capitals that are not names: "Run an LLM review of Legacy KPIs".
