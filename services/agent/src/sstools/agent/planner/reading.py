@@ -481,11 +481,11 @@ def _script(token: str) -> str:
 def _name_after(words: str, match: re.Match[str]) -> str | None:
     """ "дашборд Sales Overview из dev": the words after it, up to a preposition, an environment
     or a change of alphabet ("Sales Overview вместе с чартами")."""
-    tail = words[match.end() : match.end() + _NAME_REACH]
-    tokens = _TOKEN.findall(tail)
-    # the index of the question's last word, if it is in reach ("is this dashboard OK?")
-    ends = len(tail.rstrip(_PUNCTUATION + " \t\r\n")) if match.end() + len(tail) >= len(words) else -1
-    last_word = len(_TOKEN.findall(tail[:ends])) - 1 if ends >= 0 else -1
+    tokens = _TOKEN.findall(words[match.end() : match.end() + _NAME_REACH])
+    # the question's last word, if it is in reach ("is this dashboard OK?")
+    in_reach = match.end() + _NAME_REACH >= len(words)
+    words_at = [index for index, token in enumerate(tokens) if token not in _PUNCTUATION]
+    last_word = words_at[-1] if in_reach and words_at else -1
     picked: list[str] = []
     for index, token in enumerate(tokens):
         lowered = token.lower()
@@ -530,11 +530,11 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
     russian = re.search(r"[а-яё]", words, re.I) is not None
     for run in _TITLE_CASE_RUN.finditer(words):
         name = run.group(1).strip()
-        sentence_start = _char_before(words, run.start()) in ("", ".", "!", "?")
         # "Deploy Sales Overview": the verb is not the name. A Russian sentence's verbs are
         # Russian, so there a name may lead ("Sales Overview в порядке?") unless it is a tool's verb.
-        leads = russian and not read_intents(name.split()[0], None)[0]
-        if sentence_start and not leads:
+        if _char_before(words, run.start()) in ("", ".", "!", "?") and not (
+            russian and not read_intents(name.split()[0], None)[0]
+        ):
             name = " ".join(name.split()[1:])
         parts = [part for part in name.split() if part.upper() not in _ACRONYMS]
         name = " ".join(parts)
