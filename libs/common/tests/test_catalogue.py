@@ -8,7 +8,6 @@ from sstools.common.catalogue import (
     ALTERNATIVES,
     ALWAYS_OFFERED,
     EXAMPLE_PROMPTS,
-    EXAMPLE_PROMPTS_EN,
     IDLE_EXAMPLES,
     TOOLS,
     Role,
@@ -57,8 +56,10 @@ def test_roles_are_ordered_and_unknown_tools_are_not_found() -> None:
 
 
 def test_every_tool_has_an_example_and_alternatives_are_read_tools_that_viewers_can_reach() -> None:
-    assert set(EXAMPLE_PROMPTS) == set(EXAMPLE_PROMPTS_EN) == set(tool_names())
-    assert all(prompt.strip() for prompt in [*EXAMPLE_PROMPTS.values(), *EXAMPLE_PROMPTS_EN.values()])
+    assert set(EXAMPLE_PROMPTS) == set(tool_names())
+    for russian, english in EXAMPLE_PROMPTS.values():  # each in its own language
+        assert re.search("[а-яё]", russian, re.I), russian
+        assert not re.search("[а-яё]", english, re.I), english
     assert set(IDLE_EXAMPLES) <= set(tool_names())
     for denied, offered in ALTERNATIVES.items():
         assert tool(denied).name == denied

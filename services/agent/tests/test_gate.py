@@ -402,7 +402,7 @@ def denial(tool: str, role: Role, env_id: str | None, required: Role) -> dict[st
         "user_role": role.value,
         "env_context": KINDS.get(env_id) if env_id else None,
         "alternatives": [
-            {"action": name, "prompt": EXAMPLE_PROMPTS[name]} for name in offered or [ALWAYS_OFFERED]
+            {"action": name, "prompt": EXAMPLE_PROMPTS[name][0]} for name in offered or [ALWAYS_OFFERED]
         ],
     }
 
@@ -797,6 +797,20 @@ async def test_a_card_speaks_the_language_of_its_turn_only() -> None:
         "⚠️ Опасное действие: подтвердите",
     )
     assert english["digest"] != russian["digest"]  # the digest binds the words shown too
+
+
+async def test_a_denial_offers_its_alternatives_in_the_language_of_its_turn() -> None:
+    deploy = call("deploy_dashboard", {"env_id": "prod", "source_env": "dev", "dashboard_id": 1})
+    english = (await Gated().send(deploy, role=Role.ANALYST, lang="en")).events
+    russian = (await Gated().send(deploy, role=Role.ANALYST, lang="ru")).events
+    assert [alternative["prompt"] for _, denied in english for alternative in denied["alternatives"]] == [
+        "What is broken in the dashboards?",
+        "Show the dashboards",
+    ]
+    assert [alternative["prompt"] for _, denied in russian for alternative in denied["alternatives"]] == [
+        "Что сломано в дашбордах?",
+        "Покажи дашборды",
+    ]
 
 
 async def test_a_deploy_card_names_the_dashboard_as_its_source_has_it_and_says_where_it_goes() -> None:

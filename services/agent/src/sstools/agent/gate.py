@@ -88,17 +88,20 @@ class Refused(Exception):
         self.facts = facts  # what the person's words name: the environment that is not there
 
 
-def alternatives(tool_name: str, role: Role, decision: Decision) -> list[dict[str, str]]:
-    """The catalogue's suggestions for a denied tool that this role may run here, as prompts."""
+def alternatives(tool_name: str, role: Role, decision: Decision, lang: Lang) -> list[dict[str, str]]:
+    """The catalogue's suggestions for a denied tool that this role may run here, as prompts in
+    the person's language."""
     offered = [
         name
         for name in ALTERNATIVES.get(tool_name, ())
         if decide(name, decision.env, production=decision.production).allows(role)
     ]
-    return [{"action": name, "prompt": EXAMPLE_PROMPTS[name]} for name in offered or [ALWAYS_OFFERED]]
+    return [
+        {"action": name, "prompt": say(lang, *EXAMPLE_PROMPTS[name])} for name in offered or [ALWAYS_OFFERED]
+    ]
 
 
-def permission_denied(tool_name: str, decision: Decision, role: Role) -> dict[str, Any]:
+def permission_denied(tool_name: str, decision: Decision, role: Role, lang: Lang) -> dict[str, Any]:
     """The ``permission_denied`` event of data model §3."""
     return {
         "type": "permission_denied",
@@ -106,7 +109,7 @@ def permission_denied(tool_name: str, decision: Decision, role: Role) -> dict[st
         "required_role": decision.required_role.value,
         "user_role": role.value,
         "env_context": decision.env,
-        "alternatives": alternatives(tool_name, role, decision),
+        "alternatives": alternatives(tool_name, role, decision, lang),
     }
 
 
@@ -292,7 +295,7 @@ def gate(
             arguments = await checked_arguments(name, args, lambda: facts.environments(user_token))
             decision = await _decision(name, arguments, role, facts, user_token)
             if role is not None and not decision.allows(role):  # before any confirmation
-                denial = permission_denied(name, decision, role)
+                denial = permission_denied(name, decision, role, lang)
                 await adispatch_custom_event("permission_denied", denial)
                 detail = {
                     "code": "permission_denied",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import BaseModel, Field
 
-from sstools.common.catalogue import EXAMPLE_PROMPTS, EXAMPLE_PROMPTS_EN, IDLE_EXAMPLES, tool_names
+from sstools.common.catalogue import EXAMPLE_PROMPTS, IDLE_EXAMPLES, tool_names
 from sstools.common.policy import decide
 from sstools.common.tokens import jwks
 from sstools.ops.api.auth import Caller, unauthorized
@@ -63,7 +63,7 @@ class Me(BaseModel):
     @classmethod
     def of(cls, caller: Caller) -> "Me":
         examples = [
-            Example(tool=name, ru=EXAMPLE_PROMPTS[name], en=EXAMPLE_PROMPTS_EN[name])
+            Example(tool=name, ru=EXAMPLE_PROMPTS[name][0], en=EXAMPLE_PROMPTS[name][1])
             for name in IDLE_EXAMPLES
             if decide(name, None, production=False).allows(caller.role)
         ]
