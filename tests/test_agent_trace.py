@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.agent.ui.client import chat_client
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import chat_client, free_port, otlp_collector, serving, wait_ready
+from sstools.devstack.testing import free_port, otlp_collector, serving, wait_ready
 from sstools.ops.store import MIGRATIONS as OPS_MIGRATIONS
 
 CONFIRMATION_SECRET = "trace-test-confirmations-" + "c" * 32

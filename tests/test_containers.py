@@ -25,6 +25,7 @@ import yaml
 from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.agent.ui.client import chat_client
 from sstools.devstack import containers, images, kubeplay
 from sstools.devstack.containers import Container
 from sstools.devstack.demo import PASSWORD_ENV, client, environments
@@ -33,7 +34,7 @@ from sstools.devstack.manifests import CHART, render
 from sstools.devstack.running import free_listeners
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address, peer_addresses
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import chat_client, sign_in
+from sstools.devstack.testing import sign_in
 from sstools.ops.superset import dashboards
 
 pytestmark = pytest.mark.timeout(1500)  # the first build of six images on a fresh machine

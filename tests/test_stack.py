@@ -11,11 +11,12 @@ import psycopg
 import pytest
 
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.agent.ui.client import chat_client
 from sstools.devstack import browser, running
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
-from sstools.devstack.testing import chat_client, free_port, sign_in
+from sstools.devstack.testing import free_port, sign_in
 
 
 @pytest.fixture

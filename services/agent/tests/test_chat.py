@@ -15,12 +15,13 @@ from sqlalchemy import text
 
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.agent.ui.client import chat_client
 from sstools.common.db import create_engine
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation, running_stack
 from sstools.devstack.keys import SIGNING_KEY, forged_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import chat_client, free_port, service_process
+from sstools.devstack.testing import free_port, service_process
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
 

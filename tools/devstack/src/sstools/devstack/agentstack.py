@@ -25,6 +25,7 @@ from sqlalchemy import text as sql
 from sstools.agent.main import assemble as assemble_agent
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
+from sstools.agent.ui.client import chat_client
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.convo.main import assemble as assemble_convo
@@ -34,7 +35,7 @@ from sstools.devstack.demo import PASSWORD_ENV, client, environments
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import FaultyLink, chat_client, http_get, serving, started_service, wait_until
+from sstools.devstack.testing import FaultyLink, http_get, serving, started_service, wait_until
 from sstools.docparse.main import assemble as assemble_docparse
 from sstools.docparse.settings import DocparseSettings
 from sstools.ops.main import assemble as assemble_ops

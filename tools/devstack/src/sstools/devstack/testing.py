@@ -16,7 +16,6 @@ import grpc
 import httpx
 import psycopg
 import uvicorn
-from gradio_client import Client
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
@@ -108,12 +107,6 @@ def free_port() -> int:
             except OSError:
                 continue
             return port
-
-
-def chat_client(url: str, headers: Mapping[str, str]) -> Client:
-    """A Gradio client of the chat at ``url``. Its requests wait up to a minute: the client's own
-    five seconds once ran out in CI while a loaded machine answered the API description."""
-    return Client(url, headers=dict(headers), verbose=False, httpx_kwargs={"timeout": 60.0})
 
 
 def sign_in(base_url: str, password: str, username: str = "admin") -> str:

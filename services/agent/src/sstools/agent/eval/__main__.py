@@ -22,9 +22,10 @@ import httpx
 from gradio_client import Client
 
 from sstools.agent.eval import REQUESTS, Request, Turn, load, right_language, understood
+from sstools.agent.ui.app import CHAT_PATH
+from sstools.agent.ui.client import chat_client
 from sstools.common.catalogue import tool
 
-CHAT = "/api/agent/gradio/"
 MAKE_RUN_SUPERSETS = {"dev": "http://127.0.0.1:8088", "prod": "http://127.0.0.1:8089"}
 
 
@@ -37,7 +38,7 @@ class Stack:
 
     def _client(self) -> Client:
         headers = {"Authorization": f"Bearer {self._sign_in()}"}
-        return Client(f"{self._url}{CHAT}", headers=headers, verbose=False)
+        return chat_client(f"{self._url}{CHAT_PATH}/", headers)
 
     def turn(
         self, request: Request, conversation: str, action: str = "send", text: str | None = None
