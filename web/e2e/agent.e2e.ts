@@ -506,6 +506,7 @@ describe("the drawer inside Superset", () => {
   async function inSuperset(path: string): Promise<{ page: Page; drawer: FrameLocator }> {
     const page = await newPage();
     await page.goto(`${SUPERSET_DEV}/login/`);
+    expect(await page.locator("#sstools-drawer").count()).toBe(0); // not before Superset knows who it is
     await page.locator("#username").fill(SUPERSET_ADMIN.username);
     await page.locator("#password").fill(SUPERSET_ADMIN.password);
     await page.locator('[data-test="login-button"]').click();
