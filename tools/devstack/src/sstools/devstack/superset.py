@@ -8,7 +8,6 @@ each new instance starts from a copy of the template instead. Database drivers (
 PostgreSQL data sources) go into the same virtualenv; adding one does not rebuild the template.
 """
 
-import fcntl
 import hashlib
 import logging
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from sstools.devstack.locks import exclusive
 from sstools.devstack.paths import DATA_DIR, REPO_ROOT
 from sstools.devstack.restarting import command_line as restarting_command
 
@@ -151,9 +151,7 @@ def ensure_installed(home: SupersetHome) -> None:
 def ensure_template(home: SupersetHome) -> None:
     """An initialised metadata database with the admin user, made once — by one process at a
     time: test workers and a `make run` beside them share the home."""
-    home.root.mkdir(parents=True, exist_ok=True)
-    with (home.root / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(home.root / ".lock"):
         ensure_installed(home)
         done = home.template / ".initialised"
         if not (done.exists() and done.read_text() == _TEMPLATE_VERSION):
