@@ -4,7 +4,7 @@ scripted model that calls what the test says, and is checked in Superset or in o
 
 A confirm names the card it answers (call id and digest). It runs that card's call exactly
 once, in the card's environment, with the user's current role — or it is refused, typed, and
-the card stays pending. An edit that changes what was decided is a new card, never a run.
+the card stays pending. Any edit is a new card showing the edited call, never a run.
 """
 
 import json
@@ -88,15 +88,22 @@ async def test_the_card_environment_holds_whatever_the_page_selects_afterwards(
     assert (await _count(dev, title), await _count(prod, title)) == (1, 0)
 
 
-async def test_an_edit_that_keeps_the_decision_runs_once_with_the_edit(
+async def test_an_edit_is_a_new_card_showing_the_edited_call_and_only_that_card_runs_it(
     llm_stack: AgentStack, llm: FakeLlm, dev: SupersetClient
 ) -> None:
     shown, edited = _title(), _title()
-    conversation, _ = await _paused(llm_stack, llm, ToolCall("superset_create_dashboard", {"title": shown}))
-    confirmed = await llm_stack.say(json.dumps({"title": edited}), conversation, action="confirm")
+    call = ToolCall("superset_create_dashboard", {"title": shown})
+    conversation, card = await _paused(llm_stack, llm, call)
+    asked = await llm_stack.say(json.dumps({"title": edited}), conversation, action="confirm")
+    assert asked.of("tool_start") == [], dump(asked)  # same decision, but not the call the card showed
+    [new_card] = asked.of("confirm_required")
+    assert (new_card["call_id"], new_card["tool_args"]["title"]) == (card["call_id"], edited)
+    assert new_card["digest"] != card["digest"]
+    assert (await _count(dev, shown), await _count(dev, edited)) == (0, 0)
+    confirmed = await llm_stack.say("", conversation, action="confirm")  # the card now shown
     assert [event["input"]["title"] for event in confirmed.of("tool_start")] == [edited], dump(confirmed)
     assert confirmed.state == "success", dump(confirmed)
-    again = await llm_stack.say(json.dumps({"title": edited}), conversation, action="confirm")  # resent
+    again = await llm_stack.say("", conversation, action="confirm")  # resent
     assert again.of("tool_start") == [], dump(again)
     assert (await _count(dev, shown), await _count(dev, edited)) == (0, 1)
 

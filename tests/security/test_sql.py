@@ -11,11 +11,16 @@ each statement.
   judged changing, refused to the analyst, and change nothing.
 - Ordinary analytical reads are judged read-only, run for the analyst, and return what the
   database itself returns for them.
-- A read is run behind each backend's own guard: the database refuses a write in it.
+- A read is run behind each backend's own guard: the database refuses a write in it, and
+  PostgreSQL stops it at ops' time limit.
+- Schema and table names are identifiers that Superset lists for the database: PostgreSQL's SQL
+  Lab writes the schema into ``set search_path = "..."`` before the read-only guard, so a schema
+  that carries SQL is refused before any call, by the agent and by ops, and changes nothing.
 """
 
 import asyncio
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -53,6 +58,9 @@ CREATE MATERIALIZED VIEW order_totals AS SELECT customer_id, sum(amount) AS tota
 CREATE FUNCTION bump() RETURNS int LANGUAGE sql
     AS $$ INSERT INTO audit_log (note) VALUES ('bump') RETURNING id $$;
 CREATE PROCEDURE archive_orders() LANGUAGE sql AS $$ DELETE FROM orders $$;
+CREATE SCHEMA reports;
+CREATE TABLE reports.monthly (month date PRIMARY KEY, revenue numeric(12, 2) NOT NULL);
+INSERT INTO reports.monthly VALUES ('2026-01-01', 1200.50), ('2026-02-01', 980.25);
 INSERT INTO customers
     SELECT n, 'customer ' || n, (ARRAY['Berlin', 'Lisbon', 'Oslo'])[n % 3 + 1], date '2025-01-01' + n * 20
     FROM generate_series(1, 9) AS n;
@@ -67,6 +75,8 @@ PG_STATE = {
     "relations": "SELECT string_agg(relname || ':' || relkind::text, ',' ORDER BY relname) FROM pg_class"
     " WHERE relnamespace = 'public'::regnamespace",
     "columns": "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'",
+    "reports": "SELECT md5(string_agg(m::text, ',' ORDER BY month)) FROM reports.monthly m",
+    "schemas": "SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace",
     "customers": "SELECT md5(string_agg(c::text, ',' ORDER BY id)) FROM customers c",
     "orders": "SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM orders o",
     "audit_log": "SELECT count(*) FROM audit_log",
@@ -193,6 +203,10 @@ def _writes(targets: Targets) -> list[tuple[str, str]]:
         f"SELECT 1 AS a UNION ALL SELECT load_extension('{folder}/evil')",
         "BEGIN; DELETE FROM orders; COMMIT",
         f"SELECT region FROM sales WHERE amount > (SELECT writefile('{folder}/written.txt', 'x'))",
+        # reads that would build a gigabyte inside Superset's own process
+        "SELECT zeroblob(1000000000)",
+        "SELECT length(randomblob(2000000000))",
+        "SELECT hex(zeroblob(day)) FROM sales",
     ]
     postgres = [
         "SELECT * INTO orders_copy FROM orders",
@@ -239,6 +253,12 @@ def _writes(targets: Targets) -> list[tuple[str, str]]:
         f"ALTER DATABASE \"{pg.name}\" SET work_mem = '64MB'",
         "REFRESH MATERIALIZED VIEW order_totals",
         "CALL archive_orders()",
+        # reads that load the server: a gigabyte value, series without end
+        "SELECT length(repeat('x', 1000000000))",
+        "SELECT count(*) FROM generate_series(1, 100000000000)",
+        "SELECT string_agg(repeat('x', 100000), ',') FROM generate_series(1, 100000)",
+        "SELECT lpad(name, 1000000000) FROM customers",
+        "SELECT count(*) FROM generate_series(1, (SELECT max(id) FROM orders) * 1000000000)",
     ]
     return [("sqlite", sql) for sql in sqlite] + [("postgres", sql) for sql in postgres]
 
@@ -481,25 +501,32 @@ async def test_a_read_runs_behind_a_guard_that_makes_the_database_refuse_writes(
     supersets: dict[str, Instance], targets: Targets
 ) -> None:
     """The second line of defence, sent straight to Superset as ops sends a read: even a write
-    the parser let through would be refused by the database itself."""
+    the parser let through would be refused by the database itself, and PostgreSQL ends a read
+    at ops' time limit."""
     superset = client(supersets["dev"], PASSWORD_ENV)
+    pg = targets.postgres.database_id
     cases = [
         ("sqlite", EXAMPLES, "DELETE FROM sales", "attempt to write a readonly database"),
-        ("postgres", targets.postgres.database_id, "SELECT bump()", "read-only transaction"),
-        ("postgres", targets.postgres.database_id, "SELECT nextval('invoice_seq')", "read-only transaction"),
+        ("postgres", pg, "SELECT bump()", "read-only transaction"),
+        ("postgres", pg, "SELECT nextval('invoice_seq')", "read-only transaction"),
     ]
     try:
         for target, database_id, sql, refusal in cases:
             _, state = _database(targets, target)
             before = await asyncio.to_thread(state)
-            guarded = f"{sqllab.READ_ONLY_GUARDS[target]};\n{sql}"
+            guarded = f"{sqllab.read_guard(target, 60)};\n{sql}"
             with pytest.raises(SupersetError, match=refusal):
                 await sqllab.execute(superset, database_id, guarded, schema=None, limit=9, timeout_seconds=60)
             assert await asyncio.to_thread(state) == before, sql
+        started = time.monotonic()
+        slow = f"{sqllab.read_guard('postgres', 1)};\nSELECT count(*) FROM generate_series(1, 10000000000)"
+        with pytest.raises(SupersetError, match="statement timeout"):
+            await sqllab.execute(superset, pg, slow, schema=None, limit=9, timeout_seconds=60)
+        assert time.monotonic() - started < 30
         read = await sqllab.execute(
             superset,
-            targets.postgres.database_id,
-            f"{sqllab.READ_ONLY_GUARDS['postgres']};\nSELECT count(*) AS n FROM orders",
+            pg,
+            f"{sqllab.read_guard('postgres', 60)};\nSELECT count(*) AS n FROM orders",
             schema=None,
             limit=10,
             timeout_seconds=60,
@@ -507,3 +534,108 @@ async def test_a_read_runs_behind_a_guard_that_makes_the_database_refuse_writes(
         assert read.rows == [{"n": 60}]
     finally:
         await superset.aclose()
+
+
+# Each reaches Superset's `set search_path = "{schema}"` as SQL, or names a table that is not one.
+INJECTED_SCHEMAS = (
+    'public"; DELETE FROM orders; COMMIT; --',
+    'public"; DROP SCHEMA reports CASCADE; --',
+    "public; TRUNCATE customers",
+    'reports"',
+    "public\nDELETE FROM orders",
+    "pg_catalog, public",
+)
+INJECTED_TABLES = ("orders; DROP TABLE customers", 'orders" CASCADE; --', "../orders", "orders customers")
+
+
+async def test_a_schema_or_table_that_carries_sql_is_refused_before_any_call_and_changes_nothing(
+    llm_stack: AgentStack, llm: FakeLlm, targets: Targets
+) -> None:
+    """Every argument that Superset puts into SQL is judged, not only the statement: an analyst's
+    read with a schema that carries SQL is refused by the agent's gate (it never reaches ops),
+    and by ops itself when sent as the agent sends calls; so is a table or schema for a dataset
+    or an exploration, and a well-formed schema the database does not have. The database is
+    unchanged; a real second schema works."""
+    pg = targets.postgres
+    session = await asyncio.to_thread(llm_stack.client, "anna")
+    headers = await _as_agent_for(llm_stack, "anna")
+    before = await asyncio.to_thread(pg.state)
+    problems = []
+    database = pg.database_id
+    count = "SELECT count(*) FROM orders"
+    calls = [
+        *(
+            (tool, args)
+            for schema in INJECTED_SCHEMAS
+            for tool, args in (
+                ("superset_execute_sql", {"database_id": database, "sql": count, "schema": schema}),
+                (
+                    "superset_create_dataset",
+                    {"database_id": database, "table_name": "orders", "schema": schema},
+                ),
+                ("superset_explore_database", {"database_id": database, "schema": schema}),
+            )
+        ),
+        *(
+            (tool, args)
+            for table in INJECTED_TABLES
+            for tool, args in (
+                (
+                    "superset_create_dataset",
+                    {"database_id": database, "table_name": table, "schema": "public"},
+                ),
+                ("superset_explore_database", {"database_id": database, "schema": "public", "table": table}),
+            )
+        ),
+    ]
+    for tool, args in calls:
+        llm.script.clear()
+        llm.says(Reply(tool_calls=(ToolCall(tool, {"env_id": "dev", **args}),)), Reply(content="Готово."))
+        reply = await llm_stack.say("сделай это", new_conversation(), client=session)
+        ran = reply.of("tool_end") + reply.of("confirm_required")
+        codes = [error["error"].get("code") for error in reply.of("tool_error")]
+        if ran or codes != ["invalid_arguments"]:
+            problems.append(f"chat {tool} {args}: {codes} {dump(reply)}")
+    async with httpx.AsyncClient(base_url=llm_stack.ops_url, timeout=60, headers=headers) as ops:
+        # Ops judges them too, for any caller: the reads as the agent would send them (a write
+        # is not taken at all before its confirmation).
+        sent: list[tuple[str, str, dict[str, Any]]] = []
+        for schema in INJECTED_SCHEMAS:
+            read = {"database_id": database, "sql": count, "schema": schema}
+            sent += [
+                ("POST", "/api/envs/dev/sql", {"json": read}),
+                ("GET", "/api/envs/dev/databases", {"params": {"database_id": database, "schema": schema}}),
+            ]
+        for table in INJECTED_TABLES:
+            where = {"database_id": database, "schema": "public", "table": table}
+            sent.append(("GET", "/api/envs/dev/databases", {"params": where}))
+        for method, path, request in sent:
+            answer = await ops.request(method, path, **request)
+            if answer.status_code != 422:
+                problems.append(f"ops {method} {path} {request}: {answer.status_code} {answer.text[:300]}")
+        assert not problems, "\n".join(problems)
+        assert await asyncio.to_thread(pg.state) == before
+        # Well-formed, but not the database's: Superset is not sent it.
+        unknown = await ops.post(
+            "/api/envs/dev/sql",
+            json={"database_id": pg.database_id, "sql": "SELECT 1 AS one", "schema": "nosuch"},
+        )
+        assert unknown.status_code == 404, unknown.text
+        assert unknown.json()["detail"]["code"] == "unknown_schema"
+        missing = await ops.get(
+            "/api/envs/dev/databases",
+            params={"database_id": pg.database_id, "schema": "reports", "table": "nosuch"},
+        )
+        assert missing.status_code == 404, missing.text
+        assert missing.json()["detail"]["code"] == "unknown_table"
+        # A real schema of the database: the statement reads in it.
+        monthly = await ops.post(
+            "/api/envs/dev/sql",
+            json={
+                "database_id": pg.database_id,
+                "sql": "SELECT count(*) AS n FROM monthly",
+                "schema": "reports",
+            },
+        )
+        assert monthly.status_code == 200, monthly.text
+        assert monthly.json()["rows"] == [{"n": 2}]

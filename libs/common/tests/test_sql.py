@@ -230,6 +230,108 @@ def test_one_query_of_pure_functions_is_read_only(dialect: str, sql: str) -> Non
 
 
 @pytest.mark.parametrize(
+    ("dialect", "sql", "reasons"),
+    [
+        ("postgres", "select repeat('x', 1000000000)", ["too_large"]),
+        ("postgres", "select length(repeat(repeat('x', 10000), 10000))", ["too_large"]),
+        (
+            "postgres",
+            "select string_agg(repeat('x', 10000), ',') from generate_series(1, 10000)",
+            ["too_large"],
+        ),
+        ("postgres", "select * from generate_series(1, 100000000000)", ["too_large"]),
+        ("postgres", "select * from generate_series(100000000000, 1, -1)", ["too_large"]),
+        ("postgres", "select lpad(name, 1000000000) from customers", ["too_large"]),
+        ("postgres", "select rpad('x', 20000000, 'y')", ["too_large"]),
+        ("postgres", "select repeat(name, n) from t", ["unbounded:repeat"]),
+        ("postgres", "select repeat('x', 10 * 1000000000)", ["unbounded:repeat"]),
+        (
+            "postgres",
+            "select * from generate_series(1, (select max(id) from orders))",
+            ["unbounded:exploding_generate_series"],
+        ),
+        (
+            "postgres",
+            "select generate_series(timestamp '1900-01-01', timestamp '2900-01-01', interval '1 second')",
+            ["too_large"],
+        ),
+        (
+            "postgres",
+            "select generate_series(now(), now() + interval '1 day', interval '1 hour')",
+            ["unbounded:exploding_generate_series"],
+        ),
+        ("postgres", "select * from generate_series(1, 10000001)", ["too_large"]),
+        ("postgres", "select * from generate_series(0, 20000000, 2)", ["too_large"]),
+        ("postgres", "select repeat('ab', 3) from generate_series(1, 5000000)", ["too_large"]),
+        ("postgres", "select * from generate_series(1, 10, 0)", ["unbounded:exploding_generate_series"]),
+        ("postgres", "select repeat('x', -n) from t", ["unbounded:repeat"]),
+        (
+            "postgres",
+            "select generate_series(date '2026-01-01', date '2026-01-02', interval '0 day')",
+            ["unbounded:exploding_generate_series"],
+        ),
+        (
+            "postgres",
+            "select generate_series(date '2026-01-01', date '2026-01-02', interval '1 fortnight')",
+            ["unbounded:exploding_generate_series"],
+        ),
+        (
+            "postgres",
+            "select generate_series(cast('2026-01-01' as text), date '2026-01-02', interval '1 day')",
+            ["unbounded:exploding_generate_series"],
+        ),
+        (
+            "postgres",
+            "select generate_series(timestamp 'soon', date '2026-01-02', interval '1 day')",
+            ["unbounded:exploding_generate_series"],
+        ),
+        ("sqlite", "select zeroblob()", ["unbounded:zeroblob"]),
+        ("sqlite", "select zeroblob(1e9)", ["too_large"]),
+        ("sqlite", "select length(randomblob(2000000000))", ["too_large"]),
+        ("sqlite", "select hex(zeroblob(day)) from sales", ["unbounded:zeroblob"]),
+    ],
+)
+def test_a_read_that_builds_more_than_the_bound_or_an_unknown_size_is_not_read_only(
+    dialect: str, sql: str, reasons: list[str]
+) -> None:
+    """A gigabyte value or an endless series is work a person could put on a database (or, for
+    SQLite, on Superset's own process) with one read; the sizes must be literals, and small."""
+    shape = classify(sql, dialect)
+    assert (shape.read_only, shape.reasons) == (False, reasons)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql"),
+    [
+        ("postgres", "select repeat('-', 20), lpad(name, 12, '.') from customers"),
+        ("postgres", "select d from generate_series(1, 366) as g(d)"),
+        ("postgres", "select count(*) from generate_series(1, 1000) a, generate_series(1, 1000) b"),
+        ("sqlite", "select hex(randomblob(16)), length(zeroblob(4096))"),
+        (
+            "postgres",
+            "select d from generate_series(timestamp '2026-01-01', date '2026-12-31', interval '1 day') g(d)",
+        ),
+        ("postgres", "select generate_series(date '2026-01-01', date '2026-01-02', interval '15 minutes')"),
+        # at the bound exactly: ten million rows, of one character each
+        ("postgres", "select * from generate_series(1, 10000000)"),
+        ("postgres", "select * from generate_series(2, 20000000, 2)"),
+        ("postgres", "select repeat('x', 1) from generate_series(1, 10000000)"),
+        ("postgres", "select repeat('x', 0) from generate_series(1, 10000000)"),
+        (
+            "postgres",
+            "select generate_series(date '2000-01-01', date '2026-01-01', interval '1 months')",
+        ),
+        (
+            "postgres",
+            "select generate_series(timestamp '2026-01-01 00:00+03', date '2026-01-02', interval '1 hour')",
+        ),
+    ],
+)
+def test_a_read_that_builds_a_small_value_of_a_literal_size_is_read_only(dialect: str, sql: str) -> None:
+    assert classify(sql, dialect).read_only
+
+
+@pytest.mark.parametrize(
     ("sql", "statements", "kinds"),
     [
         ("select 1", 1, ["select"]),

@@ -481,7 +481,7 @@ async def test_a_batch_of_reads_all_runs() -> None:
     )
     assert (outcome.events, outcome.paused) == ([], [])
     assert sorted(gated.runs, key=lambda run: run.tool) == [
-        Run("get_health_summary", {"env_id": "dev", "dashboard_ids": None}, None),
+        Run("get_health_summary", {"env_id": "dev", "dashboard_ids": None, "force": False}, None),
         Run("list_environments", {}, None),
         Run("superset_format_sql", {"sql": "select 1", "dialect": "postgres"}, None),
     ]
@@ -542,7 +542,9 @@ async def test_the_environment_is_the_calls_then_the_submitted_one_then_the_page
         call("get_health_summary", args), role=Role.VIEWER, env_id=submitted, ui_env_id=on_page
     )
     assert outcome.events == []
-    assert gated.runs == [Run("get_health_summary", {"env_id": used, "dashboard_ids": None}, None)]
+    assert gated.runs == [
+        Run("get_health_summary", {"env_id": used, "dashboard_ids": None, "force": False}, None)
+    ]
 
 
 async def test_a_tool_without_an_environment_is_not_given_the_submitted_one() -> None:
@@ -644,7 +646,7 @@ async def test_when_ops_cannot_list_the_environments_the_call_is_refused_with_it
         (
             "create_branch",
             {"start": ""},
-            "name: Field required; start: String should have at least 1 character",
+            "name: Field required; start: String should match pattern '^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$'",
         ),
         (
             "get_health_summary",
@@ -937,21 +939,20 @@ async def test_a_confirm_runs_exactly_the_cards_call_once_with_its_confirmation(
     assert gated.confirmations.take(THREAD, "call-1") is None  # good for that one run
 
 
-async def test_edits_that_keep_the_decision_run_as_edited_under_the_first_cards_answer() -> None:
+async def test_an_edit_that_leaves_every_shown_value_as_it_was_runs_under_the_cards_answer() -> None:
     gated = Gated()
     args = {"env_id": "dev", "title": "Sales"}
     shown = (await gated.send(call("superset_create_dashboard", args), role=Role.ANALYST)).cards[0]
     done = await gated.answer(
-        {"action": "confirm", "digest": shown["digest"], "args": {"title": "Sales 2024", "published": True}},
+        {"action": "confirm", "digest": shown["digest"], "args": {"title": "Sales"}},
         role=Role.ANALYST,
         env_id="dev",
     )
-    edited = {"env_id": "dev", "title": "Sales 2024", "published": True}
     assert gated.runs == [
         Run(
             "superset_create_dashboard",
-            {**edited, "slug": None},
-            confirmation("superset_create_dashboard", edited, gated.facts),
+            {**args, "slug": None, "published": False},
+            confirmation("superset_create_dashboard", args, gated.facts),
         )
     ]
     assert result(done.results["call-1"])[3] == answered(shown, "confirm")
@@ -984,16 +985,60 @@ async def test_edits_that_keep_the_decision_run_as_edited_under_the_first_cards_
             Role.ADMIN,
             Tier.READ,
         ),
+        # the decision unchanged, but a call the person has not seen: every edit is a new card
+        (
+            "superset_execute_sql",
+            {"env_id": "dev", "database_id": 1, "sql": "DELETE FROM sales"},
+            {"sql": "DELETE FROM orders"},
+            Role.ADMIN,
+            Tier.DANGEROUS,
+        ),
+        (
+            "superset_execute_sql",
+            {"env_id": "dev", "database_id": 1, "sql": "DELETE FROM sales"},
+            {"database_id": 2},
+            Role.ADMIN,
+            Tier.DANGEROUS,
+        ),
+        (
+            "superset_execute_sql",
+            {"env_id": "dev", "database_id": 1, "sql": "DELETE FROM sales"},
+            {"schema": "archive"},
+            Role.ADMIN,
+            Tier.DANGEROUS,
+        ),
+        (
+            "execute_migration",
+            {"env_id": "staging", "source_env": "dev", "dashboard_ids": [12]},
+            {"database_mapping": {"examples": "warehouse"}},
+            Role.OPERATOR,
+            None,
+        ),
+        (
+            "superset_create_dashboard",
+            {"env_id": "dev", "title": "Sales"},
+            {"title": "Sales 2024", "published": True},
+            Role.ANALYST,
+            None,
+        ),
+        (
+            "commit_changes",
+            {"env_id": "dev", "branch": "feature", "dashboard_ids": [12], "message": "Export sales"},
+            {"message": "Export everything"},
+            Role.OPERATOR,
+            None,
+        ),
     ],
 )
-async def test_edits_that_change_the_decision_are_a_new_card_never_a_run(
+async def test_edits_that_change_anything_the_card_shows_are_a_new_card_never_a_run(
     tool: str, args: dict[str, Any], edits: dict[str, Any], role: Role, risk: Tier | None
 ) -> None:
     gated = Gated()
     shown = (await gated.send(call(tool, args), role=role)).cards[0]
     again = await gated.answer({"action": "confirm", "digest": shown["digest"], "args": edits}, role=role)
     edited = {**args, **edits}
-    expected = card(tool, edited, risk=risk)
+    changing_sql = tool == "superset_execute_sql" and risk is Tier.DANGEROUS
+    expected = card(tool, edited, risk=risk, role=Role.ADMIN if changing_sql else None)
     assert again.cards == [expected]
     assert expected["digest"] != shown["digest"]
     assert (again.events, again.results, gated.runs) == ([], {}, [])

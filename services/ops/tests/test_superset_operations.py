@@ -112,6 +112,20 @@ async def test_health_summary_finds_the_broken_chart_and_its_dashboard(ops: OpsA
     )
 
 
+async def test_a_health_check_past_superset_s_cache_is_an_operators_to_ask_for(ops: OpsApi) -> None:
+    """By default charts are asked for as a person opening them would (Superset's cache
+    answers); re-running every query is load on prod's databases a viewer may not cause."""
+    refused = await ops.http.get("/api/envs/dev/health", params={"force": True}, headers=ops.headers("vera"))
+    assert refused.status_code == 403, refused.text
+    assert (refused.json()["detail"]["code"], refused.json()["detail"]["required_role"]) == (
+        "permission_denied",
+        "operator",
+    )
+    forced = await ops.http.get("/api/envs/dev/health", params={"force": True}, headers=ops.headers("oleg"))
+    assert forced.status_code == 200, forced.text
+    assert {problem["chart_name"] for problem in forced.json()["broken_charts"]} == {"Legacy uptime"}
+
+
 async def test_select_returns_rows_and_dml_is_refused_for_an_analyst(ops: OpsApi) -> None:
     select = await ops.http.post(
         "/api/envs/dev/sql",

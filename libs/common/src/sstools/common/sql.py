@@ -5,7 +5,10 @@ Deny by default. A statement is read-only only when it is exactly one query with
 locking clause, no DML, DDL or other statement anywhere in it (CTEs and subqueries included),
 no executable comment (MySQL's ``/*! */``), and every function it calls is on the dialect's
 allow-list of side-effect-free functions. Unknown, schema-qualified and user-defined functions,
-several statements and anything that does not parse count as changing something.
+several statements and anything that does not parse count as changing something. A read is
+also bounded: the functions that build a value or a series of a size they are given
+(``repeat``, ``lpad``, ``zeroblob``, ``generate_series``, ...) must be given it as numeric
+literals, and all of them together may build at most :data:`MAX_BUILT` characters or rows.
 
 The judgement holds only if the database runs what was judged, so callers never send the text
 they were given: :func:`render` prints the parsed statement again in the same dialect, without
@@ -15,8 +18,9 @@ statements there are.
 """
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import sqlglot
 from sqlglot import exp
@@ -33,7 +37,8 @@ class SqlShape:
     read_only: bool
     kinds: list[str]
     # Why it is not read-only: "several_statements", "into", "lock", "dml", "ddl",
-    # "statement:<kind>", "function:<name>", "executable_comment", "not_a_query", "unparsed".
+    # "statement:<kind>", "function:<name>", "unbounded:<name>", "too_large",
+    # "executable_comment", "not_a_query", "unparsed".
     reasons: list[str] = field(default_factory=list)
 
 
@@ -115,6 +120,85 @@ _PURE_TYPED: tuple[type[exp.Func], ...] = (
 # that writes, locks, sleeps, signals, touches files, sequences, large objects, settings or other
 # connections (nextval, setval, pg_sleep, pg_terminate_backend, lo_import, dblink_exec,
 # set_config, txid_current, pg_advisory_lock, load_extension, sleep, get_lock, load_file, ...).
+
+
+# Functions whose result is as large as an argument says: each maps a node to the size it builds
+# (characters, bytes or rows), or None when that size is not a literal the parser can read.
+# A read may build at most this much in all, its sizes multiplied (a series of repeats, a repeat
+# of a repeat): enough for a calendar or a padded column, not for a gigabyte in the server.
+MAX_BUILT = 10_000_000
+
+
+def _literal_number(node: exp.Expr | None) -> float | None:
+    if isinstance(node, exp.Neg):
+        inner = _literal_number(node.this)
+        return None if inner is None else -inner
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return float(str(node.this))
+        except ValueError:  # a form Python does not read (0x1F): not a size we can bound
+            return None
+    return None
+
+
+# A month and a year at their shortest: a series by months has at most this many rows.
+_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86_400, "WEEK": 604_800, "MONTH": 2_419_200}
+_SECONDS |= {"YEAR": 31_536_000}
+_INSTANTS = (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP)
+
+
+def _literal_instant(node: exp.Expr | None) -> datetime | None:
+    """A ``timestamp '...'`` or ``date '...'`` literal (its offset, if any, dropped)."""
+    literal = node.this if isinstance(node, exp.Cast) and node.to.is_type(*_INSTANTS) else None
+    if not isinstance(literal, exp.Literal):
+        return None
+    try:
+        return datetime.fromisoformat(str(literal.this)).replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+def _literal_interval(node: exp.Expr | None) -> float | None:
+    """An ``interval '1 day'`` literal in seconds."""
+    if not isinstance(node, exp.Interval):
+        return None
+    unit = node.args.get("unit")
+    seconds = _SECONDS.get(str(unit.this).upper().removesuffix("S")) if unit is not None else None
+    count = _literal_number(exp.Literal.number(node.this.this)) if node.this.is_string else None
+    return None if seconds is None or count is None else count * seconds
+
+
+def _series_rows(node: exp.Func) -> float | None:
+    """How many rows a series of literal numbers, or of literal instants by a literal interval,
+    has; None for any other."""
+    first, last, step = node.args.get("start"), node.args.get("end"), node.args.get("step")
+    start, end = _literal_number(first), _literal_number(last)
+    if start is not None and end is not None:
+        every = _literal_number(step) if step is not None else 1.0
+        return (end - start) / every + 1 if every else None
+    since, until, interval = _literal_instant(first), _literal_instant(last), _literal_interval(step)
+    if since is None or until is None or not interval:
+        return None
+    return (until - since).total_seconds() / interval + 1
+
+
+_SIZED_TYPED: dict[type[exp.Func], Callable[[exp.Func], float | None]] = {
+    exp.Repeat: lambda node: _literal_number(node.args.get("times")),
+    exp.Space: lambda node: _literal_number(node.this),
+    exp.Pad: lambda node: _literal_number(node.expression),
+    exp.GenerateSeries: _series_rows,
+    exp.ExplodingGenerateSeries: _series_rows,
+}
+_SIZED_NAMED: dict[str, Callable[[exp.Func], float | None]] = {
+    "zeroblob": lambda node: _literal_number(node.expressions[0]) if node.expressions else None,
+    "randomblob": lambda node: _literal_number(node.expressions[0]) if node.expressions else None,
+}
+
+
+def _sizer(node: exp.Func) -> Callable[[exp.Func], float | None] | None:
+    """How to read the size a function builds, for one that builds a value of a given size."""
+    typed = next((size for kind, size in _SIZED_TYPED.items() if isinstance(node, kind)), None)
+    return typed or _SIZED_NAMED.get(_function_name(node))
 
 
 def _names(text: str) -> frozenset[str]:
@@ -275,15 +359,22 @@ def _node_reason(node: exp.Expr, allowed: frozenset[str]) -> str | None:
     return None
 
 
-def _reasons(tree: exp.Expr, allowed: frozenset[str]) -> Iterator[str]:
-    found = False
+def _reasons(tree: exp.Expr, allowed: frozenset[str]) -> list[str]:
+    reasons = []
+    built = 1.0  # what the sized functions build, multiplied (a series of repeats)
     for node in tree.walk():
         reason = _node_reason(node, allowed)
+        if reason is None and isinstance(node, exp.Func) and (sizer := _sizer(node)) is not None:
+            size = sizer(node)
+            reason = f"unbounded:{_function_name(node)}" if size is None else None
+            built *= max(size or 1.0, 1.0)
         if reason is not None:
-            found = True
-            yield reason
-    if not found and not isinstance(tree, exp.Query):
-        yield "not_a_query"
+            reasons.append(reason)
+    if built > MAX_BUILT:
+        reasons.append("too_large")
+    if not reasons and not isinstance(tree, exp.Query):
+        reasons.append("not_a_query")
+    return reasons
 
 
 def classify(sql: str, dialect: str = "postgres") -> SqlShape:

@@ -28,6 +28,27 @@ characters. Whether it names a configured environment is asked where that is kno
 ObjectId = Annotated[int, Field(ge=1, le=2**53)]
 """A Superset object's id (dashboard, database, dataset)."""
 
+IDENTIFIER_PATTERN = r"^[^\W\d][\w$-]{0,127}$"
+SqlIdentifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=128)]
+"""A schema, table or column name: a letter or ``_`` first, then letters, digits, ``_``, ``$``
+and ``-`` (any script's letters), at most 128 characters. Superset puts some of these into SQL
+as text (SQL Lab's ``set search_path = "{schema}"`` on PostgreSQL), so nothing that could end a
+quote, a statement or a comment — no quotes, spaces, dots, semicolons — can be one. Ops also
+asks Superset whether the database has it before it is used."""
+
+GIT_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
+GitRef = Annotated[str, StringConstraints(pattern=GIT_REF_PATTERN, max_length=200)]
+"""A branch name: never an option (no leading ``-``), no spaces or revision syntax (``~^:@{``);
+git's own ``check-ref-format`` is asked too."""
+
+
+# One line of free text (a title, a search word, a name, a reason): no control characters, so no
+# newline lets it pose as another line of whatever it is put into (a prompt, a log, a card).
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"
+SearchText = Annotated[str, StringConstraints(pattern=ONE_LINE, max_length=200)]
+Title = Annotated[str, StringConstraints(pattern=ONE_LINE, min_length=1, max_length=500)]
+DatabaseName = Annotated[str, StringConstraints(pattern=ONE_LINE, min_length=1, max_length=250)]
+
 
 def is_env_id(value: object) -> bool:
     return isinstance(value, str) and _ENV_ID.fullmatch(value) is not None
@@ -57,9 +78,9 @@ class DashboardTarget(EnvArgs):
 
 
 class DashboardSearch(ToolArgs):
-    query: str | None = Field(default=None, max_length=200, description="Words of the title or slug.")
-    owner: str | None = Field(default=None, max_length=200, description="Owner's username or name.")
-    tag: str | None = Field(default=None, max_length=200, description="A tag the dashboards carry.")
+    query: SearchText | None = Field(default=None, description="Words of the title or slug.")
+    owner: SearchText | None = Field(default=None, description="Owner's username or name.")
+    tag: SearchText | None = Field(default=None, description="A tag the dashboards carry.")
     page: int = Field(default=0, ge=0, le=10_000)
     page_size: int = Field(default=25, ge=1, le=100)
 
@@ -68,6 +89,15 @@ class HealthQuery(ToolArgs):
     dashboard_ids: list[ObjectId] | None = Field(
         default=None, max_length=200, description="Only these dashboards (all if empty)."
     )
+    force: bool = Field(
+        default=False,
+        description="Re-run every chart's query past Superset's cache (operators and admins only).",
+    )
+
+
+# Who may make a health check re-run every chart's query, past Superset's cache: one question
+# of a viewer would otherwise put the whole of an environment's chart load on its databases.
+FORCED_HEALTH_ROLE = "operator"
 
 
 class MaintenanceQuery(ToolArgs):
@@ -78,10 +108,10 @@ class ExploreQuery(ToolArgs):
     database_id: ObjectId | None = Field(
         default=None, description="Database to look into (none: list databases)."
     )
-    schema_name: str | None = Field(
-        default=None, alias="schema", max_length=250, description="Schema to list tables of."
+    schema_name: SqlIdentifier | None = Field(
+        default=None, alias="schema", description="Schema to list tables of."
     )
-    table: str | None = Field(default=None, max_length=250, description="Table to list columns of.")
+    table: SqlIdentifier | None = Field(default=None, description="Table to list columns of.")
 
 
 class AuditQuery(ToolArgs):
@@ -90,8 +120,8 @@ class AuditQuery(ToolArgs):
 
 
 class BranchBody(ToolArgs):
-    name: str = Field(min_length=1, max_length=200, description="New branch name.")
-    start: str = Field(default="main", min_length=1, max_length=200, description="Branch to start from.")
+    name: GitRef = Field(description="New branch name.")
+    start: GitRef = Field(default="main", description="Branch to start from.")
 
 
 # The most dashboards one card names by title (ops reads each from Superset).
@@ -105,7 +135,7 @@ class DashboardTitlesQuery(ToolArgs):
 
 
 class CommitBody(ToolArgs):
-    branch: str = Field(min_length=1, max_length=200, description="Branch to commit on.")
+    branch: GitRef = Field(description="Branch to commit on.")
     env_id: EnvId = Field(description="Environment whose dashboards are exported.")
     dashboard_ids: list[ObjectId] = Field(
         min_length=1, max_length=200, description="Dashboards whose export is committed."
@@ -121,15 +151,13 @@ class DeployBody(ToolArgs):
 class MigrationBody(ToolArgs):
     source_env: EnvId = Field(description="Where the dashboards come from.")
     dashboard_ids: list[ObjectId] = Field(min_length=1, max_length=200, description="Dashboards to migrate.")
-    database_mapping: dict[str, str] = Field(
+    database_mapping: dict[DatabaseName, DatabaseName] = Field(
         default_factory=dict, max_length=50, description="Source → target database names."
     )
 
 
 class MaintenanceBody(ToolArgs):
-    reason: str = Field(
-        min_length=1, max_length=500, description="Why, shown to whoever is refused meanwhile."
-    )
+    reason: Title = Field(description="Why, shown to whoever is refused meanwhile.")
 
 
 class SqlStatement(ToolArgs):
@@ -138,25 +166,25 @@ class SqlStatement(ToolArgs):
 
 
 class SqlBody(SqlStatement):
-    schema_name: str | None = Field(default=None, alias="schema", max_length=200, description="Schema.")
+    schema_name: SqlIdentifier | None = Field(default=None, alias="schema", description="Schema.")
     limit: int = Field(default=100, ge=1, le=10_000, description="Most rows returned.")
 
 
 class DashboardBody(ToolArgs):
-    title: str = Field(min_length=1, max_length=500, description="Dashboard title.")
+    title: Title = Field(description="Dashboard title.")
     slug: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,255}$", description="URL slug.")
     published: bool = False
 
 
 class CopyBody(ToolArgs):
-    title: str = Field(min_length=1, max_length=500, description="Title of the copy.")
+    title: Title = Field(description="Title of the copy.")
     duplicate_charts: bool = Field(default=False, description="Copy the charts too, not only the layout.")
 
 
 class DatasetBody(ToolArgs):
     database_id: ObjectId = Field(description="Superset database id.")
-    table_name: str = Field(min_length=1, max_length=250, description="Table to register.")
-    schema_name: str | None = Field(default=None, alias="schema", max_length=250, description="Schema.")
+    table_name: SqlIdentifier = Field(description="Table to register.")
+    schema_name: SqlIdentifier | None = Field(default=None, alias="schema", description="Schema.")
 
 
 class FormatBody(ToolArgs):

@@ -14,8 +14,9 @@ A write or dangerous call pauses with ``interrupt(card)``: the card names the ca
 carries a digest of everything it shows — tool, arguments, environment, production, risk,
 required role, the dashboards it is about by title (as ops reads them now) and what will
 change. The answer must name that digest. The resumed call runs exactly the card's
-arguments; edited ones are validated and decided again, and if the decision differs from the
-card's (another environment, tier, risk, role) the answer is a new card, never an execution.
+arguments; edited ones are validated and decided again, and an edit that changes anything the
+card shows (any argument, and so the environment, tier, risk, role or object) is answered with a
+new card showing the edited call, never an execution: only a card the person saw runs.
 Once confirmed, the call carries a confirmation signed for its user, tool, id and exact request
 (:class:`~sstools.agent.tools.Confirmations`), which ops requires.
 """
@@ -56,11 +57,6 @@ CONFIRM_PROMPTS = {
 }
 LANG_KEY = "lang"  # in the run's config: the language the person is answered in
 _KNOWN_TOOLS = frozenset(tool_names())
-# What a card shows beside the arguments: an edit that changes any of it needs a new card.
-_DECIDED = (
-    *("tool_name", "env_id", "env_context", "production", "risk", "risk_level", "required_role"),
-    "subject",  # an edited id names another dashboard: the person is shown which, by title
-)
 Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
 
@@ -330,9 +326,9 @@ def gate(
             arguments, decision = outcome
             subject = await subject_of(facts, user_token, arguments)
             edited_card = confirm_card(str(call["id"]), name, arguments, thread_id, decision, lang, subject)
-            if all(edited_card[key] == card[key] for key in _DECIDED):
+            if edited_card["digest"] == card["digest"]:  # the "edit" left every shown value as it was
                 return arguments, decision, answered
-            card = edited_card  # the edit changed what was decided: a new card, never a run
+            card = edited_card  # the person has not seen this call: a new card, never a run
 
     async def wrapped(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
         call = request.tool_call

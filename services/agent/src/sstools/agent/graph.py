@@ -25,7 +25,6 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     RemoveMessage,
-    SystemMessage,
     ToolMessage,
     trim_messages,
 )
@@ -39,7 +38,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.clients.ops import OpsError
 from sstools.agent.context import CONTEXT_KEY, TurnContext
-from sstools.agent.fence import model_view
+from sstools.agent.fence import OUTSIDE_DATA, model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.prefetch import PREFETCH_KEY
 from sstools.agent.tools import USER_TOKEN, Confirmations
@@ -112,6 +111,15 @@ def beyond_reach(messages: Sequence[BaseMessage]) -> list[RemoveMessage]:
     return [RemoveMessage(id=message.id) for message in messages if message.id and message.id not in kept]
 
 
+def _before_the_persons_message(window: list[BaseMessage], data: HumanMessage) -> list[BaseMessage]:
+    """The window with ``data`` just before this turn's message, as attached documents are."""
+    last = next(
+        (index for index in range(len(window) - 1, -1, -1) if isinstance(window[index], HumanMessage)),
+        len(window),
+    )
+    return [*window[:last], data, *window[last:]]
+
+
 def tool_error_detail(error: BaseException | None) -> dict[str, Any]:
     """Why a tool raised: ops' typed refusal, or its arguments' fault."""
     if isinstance(error, OpsError):
@@ -161,11 +169,17 @@ def build_graph(
         bound = model().bind_tools([tools[name] for name in names if name in tools])
         configurable = config.get("configurable") or {}
         window = model_view(context_window(state["messages"]))  # tool results fenced
-        # For this call only, not kept in the thread: what the page and ops say of the turn, and
-        # the dashboards fetched ahead.
-        if prefetched := configurable.get(PREFETCH_KEY):
-            window = [SystemMessage(prefetched), *window]
-        if isinstance(context := configurable.get(CONTEXT_KEY), TurnContext):
+        # For this call only, not kept in the thread: what the page and ops say of the turn (the
+        # agent's own words and validated ids, as the system message), and as fenced data beside
+        # the person's message what came from outside: the page's object name, the dashboards
+        # fetched ahead.
+        context = configurable.get(CONTEXT_KEY)
+        context = context if isinstance(context, TurnContext) else None
+        outside = [context.page_data() if context else None, configurable.get(PREFETCH_KEY)]
+        if data := [str(block) for block in outside if block]:
+            outside_data = HumanMessage("\n\n".join(data), additional_kwargs={OUTSIDE_DATA: True})
+            window = _before_the_persons_message(window, outside_data)
+        if context is not None:
             window = [context.message(), *window]
         # The OpenTelemetry GenAI conventions: one client span per model call.
         attributes = {

@@ -7,9 +7,11 @@ The offline planner answers from tool results only, so the agent prefetches for 
 alone.
 """
 
+import json
 import logging
 
 from sstools.agent.clients.ops import OpsClient, OpsError
+from sstools.agent.fence import TOOL_RESULT, fenced
 from sstools.agent.tools import ops_call
 from sstools.common.tool_args import SearchArgs
 
@@ -19,19 +21,20 @@ _log = logging.getLogger(__name__)
 
 
 async def prefetch_dashboards(ops: OpsClient, user_token: str, env_id: str, limit: int) -> str | None:
-    """The environment's first ``limit`` dashboards as short lines; None when ops cannot say."""
+    """The environment's first ``limit`` dashboards, one JSON object a line inside a tool-result
+    fence (titles and slugs are set by any dashboard editor: a title is a JSON string, its
+    newlines escaped, never a line of its own); None when ops cannot say."""
     try:
         page = await ops.call(ops_call(SEARCH_TOOL, SearchArgs(env_id=env_id, page_size=limit)), user_token)
     except OpsError as error:  # the model still has search_dashboards then
         _log.info("dashboard prefetch skipped", extra={"error": str(error)})
         return None
     lines = [
-        f"- #{item['id']} {item['title']}"
-        + (f" (slug {item['slug']})" if item.get("slug") else "")
-        + f" {item['url']}"
+        json.dumps({key: item.get(key) for key in ("id", "title", "slug", "url")}, ensure_ascii=False)
         for item in page["dashboards"]
     ]
-    return (
+    listed = (
         f"Dashboards in {env_id} ({len(lines)} of {page['count']}), fetched for this request; "
         "answer from this list, search only for what it lacks:\n" + "\n".join(lines)
     )
+    return fenced(TOOL_RESULT, listed, tool=SEARCH_TOOL)

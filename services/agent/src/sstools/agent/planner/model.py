@@ -23,7 +23,7 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from sstools.agent.context import TurnContext, context_in
-from sstools.agent.fence import DOCUMENT, unfenced
+from sstools.agent.fence import DOCUMENT, OUTSIDE_DATA, unfenced
 from sstools.agent.language import language_of
 from sstools.agent.planner.reading import read_request
 from sstools.agent.planner.steps import Planner, Reply, earlier_turns, turn_calls
@@ -71,6 +71,8 @@ class OfflinePlanner(BaseChatModel):
         return OfflinePlanner(tools=offered, words_per_second=self.words_per_second)
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        # The planner reads the page from the turn's context data, and tool results only.
+        messages = [message for message in messages if not message.additional_kwargs.get(OUTSIDE_DATA)]
         context = context_in(messages) or TurnContext()
         start = _turn_start(messages)
         if start == len(messages):

@@ -1,7 +1,10 @@
 """Health of an environment's dashboards: which charts' data queries fail, and where they sit.
 
-Each chart's saved query is run with ``force=true`` (a cached success would hide a table that
-has since gone). Charts are checked a few at a time, so a large environment does not swamp
+Each chart's saved query is asked for as Superset answers a person who opens it: from its cache
+where it has the result (a query that failed is not cached, so a broken chart shows as broken).
+``force`` re-runs every query past the cache — a success cached before a table went is then
+found too — at the cost of the whole environment's chart load on its databases, so ops lets only
+operators ask for it. Charts are checked a few at a time, so a large environment does not swamp
 Superset with queries.
 """
 
@@ -62,10 +65,14 @@ async def _all_charts(client: SupersetClient, dashboard_ids: list[int] | None) -
     return charts
 
 
-async def _failure(client: SupersetClient, chart_id: int, gate: asyncio.Semaphore) -> str | None:
+async def _failure(
+    client: SupersetClient, chart_id: int, gate: asyncio.Semaphore, *, force: bool
+) -> str | None:
     async with gate:
         try:
-            result = await client.get(f"/api/v1/chart/{chart_id}/data/", params={"force": "true"})
+            result = await client.get(
+                f"/api/v1/chart/{chart_id}/data/", params={"force": "true" if force else "false"}
+            )
         except SupersetUnavailable:
             raise  # Superset itself is down: that is not a broken chart
         except SupersetError as error:
@@ -74,10 +81,14 @@ async def _failure(client: SupersetClient, chart_id: int, gate: asyncio.Semaphor
     return "; ".join(map(str, errors)) or None
 
 
-async def summary(client: SupersetClient, dashboard_ids: list[int] | None = None) -> HealthSummary:
+async def summary(
+    client: SupersetClient, dashboard_ids: list[int] | None = None, *, force: bool = False
+) -> HealthSummary:
     charts = await _all_charts(client, dashboard_ids)
     gate = asyncio.Semaphore(CONCURRENCY)
-    failures = await asyncio.gather(*(_failure(client, int(chart["id"]), gate) for chart in charts))
+    failures = await asyncio.gather(
+        *(_failure(client, int(chart["id"]), gate, force=force) for chart in charts)
+    )
     problems: list[ChartProblem] = []
     boards: dict[int, DashboardHealth] = {}
     titles = {

@@ -8,11 +8,18 @@ against a real Superset 6.1, which runs a script's statements one after another 
 connection (NullPool), so the guard covers the query and ends with it:
 
 - PostgreSQL: ``SET TRANSACTION READ ONLY`` — writes, ``nextval()``, SELECT INTO and writing
-  functions fail with "cannot execute ... in a read-only transaction".
+  functions fail with "cannot execute ... in a read-only transaction" — and
+  ``SET LOCAL statement_timeout``, so a read the parser let through cannot run on in the
+  database after ops stopped waiting for it ("canceling statement due to statement timeout").
 - SQLite: ``PRAGMA query_only = 1`` — writes fail with "attempt to write a readonly database"
   (Superset's own parser does not read ``= ON``).
 
 Other backends have the parser's judgement alone.
+
+Superset also puts a schema into SQL as text (PostgreSQL's pre-query
+``set search_path = "{schema}"``, run before the guard on the same connection), so a schema,
+like a table, is an identifier (``sstools.common.tool_args.SqlIdentifier``) and must be one the
+database lists (:func:`known_schema`, :func:`known_table`) before anything else is sent.
 """
 
 import time
@@ -22,9 +29,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from sstools.common.sql import SqlNotParsed, SqlShape, classify, dialect_for_backend, render
+from sstools.ops.errors import NotFound
 from sstools.ops.superset.client import SupersetClient, SupersetRejected
 
-READ_ONLY_GUARDS = {"postgres": "SET TRANSACTION READ ONLY", "sqlite": "PRAGMA query_only = 1"}
+
+def read_guard(dialect: str, timeout_seconds: float) -> str | None:
+    """What runs before a read in ``dialect``, on its connection; None where the backend has none."""
+    if dialect == "postgres":
+        milliseconds = max(int(timeout_seconds * 1000), 1)
+        return f"SET TRANSACTION READ ONLY;\nSET LOCAL statement_timeout = {milliseconds}"
+    if dialect == "sqlite":
+        return "PRAGMA query_only = 1"
+    return None
+
+
 # How long a database's backend is trusted before Superset is asked again.
 BACKEND_CACHE_SECONDS = 60.0
 
@@ -69,14 +87,43 @@ async def judge(client: SupersetClient, backends: Backends, database_id: int, sq
     return Judgement(backend, dialect, shape)
 
 
-def script(sql: str, judgement: Judgement) -> str:
+def script(sql: str, judgement: Judgement, timeout_seconds: float) -> str:
     """What SQL Lab is sent: the statement rendered in its dialect, after the read-only guard
     when it is a read. ``SqlNotParsed`` when it cannot be rendered (or the backend is unknown)."""
     if judgement.dialect is None:
         raise SqlNotParsed(f"no SQL dialect is known for the backend {judgement.backend!r}")
     rendered = render(sql, judgement.dialect)
-    guard = READ_ONLY_GUARDS.get(judgement.dialect) if judgement.shape.read_only else None
+    guard = read_guard(judgement.dialect, timeout_seconds) if judgement.shape.read_only else None
     return f"{guard};\n{rendered}" if guard else rendered
+
+
+class UnknownSchema(NotFound):
+    code = "unknown_schema"
+
+
+class UnknownTable(NotFound):
+    code = "unknown_table"
+
+
+async def known_schema(client: SupersetClient, database_id: int, schema: str) -> None:
+    """``UnknownSchema`` unless Superset lists ``schema`` for the database (as the person sees it)."""
+    schemas = await client.get(f"/api/v1/database/{database_id}/schemas/")
+    if schema not in (schemas.get("result") or []):
+        raise UnknownSchema(
+            f"database {database_id} has no schema {schema!r}", database_id=database_id, schema=schema
+        )
+
+
+async def known_table(client: SupersetClient, database_id: int, schema: str, table: str) -> None:
+    """``UnknownTable`` unless Superset lists ``table`` in the schema."""
+    tables = await client.get(f"/api/v1/database/{database_id}/tables/", q={"schema_name": schema})
+    if table not in [item.get("value") for item in tables.get("result") or []]:
+        raise UnknownTable(
+            f"database {database_id} has no table {table!r} in schema {schema!r}",
+            database_id=database_id,
+            schema=schema,
+            table=table,
+        )
 
 
 class SqlResult(BaseModel):
@@ -166,9 +213,11 @@ async def explore(
     if schema is None:
         schemas = await client.get(f"/api/v1/database/{database_id}/schemas/")
         return Catalogue(env_id=client.env_id, schemas=list(schemas.get("result", [])))
+    await known_schema(client, database_id, schema)
     if table is None:
         tables = await client.get(f"/api/v1/database/{database_id}/tables/", q={"schema_name": schema})
         return Catalogue(env_id=client.env_id, tables=[item["value"] for item in tables.get("result", [])])
+    await known_table(client, database_id, schema, table)
     metadata = await client.get(
         f"/api/v1/database/{database_id}/table_metadata/", params={"name": table, "schema": schema}
     )

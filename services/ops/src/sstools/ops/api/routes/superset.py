@@ -7,10 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from pydantic import BaseModel
 
+from sstools.common.catalogue import Role
 from sstools.common.sql import SqlNotParsed, classify, format_sql
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
     ENDPOINTS,
+    FORCED_HEALTH_ROLE,
     SQL_SHAPE,
     AuditQuery,
     CopyBody,
@@ -158,8 +160,18 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         caller: Annotated[Caller, guard.permit("get_health_summary")],
     ) -> HealthOut:
         """get_health_summary: charts whose query fails, the dashboards holding them, and the
-        latest validation runs."""
-        summary = await health.summary(supersets.client(env_id), only.dashboard_ids)
+        latest validation runs. Past Superset's cache only for an operator or admin."""
+        if only.force and not caller.role.at_least(Role(FORCED_HEALTH_ROLE)):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                {
+                    "code": "permission_denied",
+                    "message": f"only the {FORCED_HEALTH_ROLE} role and above may re-run every chart's query",
+                    "required_role": FORCED_HEALTH_ROLE,
+                    "user_role": caller.role.value,
+                },
+            )
+        summary = await health.summary(supersets.client(env_id), only.dashboard_ids, force=only.force)
         runs = await ctx.tasks.latest("llm_validation", env_id, limit=10)
         return HealthOut(**summary.model_dump(), last_validations=[_validation_run(task) for task in runs])
 
@@ -195,12 +207,14 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         the roles the policy names, and only once the person confirmed it. SQL Lab is sent the
         statement as it was judged, rendered again in the database's dialect."""
         client = supersets.client(env_id)
+        if body.schema_name is not None:  # Superset writes the schema into SQL of its own
+            await sqllab.known_schema(client, body.database_id, body.schema_name)
         judged = await sqllab.judge(client, backends, body.database_id, body.sql)
         read_only = judged.shape.read_only
         if not read_only:
             await guard.admit(request, caller, "superset_execute_sql", env_id, mutating_sql=True)
         try:
-            text = sqllab.script(body.sql, judged)
+            text = sqllab.script(body.sql, judged, ctx.sql.timeout_seconds)
         except SqlNotParsed as error:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "sql_not_parsed", "message": str(error)}
@@ -298,6 +312,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     ) -> Any:
         """superset_create_dataset: a physical table registered as a dataset."""
         client = supersets.client(env_id)
+        if body.schema_name is not None:
+            await sqllab.known_schema(client, body.database_id, body.schema_name)
+            await sqllab.known_table(client, body.database_id, body.schema_name, body.table_name)
 
         async def run() -> tuple[int, Any]:
             return 201, await datasets.create(client, body.database_id, body.table_name, body.schema_name)
