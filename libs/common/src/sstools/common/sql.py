@@ -189,9 +189,15 @@ _SIZED_TYPED: dict[type[exp.Func], Callable[[exp.Func], float | None]] = {
     exp.GenerateSeries: _series_rows,
     exp.ExplodingGenerateSeries: _series_rows,
 }
+
+
+def _first_argument_size(node: exp.Func) -> float | None:
+    return _literal_number(node.expressions[0]) if node.expressions else None
+
+
 _SIZED_NAMED: dict[str, Callable[[exp.Func], float | None]] = {
-    "zeroblob": lambda node: _literal_number(node.expressions[0]) if node.expressions else None,
-    "randomblob": lambda node: _literal_number(node.expressions[0]) if node.expressions else None,
+    "zeroblob": _first_argument_size,
+    "randomblob": _first_argument_size,
 }
 
 

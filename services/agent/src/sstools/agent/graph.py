@@ -111,15 +111,6 @@ def beyond_reach(messages: Sequence[BaseMessage]) -> list[RemoveMessage]:
     return [RemoveMessage(id=message.id) for message in messages if message.id and message.id not in kept]
 
 
-def _before_the_persons_message(window: list[BaseMessage], data: HumanMessage) -> list[BaseMessage]:
-    """The window with ``data`` just before this turn's message, as attached documents are."""
-    last = next(
-        (index for index in range(len(window) - 1, -1, -1) if isinstance(window[index], HumanMessage)),
-        len(window),
-    )
-    return [*window[:last], data, *window[last:]]
-
-
 def tool_error_detail(error: BaseException | None) -> dict[str, Any]:
     """Why a tool raised: ops' typed refusal, or its arguments' fault."""
     if isinstance(error, OpsError):
@@ -178,7 +169,8 @@ def build_graph(
         outside = [context.page_data() if context else None, configurable.get(PREFETCH_KEY)]
         if data := [str(block) for block in outside if block]:
             outside_data = HumanMessage("\n\n".join(data), additional_kwargs={OUTSIDE_DATA: True})
-            window = _before_the_persons_message(window, outside_data)
+            turn = _current_turn_start(window)  # before the turn's documents and message
+            window = [*window[:turn], outside_data, *window[turn:]]
         if context is not None:
             window = [context.message(), *window]
         # The OpenTelemetry GenAI conventions: one client span per model call.
