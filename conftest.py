@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sstools.devstack.demo import local_supersets
 from sstools.devstack.paths import on_venv_path
 from sstools.devstack.superset import Instance, default_home
-from sstools.devstack.testing import free_port, scratch_database
+from sstools.devstack.testing import free_port, scratch_database, scratch_owned_database
 
 # The whole agent stack and its fixtures (agent_stack, llm, llm_stack, conversation).
 pytest_plugins = ["sstools.devstack.agentstack"]
@@ -65,9 +65,19 @@ def tracer_provider(span_exporter: InMemorySpanExporter) -> Iterator[TracerProvi
 
 
 @pytest.fixture(scope="session")
-def supersets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Instance]]:
-    """Real Superset 6.1: a seeded dev and an empty prod, on free loopback ports, for the session.
-    The first run installs Superset into .data/superset and initialises a template (about a minute)."""
+def demo_postgres(database_url: str) -> Iterator[str]:
+    """The session's PostgreSQL demo database, as the role that owns it (``make run`` keeps one
+    on its server; the session's is its own, dropped at the end)."""
+    with scratch_owned_database(database_url) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def supersets(tmp_path_factory: pytest.TempPathFactory, demo_postgres: str) -> Iterator[dict[str, Instance]]:
+    """Real Superset 6.1: a seeded dev and an empty prod, on free loopback ports, for the session,
+    both listing the PostgreSQL demo. The first run installs Superset into .data/superset and
+    initialises a template (about a minute)."""
     folder = tmp_path_factory.mktemp("superset")
-    with local_supersets(default_home(), folder, {"dev": free_port(), "prod": free_port()}) as instances:
+    ports = {"dev": free_port(), "prod": free_port()}
+    with local_supersets(default_home(), folder, ports, postgres=demo_postgres) as instances:
         yield instances

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-
+from sstools.devstack.keys import PUBLIC_KEYS, service_channel
 from sstools.devstack.testing import free_port, service_process
 from sstools.docparse.v1 import docparse_pb2, docparse_pb2_grpc
 
@@ -59,8 +58,7 @@ async def concurrently(stub: Any, content: bytes, filename: str, clients: int, e
 
 
 async def measure(port: int, files: dict[str, tuple[bytes, str]], repeat: int) -> dict[str, Any]:
-    options = [("grpc.max_send_message_length", 64 * MB)]
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+    async with service_channel(f"127.0.0.1:{port}") as channel:  # with a token, as the agent calls
         stub = docparse_pb2_grpc.DocparseServiceStub(channel)
         report: dict[str, Any] = {}
         for label, (content, filename) in files.items():
@@ -87,6 +85,7 @@ def main() -> None:
     env = {
         "DOCPARSE_GRPC_PORT": str(grpc_port),
         "DOCPARSE_METRICS_PORT": str(metrics_port),
+        "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
         "LOG_LEVEL": "WARNING",
     }
     with service_process("docparse", env, metrics_port):

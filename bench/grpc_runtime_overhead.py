@@ -24,6 +24,7 @@ from pydantic_settings import SettingsConfigDict
 
 from sstools.common.runtime import Service
 from sstools.common.settings import ServiceSettings
+from sstools.devstack.keys import CALLERS
 
 
 class BenchSettings(ServiceSettings):
@@ -69,7 +70,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 async def main(calls: int, rounds: int) -> dict[str, object]:
     provider = TracerProvider()  # spans are made and dropped, as with no exporter configured
     service = Service(BenchSettings(), tracer_provider=provider)
-    service.add_grpc(0, lambda server: [])
+    service.add_grpc(0, lambda server: [], callers=CALLERS)
     await service.start()
     bare, bare_port = await bare_server()
     samples: dict[str, list[float]] = {"bare": [], "runtime": []}

@@ -24,12 +24,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
 import psutil
 
 from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS
 from sstools.common.routing.keywords import KeywordIndex
 from sstools.common.routing.router import Router, RouterConfig, Tier
+from sstools.devstack.keys import PUBLIC_KEYS, service_channel
 from sstools.devstack.testing import free_port, wait_ready
 from sstools.router.embedding.backends import load_embedder
 from sstools.router.embedding.index import EmbeddingIndex, catalogue_passages
@@ -69,6 +69,7 @@ class RouterProcess:
             **environment,
             "ROUTER_GRPC_PORT": str(self.grpc_port),
             "ROUTER_METRICS_PORT": str(self.metrics_port),
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             "LOG_LEVEL": "WARNING",
         }
         self.process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-router")], env=env)
@@ -87,7 +88,7 @@ async def grpc_round_trips(port: int, queries: list[str], clients: int, requests
     durations: list[float] = []
 
     async def client(offset: int) -> None:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        async with service_channel(f"127.0.0.1:{port}") as channel:  # with a token, as the agent calls
             stub = router_pb2_grpc.RouterServiceStub(channel)
             for index in range(requests // clients):
                 query = queries[(offset * 37 + index) % len(queries)]

@@ -136,7 +136,8 @@ sys.meta_path.insert(0, NoRouterService())
 import sstools.agent.main
 from opentelemetry.sdk.trace import TracerProvider
 from sstools.agent.clients.router import ToolRouter
-local = ToolRouter("127.0.0.1:9", 0.1, TracerProvider())._local
+from sstools.common.grpc_auth import FixedServiceToken
+local = ToolRouter("127.0.0.1:9", 0.1, TracerProvider(), FixedServiceToken("unused"))._local
 print(local.route("не делай бэкап, покажи дашборды").names)
 """
     routed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -11,6 +11,7 @@ import subprocess
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from sstools.devstack.keys import PUBLIC_KEYS
 from sstools.devstack.testing import free_port, otlp_collector, wait_grpc_serving
 
 
@@ -33,6 +34,7 @@ async def _exchange(endpoint: str) -> None:
         "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         "DOCPARSE_GRPC_PORT": str(grpc_port),
         "DOCPARSE_METRICS_PORT": str(metrics_port),
+        "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
     }
     process = _start_docparse(environment)
     try:

@@ -13,10 +13,11 @@ import pytest
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
 from sstools.devstack import browser, running
+from sstools.devstack.demo import POSTGRES_DATABASE
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
-from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address
-from sstools.devstack.testing import free_port, sign_in
+from sstools.devstack.stack import POSTGRES_DEMO, SETTINGS, ServiceAddress, addresses, is_ready, page_address
+from sstools.devstack.testing import framing_allowed, free_port, sign_in
 
 
 @pytest.fixture
@@ -51,6 +52,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
     data_dir: Path, stack_environment: dict[str, str], stacks: Callable[[], RunningStack]
 ) -> None:
     database = f"postgresql://postgres@/sstools?host={data_dir}"
+    demo = f"postgresql://postgres@/{POSTGRES_DEMO}?host={data_dir}"
 
     first = stacks()
     try:
@@ -67,6 +69,9 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
             ).fetchone()
         assert versions == (2,)  # convo and ops were migrated before they started
         _seeded_broken_chart_is_reported(stack_environment, data_dir.parent)
+        assert _postgres_demo_read(stack_environment, data_dir.parent, demo) == 6
+        with psycopg.connect(demo) as connection:  # a person's own row in the demo
+            connection.execute("INSERT INTO reports.monthly_revenue VALUES ('2026-04-01', 'East', 12.5)")
         _board_and_alerts_query_only_exported_metrics(services)
         asyncio.run(browser.add_analyst(database))
         _the_page_works_in_a_browser(stack_environment, data_dir.parent, database, first.supersets)
@@ -82,6 +87,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         second.wait_until_ready()
         with psycopg.connect(database) as connection:
             assert connection.execute("SELECT note FROM kept_between_runs").fetchall() == [("first run",)]
+        assert _postgres_demo_read(stack_environment, data_dir.parent, demo) == 7  # kept, not made again
         _a_killed_service_is_started_again(second, stack_environment)
         started = second.record_started(data_dir)
     finally:
@@ -160,6 +166,35 @@ def _seeded_broken_chart_is_reported(environment: dict[str, str], data_root: Pat
     assert "Legacy uptime" in answer, answer
 
 
+def _postgres_demo_read(environment: dict[str, str], data_root: Path, demo: str) -> int:
+    """Both Supersets list the PostgreSQL demo once; a read of its second schema through ops' SQL
+    route, as the agent sends it, answers what the database holds; returns its row count."""
+    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
+    headers = _ops_headers(environment, data_root)
+    ids = {}
+    for env in ("dev", "prod"):
+        listed = httpx.get(f"{ops}/api/envs/{env}/databases", headers=headers, timeout=30)
+        assert listed.status_code == 200, listed.text
+        found = [item["id"] for item in listed.json()["databases"] if item["name"] == POSTGRES_DATABASE]
+        assert len(found) == 1, listed.text
+        ids[env] = found[0]
+    query = (
+        "SELECT month::text AS month, region, revenue::float AS revenue FROM monthly_revenue ORDER BY 1, 2"
+    )
+    answer = httpx.post(
+        f"{ops}/api/envs/dev/sql",
+        json={"database_id": ids["dev"], "sql": query, "schema": "reports"},
+        headers=headers,
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    with psycopg.connect(demo) as connection:
+        rows = connection.execute(query.replace("FROM monthly_revenue", "FROM reports.monthly_revenue"))
+        held = [dict(zip(("month", "region", "revenue"), row, strict=True)) for row in rows]
+    assert answer.json()["rows"] == held
+    return len(held)
+
+
 def _the_page_works_in_a_browser(
     environment: dict[str, str], data_root: Path, database: str, supersets: dict[str, str]
 ) -> None:
@@ -181,8 +216,8 @@ def _the_page_works_in_a_browser(
     assert httpx.get(f"{page}/drawer.js", timeout=30).status_code == 200
     tag = f'<script src="{page}/drawer.js" data-env="dev" defer></script>'
     assert tag not in httpx.get(f"{supersets['dev']}/login/", timeout=30).text
-    framing = httpx.get(f"{page}/agent", timeout=30).headers["content-security-policy"].split()
-    assert (framing[:2], sorted(framing[2:])) == (["frame-ancestors", "'self'"], sorted(supersets.values()))
+    policy = httpx.get(f"{page}/agent", timeout=30).headers["content-security-policy"]
+    assert sorted(framing_allowed(policy)) == sorted(supersets.values())
     deployed = {titles("dev")[1], titles("dev")[2]}  # the page's and the drawer's
     assert not deployed & set(titles("prod").values())  # the deploys are what bring them
     suite = browser.run_suite(environment, data_root, database, supersets)

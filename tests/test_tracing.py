@@ -19,6 +19,7 @@ from sstools.common.logs import JsonFormatter
 from sstools.common.runtime import Service
 from sstools.common.settings import ServiceSettings
 from sstools.common.tracing import instrument_httpx
+from sstools.devstack.keys import CALLERS
 from sstools.devstack.testing import started_service
 
 
@@ -31,7 +32,7 @@ class HopSettings(ServiceSettings):
 
 
 def _grpc_backend(settings: HopSettings, service: Service) -> None:
-    service.add_grpc(0, lambda server: [])
+    service.add_grpc(0, lambda server: [], callers=CALLERS)
 
 
 def _http_frontend(grpc_target: str) -> "tuple[FastAPI, list[str]]":

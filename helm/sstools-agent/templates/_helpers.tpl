@@ -93,13 +93,13 @@ agent:
 router:
   prefix: ROUTER
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
-  secrets: []
+  secrets: [JWT_PUBLIC_KEYS]
   headless: true
   callers: {grpc: [agent]}
 docparse:
   prefix: DOCPARSE
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
-  secrets: []
+  secrets: [JWT_PUBLIC_KEYS]
   callers: {grpc: [agent]}
 convo:
   prefix: CONVO

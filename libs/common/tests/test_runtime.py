@@ -14,6 +14,7 @@ from pydantic_settings import SettingsConfigDict
 
 from sstools.common.runtime import Service
 from sstools.common.settings import ServiceSettings
+from sstools.devstack.keys import CALLERS
 from sstools.devstack.testing import grpc_health, http_get
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -33,7 +34,7 @@ class ExampleSettings(ServiceSettings):
 @pytest.fixture
 def service(tracer_provider: TracerProvider) -> Service:
     service = Service(ExampleSettings(), tracer_provider=tracer_provider)
-    service.add_grpc(0, lambda server: [])
+    service.add_grpc(0, lambda server: [], callers=CALLERS)
     service.add_http("api", FastAPI(), 0)
     return service
 
@@ -198,7 +199,7 @@ async def test_grpc_connections_are_retired_at_their_age_so_clients_re_resolve(
     tracer_provider: TracerProvider,
 ) -> None:
     service = Service(ExampleSettings(), tracer_provider=tracer_provider, grpc_max_connection_age_seconds=0.5)
-    service.add_grpc(0, lambda server: [])
+    service.add_grpc(0, lambda server: [], callers=CALLERS)
     await service.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel:

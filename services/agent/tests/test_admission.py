@@ -42,10 +42,14 @@ from sstools.agent.admission import (
 )
 from sstools.agent.clients.convo import ConvoClient
 from sstools.common.db import create_engine
+from sstools.common.grpc_auth import FixedServiceToken
 from sstools.convo.main import assemble as assemble_convo
 from sstools.convo.store import MIGRATIONS
 from sstools.devstack.agentstack import convo_settings_for
+from sstools.devstack.keys import service_token, user_token
 from sstools.devstack.testing import free_port, scratch_database, started_service, wait_until
+
+AGENT_TOKEN = FixedServiceToken(service_token())  # the service token ops gives the agent
 
 # One convo (and one event loop for it) serves the module's tests of it; each test has its own
 # users and conversations, so none sees another's state.
@@ -351,7 +355,7 @@ async def convo(database_url: str) -> AsyncIterator[_Convo]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def client(convo: _Convo) -> AsyncIterator[ConvoClient]:
     """The agent's own convo client."""
-    convo_client = ConvoClient(convo.target, 5.0, TracerProvider())
+    convo_client = ConvoClient(convo.target, 5.0, TracerProvider(), AGENT_TOKEN)
     yield convo_client
     await convo_client.close()
 
@@ -359,7 +363,7 @@ async def client(convo: _Convo) -> AsyncIterator[ConvoClient]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def down() -> AsyncIterator[ConvoClient]:
     """The agent's convo client pointed at a port nothing listens on: convo is down."""
-    convo_client = ConvoClient(f"127.0.0.1:{free_port()}", 5.0, TracerProvider())
+    convo_client = ConvoClient(f"127.0.0.1:{free_port()}", 5.0, TracerProvider(), AGENT_TOKEN)
     yield convo_client
     await convo_client.close()
 
@@ -378,7 +382,8 @@ def _grpc_status(error: str) -> str:
 
 
 def _user() -> str:
-    return f"user-{uuid.uuid4().hex[:8]}"
+    """A new person's user token (convo takes who they are from it)."""
+    return user_token(f"user-{uuid.uuid4().hex[:8]}")
 
 
 async def _refused(block: Awaitable[Any]) -> Refusal:
@@ -544,7 +549,7 @@ async def test_a_lease_convo_stops_answering_for_is_reported_and_the_command_sti
         service = await running.enter_async_context(
             started_service(convo_settings_for(convo.database_url), assemble_convo, TracerProvider())
         )
-        client = ConvoClient(f"127.0.0.1:{service.ports['grpc']}", 5.0, TracerProvider())
+        client = ConvoClient(f"127.0.0.1:{service.ports['grpc']}", 5.0, TracerProvider(), AGENT_TOKEN)
         closing.push_async_callback(client.close)
         async with Leases(client, ttl_seconds=1).held(user, conversation, first_text="hello"):
             await running.aclose()  # convo stops

@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import text
@@ -17,9 +16,10 @@ from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
 from sstools.common.db import create_engine
+from sstools.common.grpc_auth import as_user
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation, running_stack
-from sstools.devstack.keys import SIGNING_KEY, forged_token
+from sstools.devstack.keys import SIGNING_KEY, forged_token, service_channel, user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, service_process
 from sstools.ops.superset import dashboards
@@ -309,11 +309,12 @@ async def test_three_conversations_survive_an_agent_restart(
             follow_up = await _say_at(agent_stack, url, "провалидируй его", conversation)
             cards = follow_up.of("confirm_required")
             assert [card["tool_args"]["dashboard_id"] for card in cards] == [dashboard], dump(follow_up)
-    async with grpc.aio.insecure_channel(settings.convo_target) as channel:
+    async with service_channel(settings.convo_target) as channel:
         stub = convo_pb2_grpc.ConversationServiceStub(channel)
         for conversation, dashboard in conversations.items():
             history = await stub.GetHistory(
-                convo_pb2.GetHistoryRequest(user_id="root", conversation_id=conversation)
+                convo_pb2.GetHistoryRequest(conversation_id=conversation),
+                metadata=as_user(user_token("root")),
             )
             roles = [message.role for message in history.messages]
             assert roles == ["user", "assistant", "user", "assistant"]

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -27,18 +27,19 @@ from langgraph.types import Command, Interrupt
 from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
 from sstools.agent.gate import CONFIRM_PROMPTS, LANG_KEY, gate
-from sstools.agent.tools import USER_TOKEN, Confirmations, ops_call, tool_schema
+from sstools.agent.tools import USER_TOKEN, Passes, idempotency_key, ops_call, tool_schema
 from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
 from sstools.common.confirmation import Confirmation, ConfirmationCodec, request_fingerprint
 from sstools.common.sql import classify
 from sstools.common.tokens import USER_AUDIENCE, TokenError, TokenType
-from sstools.common.tool_args import ARGS, SqlArgs
+from sstools.common.tool_args import ARGS, GIT_REF_PATTERN, SqlArgs
 from sstools.devstack.keys import ISSUER, user_token
 from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE, RANKS, allowed
 
 USERNAME = "anna"
 TOKEN = user_token(USERNAME)
 THREAD = "conversation-1"
+SENT_KEY = "the Idempotency-Key the call was sent with"
 CODEC = ConfirmationCodec("gate-tests-confirmation-secret-of-32+-bytes")
 # Ops' environments as configured: "live" is production by its configuration alone.
 ENVIRONMENTS = {"dev": False, "staging": False, "prod": True, "live": True}
@@ -166,11 +167,14 @@ class OpsFacts:
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a tool: the arguments it got and the confirmation it carried, as ops reads it."""
+    """One run of a tool: the arguments it got and the confirmation it carried, as ops reads it
+    (its key :data:`SENT_KEY` when it names the Idempotency-Key the call was sent with, as ops
+    requires), and that key."""
 
     tool: str
     args: dict[str, Any]
     confirmation: Confirmation | None
+    key: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -206,12 +210,12 @@ class Gated:
         hanging: frozenset[str] = frozenset(),
     ) -> None:
         self.facts = facts or OpsFacts()
-        self.confirmations = Confirmations(CODEC)
+        self.passes = Passes(CODEC)
         self.runs: list[Run] = []
         self._hanging = hanging
         node = ToolNode(
             [self._tool(name) for name in tool_names()],
-            awrap_tool_call=gate(self.facts, self.confirmations, timeout_seconds, USER_TOKEN),
+            awrap_tool_call=gate(self.facts, self.passes, timeout_seconds, USER_TOKEN),
         )
         graph = StateGraph(MessagesState)
         graph.add_node("tools", node)
@@ -225,8 +229,12 @@ class Gated:
             if name in self._hanging:
                 await asyncio.Event().wait()  # nothing ever sets it
             thread = str((config.get("configurable") or {}).get("thread_id", ""))
-            signed = self.confirmations.take(thread, values.pop("tool_call_id"))
-            self.runs.append(Run(name, values, CODEC.verify(signed) if signed is not None else None))
+            granted = self.passes.take(thread, values.pop("tool_call_id"))
+            key = granted.idempotency_key if granted is not None else None
+            signed = CODEC.verify(granted.confirmation) if granted and granted.confirmation else None
+            if signed is not None and signed.idempotency_key == key:
+                signed = replace(signed, idempotency_key=SENT_KEY)
+            self.runs.append(Run(name, values, signed, key))
             return json.dumps({"ran": name})
 
         return StructuredTool.from_function(
@@ -407,10 +415,10 @@ def denial(tool: str, role: Role, env_id: str | None, required: Role) -> dict[st
     }
 
 
-def confirmation(tool: str, args: dict[str, Any], facts: OpsFacts, call_id: str = "call-1") -> Confirmation:
+def confirmation(tool: str, args: dict[str, Any], facts: OpsFacts) -> Confirmation:
     """The confirmation ops must get for exactly this call of the user's."""
     sent = ops_call(tool, ARGS[tool].model_validate(args))
-    return Confirmation(USERNAME, tool, call_id, facts.fingerprint(sent))
+    return Confirmation(USERNAME, tool, SENT_KEY, facts.fingerprint(sent))
 
 
 def answered(the_card: Mapping[str, Any], action: str) -> dict[str, Any]:
@@ -646,7 +654,7 @@ async def test_when_ops_cannot_list_the_environments_the_call_is_refused_with_it
         (
             "create_branch",
             {"start": ""},
-            "name: Field required; start: String should match pattern '^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$'",
+            f"name: Field required; start: String should match pattern '{GIT_REF_PATTERN}'",
         ),
         (
             "get_health_summary",
@@ -914,7 +922,7 @@ async def test_anything_but_a_confirm_of_the_card_runs_nothing(action: str | Non
         answered(shown, str(action)),
     )
     assert (done.events, done.paused, gated.runs) == ([], [], [])
-    assert gated.confirmations.take(THREAD, "call-1") is None
+    assert gated.passes.take(THREAD, "call-1") is None
 
 
 @pytest.mark.parametrize("edits", [None, {}])
@@ -936,7 +944,46 @@ async def test_a_confirm_runs_exactly_the_cards_call_once_with_its_confirmation(
         answered(shown, "confirm"),
     )
     assert (done.events, done.paused) == ([], [])
-    assert gated.confirmations.take(THREAD, "call-1") is None  # good for that one run
+    assert gated.passes.take(THREAD, "call-1") is None  # good for that one run
+
+
+async def test_each_answers_call_is_sent_with_a_key_of_its_own_never_the_servers_id_alone() -> None:
+    """A server that numbers its calls sends ``functions.run_backup:0`` in every answer: each
+    answer's call gets a key of its own — of the conversation, the answer, the call and the card
+    confirmed (or, with no card, the request) —, and a confirmation names the key its call is
+    sent with."""
+    gated = Gated()
+    numbered = "functions.run_backup:0"
+    digests = []
+    for _ in range(2):
+        sent = await gated.send(call("run_backup", {"env_id": "dev"}, numbered), role=Role.OPERATOR)
+        digests.append(sent.cards[0]["digest"])
+        await gated.answer({"action": "confirm", "digest": digests[-1]}, role=Role.OPERATOR, env_id="dev")
+    for _ in range(2):
+        await gated.send(call("get_health_summary", {"env_id": "dev"}, numbered), role=Role.VIEWER)
+    assert [run.tool for run in gated.runs] == ["run_backup"] * 2 + ["get_health_summary"] * 2
+    state = await gated.graph.aget_state(config(None, None, None))
+    answers = [str(message.id) for message in state.values["messages"] if isinstance(message, AIMessage)]
+    health_call = ops_call("get_health_summary", ARGS["get_health_summary"].model_validate({"env_id": "dev"}))
+    health = gated.facts.fingerprint(health_call)
+    parts = zip(answers, [*digests, health, health], strict=True)
+    assert [run.key for run in gated.runs] == [
+        idempotency_key(THREAD, answer, numbered, digest) for answer, digest in parts
+    ]
+    assert len({run.key for run in gated.runs}) == 4
+    backup = confirmation("run_backup", {"env_id": "dev"}, gated.facts)
+    assert [run.confirmation for run in gated.runs] == [backup, backup, None, None]
+
+
+def test_a_key_names_its_conversation_answer_call_and_card_alone() -> None:
+    parts = ("conversation-1", "run-1", "functions.run_backup:0", "d" * 64)
+    key = idempotency_key(*parts)
+    assert key == idempotency_key(*parts)  # the same call run again (a resume) is sent with the same key
+    others = {idempotency_key(*[*parts[:at], "x", *parts[at + 1 :]]) for at in range(len(parts))}
+    assert len(others) == len(parts)
+    assert key not in others
+    assert idempotency_key("a\n", "b", "c", "d") != idempotency_key("a", "\nb", "c", "d")  # parts kept apart
+    assert len(key) <= 200  # ops takes a key of at most 200 characters
 
 
 async def test_an_edit_that_leaves_every_shown_value_as_it_was_runs_under_the_cards_answer() -> None:
@@ -1143,4 +1190,4 @@ async def test_a_change_past_its_time_limit_is_not_retryable_and_its_confirmatio
         answered(shown, "confirm"),
     )
     # the tool never took it: the gate did, so it cannot be sent with another run
-    assert gated.confirmations.take(THREAD, "call-1") is None
+    assert gated.passes.take(THREAD, "call-1") is None

@@ -9,14 +9,15 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_auth import as_user
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack import documents
 from sstools.devstack.agentstack import AgentStack, dump, new_conversation, running_stack
 from sstools.devstack.fake_llm import FakeLlm, Reply
+from sstools.devstack.keys import service_channel, user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port
 from sstools.ops.superset import dashboards
@@ -135,12 +136,11 @@ async def test_a_conversation_leased_elsewhere_is_busy_until_released(
     agent_stack: AgentStack, conversation: str
 ) -> None:
     await agent_stack.say("покажи дашборды", conversation)  # convo knows the conversation now
-    async with grpc.aio.insecure_channel(agent_stack.agent_settings.convo_target) as channel:
+    async with service_channel(agent_stack.agent_settings.convo_target) as channel:
         convo = convo_pb2_grpc.ConversationServiceStub(channel)
         lease = await convo.AcquireLease(
-            convo_pb2.AcquireLeaseRequest(
-                user_id="root", conversation_id=conversation, holder="another-tab", ttl_seconds=60
-            )
+            convo_pb2.AcquireLeaseRequest(conversation_id=conversation, holder="another-tab", ttl_seconds=60),
+            metadata=as_user(user_token("root")),
         )
         assert lease.acquired
         busy = await agent_stack.say("покажи дашборды", conversation)

@@ -111,6 +111,20 @@ async def test_parallel_calls_in_each_servers_chunks_reach_the_agent_runnable(
     assert (answer.usage_metadata is not None) is usage
 
 
+async def test_each_answer_is_a_message_of_its_own_whatever_id_the_server_gives_it(
+    model: BaseChatModel, llm: FakeLlm
+) -> None:
+    """The thread keeps one message per id, and the gate keys each call by the answer that asked
+    for it: a server that sends the same response id (and call id) every time must not make two
+    answers one. (LangChain names each answer by its own run, not by the server's id.)"""
+    llm.says(*[Reply(tool_calls=(SEARCH,), response_id="chatcmpl-0")] * 2)
+    first, _ = await _answer(model)
+    second, _ = await _answer(model)
+    assert _runnable(first) == _runnable(second) == [SEARCH.id]
+    assert None not in (first.id, second.id)
+    assert first.id != second.id
+
+
 @pytest.mark.parametrize(
     ("reply", "calls", "text"),
     [

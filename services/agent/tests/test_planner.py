@@ -6,6 +6,7 @@ message anyone may send is read in about a second, whatever it repeats."""
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -88,7 +89,7 @@ def test_this_dashboard_is_the_one_on_screen_and_the_answer_names_it() -> None:
     checked["only"] = [{"dashboard_id": 1, "title": "[Reset your password](https://evil.example)"}]
     answered[-1] = ToolMessage(json.dumps(checked), tool_call_id="call_1", name="get_health_summary")
     assert OfflinePlanner().plan(answered).content == (
-        "All 3 charts in «(Reset your password)(https://evil.example)» (dev) work."
+        "All 3 charts in «\\[Reset your password\\]\\(https\\:\\/\\/evil\\.example\\)» (dev) work."
     )
 
 
@@ -102,3 +103,47 @@ def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(unit: str) 
     started = time.perf_counter()
     OfflinePlanner().plan([CONTEXT.message(), HumanMessage(text)])
     assert time.perf_counter() - started < 20
+
+
+def _planned(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(call["name"], call["args"]) for call in OfflinePlanner().plan(messages).tool_calls]
+
+
+def _answered(messages: list[Any], name: str, args: dict[str, Any], result: dict[str, Any]) -> list[Any]:
+    """The thread after the planner's ``name`` call and its result."""
+    number = f"call_{len(messages)}"
+    call = AIMessage("", tool_calls=[{"name": name, "args": args, "id": number}])
+    return [*messages, call, ToolMessage(json.dumps(result), tool_call_id=number, name=name)]
+
+
+DATABASES = {"env_id": "dev", "databases": [{"id": 1, "name": "examples"}, {"id": 2, "name": "warehouse"}]}
+EXPLORE = "superset_explore_database"
+
+
+@pytest.mark.parametrize(
+    ("tables", "asked"),
+    [({1: ["sales"], 2: ["orders", "accounts"]}, False), ({1: ["orders"], 2: ["orders"]}, True)],
+)
+def test_a_query_runs_in_the_one_database_that_has_its_table_else_it_asks(
+    tables: dict[int, list[str]], asked: bool
+) -> None:
+    messages: list[Any] = [CONTEXT.message(), HumanMessage("SELECT count(*) FROM orders")]
+    assert _planned(messages) == [(EXPLORE, {"env_id": "dev"})]
+    messages = _answered(messages, EXPLORE, {"env_id": "dev"}, DATABASES)
+    for database, schema in ((1, "main"), (2, "public")):
+        listed = {"env_id": "dev", "database_id": database}
+        assert _planned(messages) == [(EXPLORE, listed)]
+        messages = _answered(messages, EXPLORE, listed, {"env_id": "dev", "schemas": ["other", schema]})
+        assert _planned(messages) == [(EXPLORE, {**listed, "schema": schema})]
+        messages = _answered(messages, EXPLORE, {**listed, "schema": schema}, {"tables": tables[database]})
+    planned = OfflinePlanner().plan(messages)
+    if asked:
+        assert planned.tool_calls == []
+        assert planned.response_metadata == {"needs_clarification": True}
+        assert "| 1 | examples |" in str(planned.content)
+        assert "| 2 | warehouse |" in str(planned.content)
+    else:
+        sql = {"env_id": "dev", "database_id": 2, "sql": "SELECT count(*) FROM orders"}
+        assert [(call["name"], call["args"]) for call in planned.tool_calls] == [
+            ("superset_execute_sql", sql)
+        ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sstools.agent import stream
+from sstools.agent.planner.answers import failure
 from sstools.agent.stream import Event, error, in_language
 from sstools.agent.wording import explained
 from sstools.docparse.model import ErrorCode
@@ -57,6 +58,14 @@ def test_a_refusal_reads_in_the_persons_language_and_keeps_the_technical_words()
 def test_a_wait_names_its_seconds() -> None:
     limited = error("RATE_LIMITED", "too many messages: try again in 42 s", retry_after=42)
     assert in_language(limited, "ru").content == "Слишком много сообщений подряд. Повторите через 42 с."
+
+
+def test_a_spent_budget_of_heavy_requests_names_its_seconds() -> None:
+    detail = {"code": "read_budget_exceeded", "message": "at most 20 a minute", "retry_after": 17}
+    assert failure("get_health_summary", detail, "en") == (
+        "Too many heavy requests this minute (health checks, SQL, database exploration). Try again in 17 s."
+    )
+    assert failure("superset_execute_sql", detail, "ru").endswith("Повторите через 17 с.")
 
 
 def test_an_unknown_code_keeps_its_own_words() -> None:

@@ -5,13 +5,13 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.db import create_engine
+from sstools.common.grpc_auth import as_user
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES
 from sstools.common.runtime import Service
 from sstools.convo.main import assemble
@@ -19,12 +19,18 @@ from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
 from sstools.convo.v1 import convo_pb2_grpc
 from sstools.devstack.agentstack import convo_settings_for
+from sstools.devstack.keys import service_channel
 from sstools.devstack.keys import user_token as issue_user_token
 from sstools.devstack.testing import started_service
 
 
 def user_token(user: str, now: datetime | None = None) -> str:
     return issue_user_token(user, ttl=timedelta(minutes=5), now=now)
+
+
+def person(user: str) -> tuple[tuple[str, str]]:
+    """The metadata of a gRPC call the agent makes for ``user``: their user token."""
+    return as_user(user_token(user))
 
 
 @pytest.fixture
@@ -65,7 +71,8 @@ async def rest(convo: Service) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def agent(convo: Service) -> AsyncIterator[convo_pb2_grpc.ConversationServiceAsyncStub]:
-    """convo's gRPC API as the agent reaches it (answers as large as an upload)."""
-    options = [("grpc.max_receive_message_length", FILE_MESSAGE_MAX_BYTES)]
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{convo.ports['grpc']}", options=options) as channel:
+    """convo's gRPC API as the agent reaches it: with a service token, answers as large as an
+    upload (each call names its person: ``metadata=person(...)``)."""
+    target = f"127.0.0.1:{convo.ports['grpc']}"
+    async with service_channel(target, max_receive_bytes=FILE_MESSAGE_MAX_BYTES) as channel:
         yield convo_pb2_grpc.ConversationServiceStub(channel)

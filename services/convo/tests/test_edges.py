@@ -15,7 +15,7 @@ from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.keys import ISSUER, forged_token
 
-from .conftest import user_token
+from .conftest import person, user_token
 
 LIMIT = 1000
 
@@ -41,13 +41,13 @@ async def test_browser_lists_reads_archives_and_restores_its_conversations(
     assert created["title"] == "покажи дашборды"
     await agent.AppendMessages(
         convo_pb2.AppendMessagesRequest(
-            user_id="alice",
             conversation_id=cid,
             messages=[
                 convo_pb2.Message(client_message_id="u1", role="user", content="покажи дашборды"),
                 convo_pb2.Message(client_message_id="a1", role="assistant", content="Вот они", partial=True),
             ],
-        )
+        ),
+        metadata=person("alice"),
     )
     listing = (await rest.get("/api/assistant/conversations", headers=_auth("alice"))).json()
     assert [item["id"] for item in listing["items"]] == [cid]
@@ -109,16 +109,14 @@ async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:
 async def test_second_tab_learns_the_conversation_is_busy_and_nothing_more(
     rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub
 ) -> None:
-    cid = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(user_id="alice"))).id
+    cid = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=person("alice"))).id
     first = await agent.AcquireLease(
-        convo_pb2.AcquireLeaseRequest(
-            user_id="alice", conversation_id=cid, holder="pod-1/stream-a", ttl_seconds=30
-        )
+        convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="pod-1/stream-a", ttl_seconds=30),
+        metadata=person("alice"),
     )
     second = await agent.AcquireLease(
-        convo_pb2.AcquireLeaseRequest(
-            user_id="alice", conversation_id=cid, holder="pod-2/stream-b", ttl_seconds=30
-        )
+        convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="pod-2/stream-b", ttl_seconds=30),
+        metadata=person("alice"),
     )
     assert first.acquired
     assert not second.acquired
@@ -145,43 +143,43 @@ async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
 ) -> None:
     cid = (
         await agent.CreateConversation(
-            convo_pb2.CreateConversationRequest(user_id="alice", first_message="hi")
+            convo_pb2.CreateConversationRequest(first_message="hi"), metadata=person("alice")
         )
     ).id
     cases: list[tuple[Awaitable[object], grpc.StatusCode]] = [
         (
-            agent.GetHistory(convo_pb2.GetHistoryRequest(user_id="bob", conversation_id=cid)),
+            agent.GetHistory(convo_pb2.GetHistoryRequest(conversation_id=cid), metadata=person("bob")),
             grpc.StatusCode.NOT_FOUND,
         ),
         (
-            agent.GetHistory(convo_pb2.GetHistoryRequest(user_id="alice", conversation_id="42")),
+            agent.GetHistory(convo_pb2.GetHistoryRequest(conversation_id="42"), metadata=person("alice")),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (
             agent.AppendMessages(
                 convo_pb2.AppendMessagesRequest(
-                    user_id="alice",
                     conversation_id=cid,
                     messages=[
                         convo_pb2.Message(client_message_id="big", role="user", content="x" * (LIMIT + 1))
                     ],
-                )
+                ),
+                metadata=person("alice"),
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (
             agent.AppendMessages(
                 convo_pb2.AppendMessagesRequest(
-                    user_id="alice",
                     conversation_id=cid,
                     messages=[convo_pb2.Message(client_message_id="r", role="robot", content="?")],
-                )
+                ),
+                metadata=person("alice"),
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
-        (
-            agent.CreateConversation(convo_pb2.CreateConversationRequest(user_id="")),
-            grpc.StatusCode.INVALID_ARGUMENT,
+        (  # no user token: no one to act for
+            agent.CreateConversation(convo_pb2.CreateConversationRequest()),
+            grpc.StatusCode.UNAUTHENTICATED,
         ),
     ]
     for call, code in cases:
@@ -191,18 +189,18 @@ async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
     audit = await agent.RecordAudit(
         convo_pb2.RecordAuditRequest(
             conversation_id=cid,
-            user_id="alice",
             service_identity="agent",
             decision="needs_confirmation",
             tool_name="deploy_dashboard",
             outcome="needs_confirmation",
             thread_id=cid,
             latency_seconds=0.2,
-        )
+        ),
+        metadata=person("alice"),
     )
     assert uuid.UUID(audit.audit_id)
     archived = await agent.ArchiveConversation(
-        convo_pb2.ArchiveConversationRequest(user_id="alice", conversation_id=cid)
+        convo_pb2.ArchiveConversationRequest(conversation_id=cid), metadata=person("alice")
     )
     assert archived.is_archived
     assert archived.title == "hi"

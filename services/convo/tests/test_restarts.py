@@ -3,7 +3,6 @@
 import asyncio
 from pathlib import Path
 
-import grpc
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import make_url
 
@@ -12,19 +11,24 @@ from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import convo_settings_for
+from sstools.devstack.keys import service_channel
 from sstools.devstack.postgres import embedded_server, ensure_database
 from sstools.devstack.testing import started_service
+
+from .conftest import person
 
 
 async def _history(settings: ConvoSettings, provider: TracerProvider, cid: str) -> tuple[str, list[str]]:
     async with (
         started_service(settings, assemble, provider) as service,
-        grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
+        service_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
     ):
         stub = convo_pb2_grpc.ConversationServiceStub(channel)
-        history = await stub.GetHistory(convo_pb2.GetHistoryRequest(user_id="alice", conversation_id=cid))
+        history = await stub.GetHistory(
+            convo_pb2.GetHistoryRequest(conversation_id=cid), metadata=person("alice")
+        )
         conversation = await stub.CreateConversation(  # a second conversation, to show writes work too
-            convo_pb2.CreateConversationRequest(user_id="alice", first_message="после рестарта")
+            convo_pb2.CreateConversationRequest(first_message="после рестарта"), metadata=person("alice")
         )
     assert conversation.title == "после рестарта"
     return history.messages[0].content if history.messages else "", [
@@ -43,15 +47,15 @@ async def test_history_and_titles_survive_service_and_database_restarts(
         settings = convo_settings_for(url)
         async with (
             started_service(settings, assemble, tracer_provider) as service,
-            grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
+            service_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
         ):
             stub = convo_pb2_grpc.ConversationServiceStub(channel)
             created = await stub.CreateConversation(
-                convo_pb2.CreateConversationRequest(user_id="alice", first_message="дашборд 42: что с ним?")
+                convo_pb2.CreateConversationRequest(first_message="дашборд 42: что с ним?"),
+                metadata=person("alice"),
             )
             await stub.AppendMessages(
                 convo_pb2.AppendMessagesRequest(
-                    user_id="alice",
                     conversation_id=created.id,
                     messages=[
                         convo_pb2.Message(
@@ -59,7 +63,8 @@ async def test_history_and_titles_survive_service_and_database_restarts(
                         ),
                         convo_pb2.Message(client_message_id="a1", role="assistant", content="Всё в порядке"),
                     ],
-                )
+                ),
+                metadata=person("alice"),
             )
         assert await _history(settings, tracer_provider, created.id) == (
             "дашборд 42: что с ним?",
@@ -73,10 +78,10 @@ async def test_history_and_titles_survive_service_and_database_restarts(
         )
         async with (
             started_service(settings, assemble, tracer_provider) as service,
-            grpc.aio.insecure_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
+            service_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
         ):
             stub = convo_pb2_grpc.ConversationServiceStub(channel)
             titles = await stub.GetHistory(
-                convo_pb2.GetHistoryRequest(user_id="alice", conversation_id=created.id, page_size=1)
+                convo_pb2.GetHistoryRequest(conversation_id=created.id, page_size=1), metadata=person("alice")
             )
     assert titles.next_page_token

@@ -24,7 +24,7 @@ from sstools.convo.store.queries import ConversationStore
 from sstools.convo.store.uploads import UploadLimits, UploadQuotaExceeded, UploadStore
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
-from .conftest import user_token
+from .conftest import person, user_token
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_FILES = 4
@@ -75,8 +75,11 @@ async def _raw(port: int, head: str, chunks: list[bytes] = [], *, wait: float = 
     return status, response.split(b"\r\n\r\n", 1)[-1]
 
 
-def _read(user: str, conversation_id: str, upload_id: str) -> convo_pb2.ReadUploadRequest:
-    return convo_pb2.ReadUploadRequest(user_id=user, conversation_id=conversation_id, upload_id=upload_id)
+async def _read(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str, conversation_id: str, upload_id: str
+) -> convo_pb2.Upload:
+    request = convo_pb2.ReadUploadRequest(conversation_id=conversation_id, upload_id=upload_id)
+    return await agent.ReadUpload(request, metadata=person(user))
 
 
 async def test_an_upload_is_read_by_id_for_its_owner_and_conversation_only_and_deleted_after(
@@ -95,29 +98,24 @@ async def test_an_upload_is_read_by_id_for_its_owner_and_conversation_only_and_d
     assert uuid.UUID(upload_id).version == 4
     assert body["expires_at"]
 
-    found = await agent.ReadUpload(_read("alice", conversation, upload_id))
+    found = await _read(agent, "alice", conversation, upload_id)
     assert (found.name, found.size_bytes, found.content == content) == ("отчёт.pdf", len(content), True)
-    for request in (
-        _read("bob", conversation, upload_id),  # another user
-        _read("alice", other_conversation, upload_id),  # another conversation
-        _read("alice", conversation, str(uuid.uuid4())),  # never issued
-        _read("alice", conversation, "/etc/hostname"),  # not an id at all
+    for user, where, upload in (
+        ("bob", conversation, upload_id),  # another user
+        ("alice", other_conversation, upload_id),  # another conversation
+        ("alice", conversation, str(uuid.uuid4())),  # never issued
+        ("alice", conversation, "/etc/hostname"),  # not an id at all
     ):
         with pytest.raises(grpc.aio.AioRpcError) as missing:
-            await agent.ReadUpload(request)
+            await _read(agent, user, where, upload)
         assert missing.value.code() == grpc.StatusCode.NOT_FOUND
 
     # someone else cannot delete it either
-    other = convo_pb2.DeleteUploadsRequest(
-        user_id="bob", conversation_id=conversation, upload_ids=[upload_id]
-    )
-    assert (await agent.DeleteUploads(other)).deleted == 0
-    mine = convo_pb2.DeleteUploadsRequest(
-        user_id="alice", conversation_id=conversation, upload_ids=[upload_id]
-    )
-    assert (await agent.DeleteUploads(mine)).deleted == 1
+    request = convo_pb2.DeleteUploadsRequest(conversation_id=conversation, upload_ids=[upload_id])
+    assert (await agent.DeleteUploads(request, metadata=person("bob"))).deleted == 0
+    assert (await agent.DeleteUploads(request, metadata=person("alice"))).deleted == 1
     with pytest.raises(grpc.aio.AioRpcError) as gone:
-        await agent.ReadUpload(_read("alice", conversation, upload_id))
+        await _read(agent, "alice", conversation, upload_id)
     assert gone.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -177,7 +175,7 @@ async def test_names_that_are_paths_and_other_peoples_conversations_are_refused(
         assert reply.json()["detail"]["code"] == "invalid_upload_name"
     assert upload_name_problem("квартальный отчёт (2).pdf") is None
 
-    bobs = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(user_id="bob"))).id
+    bobs = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=person("bob"))).id
     reply = await rest.post(_path(bobs), params={"name": "a.csv"}, content=b"1,2", headers=_auth("alice"))
     assert reply.status_code == 404
     assert reply.json()["detail"]["code"] == "conversation_not_found"
@@ -208,7 +206,8 @@ async def test_pending_uploads_are_bounded_per_user_in_count_and_bytes_even_in_p
     assert [reply.status_code for reply in carol] == [201, 201, 429]
     first = carol[0].json()["upload_id"]
     await agent.DeleteUploads(
-        convo_pb2.DeleteUploadsRequest(user_id="carol", conversation_id=conversation, upload_ids=[first])
+        convo_pb2.DeleteUploadsRequest(conversation_id=conversation, upload_ids=[first]),
+        metadata=person("carol"),
     )
     assert (await send("carol", 6 * 1024 * 1024)).status_code == 201
     assert await _count(fresh_database_url) == MAX_FILES + 1 + 2

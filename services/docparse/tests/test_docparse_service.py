@@ -14,6 +14,9 @@ import pytest
 from grpc_health.v1 import health_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_auth import bearer
+from sstools.devstack.callers import answer, not_refused
+from sstools.devstack.keys import PUBLIC_KEYS, service_channel, service_token
 from sstools.devstack.testing import free_port, grpc_health, http_get, probe, wait_grpc_serving
 from sstools.docparse.grpc.servicer import ERROR_METADATA_KEY
 from sstools.docparse.main import assemble
@@ -23,13 +26,15 @@ from sstools.docparse.v1 import docparse_pb2, docparse_pb2_grpc
 from . import corpus
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
+SERVICE = docparse_pb2.DESCRIPTOR.services_by_name["DocparseService"].full_name
 # What the whole service (server and its workers) may hold at any moment while hostile files
 # are parsed: the server ~150 MB, each of 2 workers bounded by its 768 MB address-space limit.
 RSS_BOUND_MB = 1200
 
 
 async def test_docparse_is_ready_on_grpc_and_probes(tracer_provider: TracerProvider) -> None:
-    report = await probe(DocparseSettings(grpc_port=0, metrics_port=0, workers=1), assemble, tracer_provider)
+    settings = DocparseSettings(grpc_port=0, metrics_port=0, workers=1, jwt_public_keys=PUBLIC_KEYS)
+    report = await probe(settings, assemble, tracer_provider)
     assert report.listeners == {"metrics", "grpc"}
     assert (report.readyz_status, report.grpc_status) == (200, SERVING)
 
@@ -41,6 +46,7 @@ class DocparseProcess:
             **os.environ,
             "DOCPARSE_GRPC_PORT": str(self.grpc_port),
             "DOCPARSE_METRICS_PORT": str(self.metrics_port),
+            "JWT_PUBLIC_KEYS": PUBLIC_KEYS,
             **{f"DOCPARSE_{key.upper()}": value for key, value in settings.items()},
         }
         self.process = subprocess.Popen(["sstools-docparse"], env=environment, stdout=subprocess.DEVNULL)
@@ -71,9 +77,19 @@ def docparse() -> Iterator[DocparseProcess]:
 @pytest.fixture
 async def stub(docparse: DocparseProcess) -> AsyncIterator[Any]:
     await wait_grpc_serving(docparse.grpc_port)
-    options = [("grpc.max_send_message_length", 64 * 1024 * 1024)]
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{docparse.grpc_port}", options=options) as channel:
+    async with service_channel(f"127.0.0.1:{docparse.grpc_port}") as channel:  # sends any size
         yield docparse_pb2_grpc.DocparseServiceStub(channel)
+
+
+async def test_a_file_is_refused_to_a_caller_without_a_valid_service_token(docparse: DocparseProcess) -> None:
+    await wait_grpc_serving(docparse.grpc_port)  # health answers without a token
+    target = f"127.0.0.1:{docparse.grpc_port}"
+    request = docparse_pb2.ParseRequest(filename="a.csv", content=b"a,b\n1,2\n")
+    assert await not_refused(target, SERVICE, "Parse", request) == {}
+    assert await answer(target, SERVICE, "Parse", request, [bearer(service_token())]) == (
+        grpc.StatusCode.OK,
+        "",
+    )
 
 
 async def _parse(stub: Any, content: bytes, filename: str) -> docparse_pb2.ParseResponse:
@@ -160,7 +176,7 @@ async def test_a_file_past_its_deadline_costs_only_its_worker() -> None:
     service = DocparseProcess(workers="1", parse_timeout_seconds="1", max_pages="100000")
     try:
         await wait_grpc_serving(service.grpc_port)
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
+        async with service_channel(f"127.0.0.1:{service.grpc_port}") as channel:
             stub = docparse_pb2_grpc.DocparseServiceStub(channel)
             worker_before = psutil.Process(service.process.pid).children(recursive=True)
             status, error = await _refusal(stub, corpus.pdf_many_pages(), "slow.pdf")

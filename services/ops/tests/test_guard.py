@@ -2,7 +2,8 @@
 ``guard.permit(tool)`` as ops' routes do, the real audit log and confirmation codec on a scratch
 database, the caller named by the test. What must hold: an environment that is not configured is
 refused first; the policy table decides who may call what, production raising it; a change runs
-only with a confirmation of exactly that request; every decision and outcome is in the audit."""
+only with a confirmation of exactly that request; a heavy call, once allowed, is counted against
+the person's budget a minute; every decision and outcome is in the audit."""
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -33,10 +34,11 @@ from sstools.common.tool_args import (
 from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE, RANKS, allowed
 from sstools.ops.api.app import _operation_error
 from sstools.ops.api.auth import Caller
-from sstools.ops.api.guard import Guard
+from sstools.ops.api.guard import Guard, HeavyReads
 from sstools.ops.environments import Environment
 from sstools.ops.errors import NotFound, OperationError
 from sstools.ops.store.audit import AuditLog
+from sstools.ops.store.limits import Limits
 from sstools.ops.store.tables import audit
 
 from .conftest import CONFIRMATION_SECRET, USER_HEADER, USERS, named_caller
@@ -58,6 +60,8 @@ DEPLOY = ENDPOINTS["deploy_dashboard"].path
 SEARCH = ENDPOINTS["search_dashboards"].path
 DEPLOY_BODY = {"dashboard_id": 7, "source_env": "dev"}
 CODEC = ConfirmationCodec(CONFIRMATION_SECRET)  # the agent's gate signs with the same secret
+HEAVY_PER_MINUTE = 3
+HEALTH = ENDPOINTS["get_health_summary"].path
 
 
 @dataclass
@@ -95,6 +99,12 @@ def _app(guarded: Guarded) -> FastAPI:
         env_id: str, caller: Annotated[Caller, guard.permit("search_dashboards")]
     ) -> dict[str, str]:
         return operation("search_dashboards", caller)
+
+    @app.get(HEALTH)
+    async def health_summary(
+        env_id: str, caller: Annotated[Caller, guard.permit("get_health_summary")]
+    ) -> dict[str, str]:
+        return operation("get_health_summary", caller)
 
     @app.get(ENDPOINTS["superset_audit_permissions"].path)
     async def audit_permissions(
@@ -150,9 +160,15 @@ def _app(guarded: Guarded) -> FastAPI:
 
 
 @asynccontextmanager
-async def guarded_app(engine: AsyncEngine, environments: Mapping[str, Environment]) -> AsyncIterator[Guarded]:
-    """The app over ``environments``, with the real audit log and confirmation codec."""
-    guarded = Guarded(engine, Guard(AuditLog(engine), Depends(named_caller), environments, CODEC))
+async def guarded_app(
+    engine: AsyncEngine, environments: Mapping[str, Environment], heavy_per_minute: int = 1000
+) -> AsyncIterator[Guarded]:
+    """The app over ``environments``, with the real audit log, confirmation codec and budget of
+    heavy calls (one no test reaches unless it says otherwise)."""
+    heavy_reads = HeavyReads(Limits(engine), heavy_per_minute)
+    guarded = Guarded(
+        engine, Guard(AuditLog(engine), Depends(named_caller), environments, CODEC, heavy_reads)
+    )
     transport = httpx.ASGITransport(_app(guarded))
     async with httpx.AsyncClient(transport=transport, base_url="http://ops") as http:
         guarded.http = http
@@ -421,7 +437,11 @@ def _token(
     issued: datetime | None = None,
 ) -> str:
     """A token carrying ``confirmation``, signed as the gate does except where told otherwise."""
-    values = {"tool": confirmation.tool, "call": confirmation.call_id, "req": confirmation.fingerprint}
+    values = {
+        "tool": confirmation.tool,
+        "call": confirmation.idempotency_key,
+        "req": confirmation.fingerprint,
+    }
     return JwtCodec(secret).issue(
         confirmation.username,
         token_type=token_type,
@@ -501,3 +521,48 @@ async def test_audited_as_names_the_action_of_the_call_s_records(ops: Guarded) -
         _row("anna", "sql_shape", "dev", "ok", {}),
         _row("anna", "sql_shape", "dev", "failed", {"code": "not_found", "message": "no database 1"}),
     ]
+
+
+async def test_heavy_calls_are_counted_against_each_persons_budget_a_minute(
+    emptied_engine: AsyncEngine,
+) -> None:
+    async with guarded_app(emptied_engine, ENVIRONMENTS, HEAVY_PER_MINUTE) as ops:
+        anna, oleg = {USER_HEADER: "anna"}, {USER_HEADER: "oleg"}
+        sql = {"database_id": 1, "sql": "SELECT 1"}
+        spent = [
+            await ops.http.get("/api/envs/dev/health", headers=anna),
+            await ops.http.post("/api/envs/dev/sql", json=sql, headers=anna),
+            await ops.http.get("/api/envs/live/health", headers=anna),  # every environment counts
+        ]
+        # a question before a call is no call, nor is a call of a tool that is not heavy
+        asked = [await ops.http.post("/api/envs/dev/sql/shape", json=sql, headers=anna) for _ in range(4)]
+        listed = [await ops.http.get("/api/envs/dev/dashboards", headers=anna) for _ in range(4)]
+        assert [reply.status_code for reply in spent + asked + listed] == [200] * 11
+        over = [
+            await ops.http.get("/api/envs/dev/health", headers=anna),
+            await ops.http.post("/api/envs/dev/sql", json=sql, headers=anna),
+        ]
+        for reply in over:
+            detail = reply.json()["detail"]
+            assert (reply.status_code, detail["code"]) == (429, "read_budget_exceeded"), reply.json()
+            assert 1 <= int(reply.headers["Retry-After"]) == detail["retry_after"] <= 60
+            assert str(HEAVY_PER_MINUTE) in detail["message"]
+        # another person's budget is their own
+        assert (await ops.http.get("/api/envs/dev/health", headers=oleg)).status_code == 200
+        ran = [name for name, user in ops.ran if user == "anna" and name != "search_dashboards"]
+        assert ran == ["get_health_summary", "superset_execute_sql", "get_health_summary"] + ["sql_shape"] * 4
+        records = [row for row in await ops.audit() if row[4] == "refused"]
+        assert records == [
+            _row("anna", "get_health_summary", "dev", "refused", {"code": "read_budget_exceeded"}),
+            _row("anna", "superset_execute_sql", "dev", "refused", {"code": "read_budget_exceeded"}),
+        ]
+
+
+async def test_a_call_the_policy_refuses_spends_nothing_of_the_budget(emptied_engine: AsyncEngine) -> None:
+    async with guarded_app(emptied_engine, ENVIRONMENTS, HEAVY_PER_MINUTE) as ops:
+        vera = {USER_HEADER: "vera"}  # a viewer: SQL is an analyst's
+        sql = {"database_id": 1, "sql": "SELECT 1"}
+        denied = [await ops.http.post("/api/envs/dev/sql", json=sql, headers=vera) for _ in range(4)]
+        assert {reply.status_code for reply in denied} == {403}
+        health = [await ops.http.get("/api/envs/dev/health", headers=vera) for _ in range(HEAVY_PER_MINUTE)]
+        assert [reply.status_code for reply in health] == [200] * HEAVY_PER_MINUTE

@@ -1,18 +1,19 @@
 """``Idempotency-Key`` on ops' write endpoints (:mod:`sstools.ops.api.idempotency`), on a small app
 of its own whose endpoints call ``once`` as ops' routes do, with the real ``IdempotencyStore`` on a
 scratch database: the first request with a key runs, a repeat gets its answer without running
-again, a key is one user's for one operation, a failed first attempt leaves the key free."""
+again, a key is one user's for one operation, a failed first attempt leaves the key free, a key
+past its retention is a new request and is swept."""
 
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import httpx
 import pytest
 from fastapi import Depends, FastAPI, Header
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.tool_args import ENDPOINTS, DashboardBody, MigrationBody
@@ -27,6 +28,7 @@ from .conftest import USER_HEADER, named_caller
 
 AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)  # in each answer, to be sent as JSON
 AT_JSON = "2025-01-02T03:04:05+00:00"
+RETENTION = timedelta(hours=1)
 MIGRATION = {"source_env": "dev", "dashboard_ids": [3, 4], "database_mapping": {"a": "x", "b": "y"}}
 
 
@@ -88,6 +90,7 @@ class Api:
     http: httpx.AsyncClient
     engine: AsyncEngine
     actions: Actions
+    store: IdempotencyStore  # the one the endpoints use
 
     async def migrate(
         self,
@@ -99,6 +102,15 @@ class Api:
         headers = {USER_HEADER: user} | ({"Idempotency-Key": key} if key is not None else {})
         return await self.http.post(f"/api/envs/{env}/migrations", json=body, headers=headers)
 
+    async def age(self, key: str, by: timedelta) -> None:
+        """Makes the key's row as old as if it had been claimed ``by`` earlier."""
+        async with self.engine.begin() as connection:
+            await connection.execute(
+                update(idempotency)
+                .where(idempotency.c.key == key)
+                .values(created_at=idempotency.c.created_at - by)
+            )
+
     async def keys_kept(self) -> int:
         async with self.engine.connect() as connection:
             return int((await connection.execute(select(func.count()).select_from(idempotency))).scalar_one())
@@ -107,9 +119,10 @@ class Api:
 @pytest.fixture
 async def api(emptied_engine: AsyncEngine) -> AsyncIterator[Api]:
     actions = Actions()
-    transport = httpx.ASGITransport(_app(IdempotencyStore(emptied_engine), actions))
+    store = IdempotencyStore(emptied_engine, RETENTION)
+    transport = httpx.ASGITransport(_app(store, actions))
     async with httpx.AsyncClient(transport=transport, base_url="http://ops") as http:
-        yield Api(http, emptied_engine, actions)
+        yield Api(http, emptied_engine, actions, store)
 
 
 def _answer(run: int, dashboards: list[int] | None = None) -> dict[str, Any]:
@@ -234,3 +247,27 @@ async def test_a_key_is_one_user_s_for_one_operation(api: Api) -> None:
     # and each repeats its own answer
     assert (await api.migrate(user="root")).json() == _answer(2)
     assert (await api.migrate(env="live")).json() == _answer(3)
+
+
+async def test_a_key_past_its_retention_is_a_new_request(api: Api) -> None:
+    await api.migrate()
+    await api.age("call-1", RETENTION - timedelta(minutes=1))
+    kept = await api.migrate()
+    assert (kept.json(), _replayed(kept)) == (_answer(1), "true")  # within the retention: a repeat
+    await api.age("call-1", timedelta(minutes=2))
+    later = await api.migrate()
+    assert (later.status_code, later.json(), _replayed(later)) == (202, _answer(2), None)
+    again = await api.migrate()
+    assert (again.json(), _replayed(again)) == (_answer(2), "true")  # the new answer is the one kept
+    assert api.actions.ran == [("migration:dev", "oleg")] * 2
+
+
+async def test_the_sweep_forgets_only_keys_past_their_retention(api: Api) -> None:
+    await api.migrate(key="old")
+    await api.migrate(key="new")
+    await api.age("old", RETENTION + timedelta(seconds=5))
+    await api.age("new", RETENTION - timedelta(minutes=1))
+    assert await api.store.sweep() == 1
+    assert await api.keys_kept() == 1
+    kept = await api.migrate(key="new")
+    assert (kept.json(), _replayed(kept)) == (_answer(2), "true")

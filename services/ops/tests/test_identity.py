@@ -12,10 +12,9 @@ from sqlalchemy import text
 
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
-from sstools.common.tokens import TokenType
+from sstools.common.tokens import SERVICE_AUDIENCE, TokenType
 from sstools.devstack.keys import forged_token, user_token
 from sstools.devstack.testing import started_service
-from sstools.ops.api.auth import SERVICE_AUDIENCE
 from sstools.ops.main import assemble
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.users import UserStore

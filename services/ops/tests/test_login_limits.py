@@ -13,7 +13,7 @@ from sqlalchemy import func, select, update
 from starlette.requests import Request
 
 from sstools.common.db import create_engine
-from sstools.ops.api.clients import client_address, parse_networks
+from sstools.ops.api.clients import TrustedProxies, client_address, parse_networks
 from sstools.ops.signin import PasswordChecks, SignInRefused
 from sstools.ops.store.limits import Backoff, Limits
 from sstools.ops.store.tables import limits
@@ -111,8 +111,9 @@ async def test_a_client_address_is_blocked_across_names_only_when_a_trusted_prox
         login_free_failures_per_address=3,
         login_first_delay_seconds=30,
         trusted_proxies="127.0.0.0/8, 10.0.0.0/8",
+        trusted_proxy_hops=2,
     ) as ops:
-        # the ingress (trusted) appended the client's address after one the client wrote itself
+        # two proxies (both trusted) appended the client's address after one the client wrote itself
         attacker = "198.51.100.1, 203.0.113.7, 10.1.2.3"
         for n in range(4):
             assert (await login(ops, f"user-{n}", "wrong", via=attacker)).status_code == 401
@@ -245,25 +246,29 @@ async def test_a_sign_in_that_gives_up_while_waiting_or_once_its_turn_came_frees
 
 
 @pytest.mark.parametrize(
-    ("peer", "forwarded", "trusted", "client"),
+    ("peer", "forwarded", "trusted", "hops", "client"),
     [
-        ("203.0.113.9", "198.51.100.1", "", "203.0.113.9"),  # no proxy trusted: the header is ignored
-        ("10.0.0.5", "198.51.100.1", "", "10.0.0.5"),
-        ("10.0.0.5", "198.51.100.1", "10.0.0.0/8", "198.51.100.1"),
-        ("10.0.0.5", "6.6.6.6, 198.51.100.1", "10.0.0.0/8", "198.51.100.1"),  # the client wrote 6.6.6.6
-        ("10.0.0.5", "198.51.100.1, 10.9.9.9", "10.0.0.0/8", "198.51.100.1"),  # two trusted hops
-        ("10.0.0.5", "10.1.1.1", "10.0.0.0/8", "10.1.1.1"),  # every hop trusted: the first one
-        ("203.0.113.9", "198.51.100.1", "10.0.0.0/8", "203.0.113.9"),  # not our proxy: its word is not taken
-        ("10.0.0.5", "not-an-address, x" + "y" * 100, "10.0.0.0/8", "x" + "y" * 63),
+        ("203.0.113.9", "198.51.100.1", "", 1, "203.0.113.9"),  # no proxy trusted: the header is ignored
+        ("10.0.0.5", "198.51.100.1", "", 1, "10.0.0.5"),
+        ("10.0.0.5", "198.51.100.1", "10.0.0.0/8", 1, "198.51.100.1"),
+        ("10.0.0.5", "6.6.6.6, 198.51.100.1", "10.0.0.0/8", 1, "198.51.100.1"),  # the client wrote 6.6.6.6
+        ("10.0.0.5", "198.51.100.1, 10.9.9.9", "10.0.0.0/8", 2, "198.51.100.1"),  # two trusted hops
+        ("10.0.0.5", "10.1.1.1", "10.0.0.0/8", 2, "10.1.1.1"),  # every hop trusted: the first one
+        # not our proxy: its word is not taken
+        ("203.0.113.9", "198.51.100.1", "10.0.0.0/8", 1, "203.0.113.9"),
+        ("10.0.0.5", "not-an-address, x" + "y" * 100, "10.0.0.0/8", 1, "x" + "y" * 63),
+        # a client inside the trusted range wrote 6.6.6.6; the one proxy in front appended its address
+        ("10.0.0.5", "6.6.6.6, 10.1.2.3", "10.0.0.0/8", 1, "10.1.2.3"),
+        ("10.0.0.5", "6.6.6.6, 10.1.2.3, 10.9.9.9", "10.0.0.0/8", 2, "10.1.2.3"),
     ],
 )
 def test_the_client_is_the_first_address_a_trusted_proxy_did_not_write(
-    peer: str, forwarded: str, trusted: str, client: str
+    peer: str, forwarded: str, trusted: str, hops: int, client: str
 ) -> None:
     request = Request(
         {"type": "http", "client": (peer, 1234), "headers": [(b"x-forwarded-for", forwarded.encode())]}
     )
-    assert client_address(request, parse_networks(trusted)) == client
+    assert client_address(request, TrustedProxies(parse_networks(trusted), hops)) == client
 
 
 def test_a_trusted_proxy_that_is_not_an_address_is_refused_at_start() -> None:

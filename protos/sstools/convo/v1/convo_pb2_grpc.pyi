@@ -28,7 +28,11 @@ GRPC_VERSION: str
 
 class ConversationServiceStub:
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
-    Every call names the user it acts for; a conversation of another user is NOT_FOUND.
+    Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
+    made for a person carries that person's user token in `x-user-token`, and the person is its
+    subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
+    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
+    holder and need the service token alone.
     """
 
     @_typing.overload
@@ -44,6 +48,10 @@ class ConversationServiceStub:
     RenewLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RenewLeaseRequest, _convo_pb2.Lease]
     ReleaseLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ReleaseLeaseRequest, _convo_pb2.ReleaseLeaseResponse]
     RecordAudit: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]
+    """The record's user is the user token's subject; at the end of a turn (AppendMessages,
+    RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
+    bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+    """
     ArchiveConversation: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]
     """Archives the conversation and removes its LangGraph checkpoints."""
     ReadUpload: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ReadUploadRequest, _convo_pb2.Upload]
@@ -62,7 +70,11 @@ class ConversationServiceStub:
 @_typing.type_check_only
 class ConversationServiceAsyncStub(ConversationServiceStub):
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
-    Every call names the user it acts for; a conversation of another user is NOT_FOUND.
+    Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
+    made for a person carries that person's user token in `x-user-token`, and the person is its
+    subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
+    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
+    holder and need the service token alone.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -75,6 +87,10 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     RenewLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.RenewLeaseRequest, _convo_pb2.Lease]  # type: ignore[assignment]
     ReleaseLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.ReleaseLeaseRequest, _convo_pb2.ReleaseLeaseResponse]  # type: ignore[assignment]
     RecordAudit: _aio.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]  # type: ignore[assignment]
+    """The record's user is the user token's subject; at the end of a turn (AppendMessages,
+    RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
+    bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+    """
     ArchiveConversation: _aio.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]  # type: ignore[assignment]
     """Archives the conversation and removes its LangGraph checkpoints."""
     ReadUpload: _aio.UnaryUnaryMultiCallable[_convo_pb2.ReadUploadRequest, _convo_pb2.Upload]  # type: ignore[assignment]
@@ -92,7 +108,11 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
 
 class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
-    Every call names the user it acts for; a conversation of another user is NOT_FOUND.
+    Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
+    made for a person carries that person's user token in `x-user-token`, and the person is its
+    subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
+    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
+    holder and need the service token alone.
     """
 
     @_abc_1.abstractmethod
@@ -144,7 +164,11 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _convo_pb2.RecordAuditRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_convo_pb2.RecordAuditResponse, _abc.Awaitable[_convo_pb2.RecordAuditResponse]]: ...
+    ) -> _typing.Union[_convo_pb2.RecordAuditResponse, _abc.Awaitable[_convo_pb2.RecordAuditResponse]]:
+        """The record's user is the user token's subject; at the end of a turn (AppendMessages,
+        RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
+        bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+        """
 
     @_abc_1.abstractmethod
     def ArchiveConversation(

@@ -49,6 +49,9 @@ class ToolSpec:
     keywords_ru: tuple[str, ...]
     # Only superset_execute_sql: the policy for anything but one read-only statement.
     mutating_sql_policy: Policy | None = field(default=None)
+    # A call that makes Superset or a database do real work (every chart's query, a statement,
+    # a schema's walk): ops counts it against the person's budget of such calls per minute.
+    heavy: bool = False
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -159,6 +162,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "чё там с",
             "что там с",
         ),
+        heavy=True,
     ),
     ToolSpec(
         "list_environments",
@@ -434,6 +438,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ("sql", "query", "run query", "execute sql", "select", "sql lab", "run sql"),
         ("sql", "запрос", "выполни запрос", "выполни sql", "селект", "скуль", "sql lab", "запусти запрос"),
         mutating_sql_policy=_policy(D, ADMIN),
+        heavy=True,
     ),
     ToolSpec(
         "superset_explore_database",
@@ -442,6 +447,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Изучить базу данных, подключённую к Superset: показать схемы, таблицы и колонки.",
         ("database", "schema", "schemas", "tables", "table", "columns", "explore database", "db"),
         ("база", "базы данных", "бд", "схема", "схемы", "таблицы", "таблица", "колонки", "столбцы", "поля"),
+        heavy=True,
     ),
     ToolSpec(
         "superset_audit_permissions",

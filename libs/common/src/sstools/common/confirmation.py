@@ -1,7 +1,7 @@
 """A person's confirmation as ops can check it, instead of a flag a library could drop.
 
 Once a person confirmed a card, the agent's gate signs a short-lived ``confirmation`` token for
-that one call: the user, the tool, the call id (which is also the request's Idempotency-Key)
+that one call: the user, the tool, the call's Idempotency-Key (which the gate derives for it)
 and the fingerprint of the exact request the tool will send. Ops refuses a call that needs a
 confirmation unless it carries one whose every claim matches the request it received, so a
 confirmed call cannot be replayed as another, sent for another user, or changed on the way.
@@ -30,7 +30,7 @@ def request_fingerprint(method: str, target: bytes, body: bytes) -> str:
 class Confirmation:
     username: str
     tool: str
-    call_id: str
+    idempotency_key: str
     fingerprint: str
 
 
@@ -39,7 +39,11 @@ class ConfirmationCodec:
         self._codec = JwtCodec(secret)
 
     def sign(self, confirmation: Confirmation) -> str:
-        claims = {"tool": confirmation.tool, "call": confirmation.call_id, "req": confirmation.fingerprint}
+        claims = {
+            "tool": confirmation.tool,
+            "call": confirmation.idempotency_key,
+            "req": confirmation.fingerprint,
+        }
         return self._codec.issue(
             confirmation.username,
             token_type=TokenType.CONFIRMATION,

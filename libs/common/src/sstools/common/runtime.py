@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
+from sstools.common.grpc_auth import Callers, ServiceTokenCheck
 from sstools.common.health import Readiness, admin_app, health_router
 from sstools.common.logs import configure_logging
 from sstools.common.metrics import GrpcServerMetrics, HttpServerMetrics, new_registry
@@ -89,6 +90,7 @@ class Service:
         self._grpc_parts: list[tuple[int, GrpcRegistration]] = []
         self._grpc_options: list[tuple[str, int]] = []
         self._grpc_server: grpc.aio.Server | None = None
+        self._grpc_callers: Callers | None = None
         self._grpc_health = HealthServicer()
         self._grpc_services: list[str] = []
         self._http: list[_HttpListener] = [
@@ -100,10 +102,18 @@ class Service:
         self._background_tasks: list[asyncio.Task[None]] = []
 
     def add_grpc(
-        self, port: int, register: GrpcRegistration, *, max_message_bytes: int | None = None
+        self,
+        port: int,
+        register: GrpcRegistration,
+        *,
+        callers: Callers,
+        max_message_bytes: int | None = None,
     ) -> None:
-        """Serve gRPC on ``port``; health and reflection are added for every registered service."""
+        """Serve gRPC on ``port`` to callers with a service token ``callers`` verifies (one
+        server: the last one given is checked for all); health and reflection are added for every
+        registered service, open to all."""
         self._grpc_parts.append((port, register))
+        self._grpc_callers = callers
         if max_message_bytes is not None:
             self._grpc_options.append(("grpc.max_receive_message_length", max_message_bytes))
 
@@ -194,8 +204,14 @@ class Service:
             await asyncio.sleep(0.01)
 
     async def _start_grpc(self) -> None:
+        assert self._grpc_callers is not None  # set with every part
         server = grpc.aio.server(
-            interceptors=[*grpc_server_interceptors(self.tracer_provider), GrpcServerMetrics(self.registry)],
+            # the check last: a refused call is still traced and counted
+            interceptors=[
+                *grpc_server_interceptors(self.tracer_provider),
+                GrpcServerMetrics(self.registry),
+                ServiceTokenCheck(self._grpc_callers),
+            ],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Clients reconnect after this age and re-resolve the target on the way: a client

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sstools.common.grpc_auth import Callers
 from sstools.common.tokens import PublicKeyCodec, parse_public_keys
 
 
@@ -62,7 +63,36 @@ def environment_variables(settings_class: type[BaseSettings]) -> dict[str, str]:
     return variables
 
 
-class AuthSettings(BaseSettings):
+class CallerSettings(BaseSettings):
+    """Mixin for gRPC servers that check their callers' service tokens (the router, which also
+    runs offline — warm, route, eval — without keys: required only to serve)."""
+
+    jwt_public_keys: str = Field(
+        default="",
+        validation_alias="JWT_PUBLIC_KEYS",
+        description="Ed25519 public keys (PEM) of ops, whose service tokens callers must send; "
+        "required to serve.",
+    )
+
+    @field_validator("jwt_public_keys")
+    @classmethod
+    def _public_keys(cls, value: str) -> str:
+        if value:
+            parse_public_keys(value)  # refuse a bad key at start, with the reason
+        return value
+
+    def token_codec(self) -> PublicKeyCodec:
+        """Verifies tokens; holds no private key."""
+        if not self.jwt_public_keys:
+            raise ValueError("JWT_PUBLIC_KEYS is required: callers' service tokens are checked with it")
+        return PublicKeyCodec(parse_public_keys(self.jwt_public_keys))
+
+    def grpc_callers(self, *, late_user_seconds: float = 0.0) -> Callers:
+        """Checks the service token (and user token) of every gRPC call with these keys."""
+        return Callers(self.token_codec(), late_user_seconds=late_user_seconds)
+
+
+class AuthSettings(CallerSettings):
     """Mixin for services that verify the tokens ops signs (user and service tokens)."""
 
     jwt_public_keys: str = Field(
@@ -70,16 +100,6 @@ class AuthSettings(BaseSettings):
         description="Ed25519 public keys (PEM, one after another) whose tokens are trusted; "
         "two while one replaces the other.",
     )
-
-    @field_validator("jwt_public_keys")
-    @classmethod
-    def _public_keys(cls, value: str) -> str:
-        parse_public_keys(value)  # refuse a bad key at start, with the reason
-        return value
-
-    def token_codec(self) -> PublicKeyCodec:
-        """Verifies tokens; holds no private key."""
-        return PublicKeyCodec(parse_public_keys(self.jwt_public_keys))
 
 
 class AccountCheckSettings(BaseSettings):

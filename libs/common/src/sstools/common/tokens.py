@@ -30,6 +30,9 @@ SHARED_ALGORITHM = "HS256"
 SIGNED_ALGORITHM = "EdDSA"
 # The audience of user tokens: every service that acts for the browser's user accepts it.
 USER_AUDIENCE = "sstools"
+# The audience of service tokens: every internal service accepts them (ops' REST API, convo's,
+# the router's and docparse's gRPC), since their one caller, the agent, reaches them all.
+SERVICE_AUDIENCE = "sstools-services"
 # RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
 MIN_SECRET_BYTES = 32
 _REQUIRED_CLAIMS = ["exp", "iat", "aud", "sub", "typ"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 ENV_ID_MAX_CHARS = 63
@@ -36,10 +36,23 @@ as text (SQL Lab's ``set search_path = "{schema}"`` on PostgreSQL), so nothing t
 quote, a statement or a comment — no quotes, spaces, dots, semicolons — can be one. Ops also
 asks Superset whether the database has it before it is used."""
 
-GIT_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
-GitRef = Annotated[str, StringConstraints(pattern=GIT_REF_PATTERN, max_length=200)]
-"""A branch name: never an option (no leading ``-``), no spaces or revision syntax (``~^:@{``);
-git's own ``check-ref-format`` is asked too."""
+# Components split by "/", each a letter or digit first, a dot only between other characters:
+# no "..", no "/." or trailing ".", no empty component.
+_GIT_COMPONENT = r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*"
+GIT_REF_PATTERN = rf"^{_GIT_COMPONENT}(?:/{_GIT_COMPONENT})*$"
+
+
+def _no_lock_component(name: str) -> str:
+    if any(component.endswith(".lock") for component in name.split("/")):
+        raise ValueError("a branch name's part may not end with .lock")
+    return name
+
+
+GitRef = Annotated[
+    str, StringConstraints(pattern=GIT_REF_PATTERN, max_length=200), AfterValidator(_no_lock_component)
+]
+"""A branch name: never an option (no leading ``-``), no spaces, no revision syntax (``~^:@{``,
+``a..b``) and nothing ``git check-ref-format`` refuses — which ops asks too."""
 
 
 # One line of free text (a title, a search word, a name, a reason): no control characters, so no

@@ -63,10 +63,10 @@ class TurnLimit:
     turns: int
     window_seconds: int
 
-    async def count(self, convo: ConvoClient, username: str) -> None:
-        """Count a new message of the user; ``Refusal`` RATE_LIMITED past the limit."""
+    async def count(self, convo: ConvoClient, user_token: str) -> None:
+        """Count a new message of the user of ``user_token``; ``Refusal`` RATE_LIMITED past the limit."""
         try:
-            wait = await convo.count_turn(username, self.turns, self.window_seconds)
+            wait = await convo.count_turn(user_token, self.turns, self.window_seconds)
         except ConvoUnavailable as error:
             raise Refusal("CONVO_UNAVAILABLE", str(error)) from None
         if wait is not None:
@@ -191,14 +191,14 @@ class Leases:
 
     @contextlib.asynccontextmanager
     async def held(
-        self, username: str, conversation_id: str, *, first_text: str | None, wait_seconds: float = 0.0
+        self, user_token: str, conversation_id: str, *, first_text: str | None, wait_seconds: float = 0.0
     ) -> AsyncIterator[None]:
         """Held for the block; ``Refusal`` says why not."""
         holder = f"{self._holder}:{uuid.uuid4().hex[:12]}"
         deadline = time.monotonic() + wait_seconds
         try:
             while not await self._convo.acquire_lease(
-                username, conversation_id, holder, self._ttl, first_text=first_text
+                user_token, conversation_id, holder, self._ttl, first_text=first_text
             ):
                 if time.monotonic() >= deadline:
                     raise Refusal("BUSY", "this conversation is answering in another tab or window")

@@ -206,7 +206,7 @@ class ChatService:
             finally:
                 record = self._record(turn, seen, time.monotonic() - started)
                 self._metrics.observe(record, (event.metadata for event in seen), first_token)
-                await asyncio.shield(self._audit(record))
+                await asyncio.shield(self._audit(record, turn.user_token))
 
     async def refuse(self, turn: Turn, code: str, message: str, **facts: str) -> AsyncIterator[Event]:
         """A submit the edge could not take as it was (too big, malformed): said, and audited."""
@@ -216,7 +216,7 @@ class ChatService:
             yield event
         record = self._record(turn, events, time.monotonic() - started)
         self._metrics.observe(record, (event.metadata for event in events), None)
-        await self._audit(record)
+        await self._audit(record, turn.user_token)
 
     def _record(self, turn: Turn, events: list[Event], latency_seconds: float) -> AuditRecord:
         edits: dict[str, Any] = {}
@@ -233,9 +233,9 @@ class ChatService:
             service_identity=self._service_identity,
         )
 
-    async def _audit(self, record: AuditRecord) -> None:
+    async def _audit(self, record: AuditRecord, user_token: str) -> None:
         try:
-            await self._convo.record_audit(record)
+            await self._convo.record_audit(record, user_token)
         except ConvoUnavailable as problem:  # the turn is over either way; the log keeps what it was
             _log.warning("audit record not kept", extra={"error": str(problem), "audit": asdict(record)})
 
@@ -251,7 +251,10 @@ class ChatService:
                     if not held:
                         raise Refusal("BUSY", "the conversation is still streaming; try again")
                     async with self._leases.held(
-                        turn.username, turn.conversation_id, first_text=None, wait_seconds=RESUME_WAIT_SECONDS
+                        turn.user_token,
+                        turn.conversation_id,
+                        first_text=None,
+                        wait_seconds=RESUME_WAIT_SECONDS,
                     ):
                         async for event in self._resume(turn, answer):
                             yield event
@@ -259,7 +262,7 @@ class ChatService:
             session = (turn.username, turn.session_id)
             if session in self._sessions:
                 raise Refusal("BUSY", "one message at a time: the previous one is still being answered")
-            await self._turn_limit.count(self._convo, turn.username)
+            await self._turn_limit.count(self._convo, turn.user_token)
             self._sessions.add(session)
             try:
                 async with self._locks.held(turn.conversation_id) as held:
@@ -278,7 +281,7 @@ class ChatService:
         one that is not this user's upload for this conversation refuses the whole turn. Once
         the turn has run, its uploads are deleted, however it ended."""
         try:
-            files = await fetch_uploads(self._convo, turn.username, turn.conversation_id, turn.files)
+            files = await fetch_uploads(self._convo, turn.user_token, turn.conversation_id, turn.files)
         except UploadNotFound:
             raise Refusal(
                 UPLOAD_NOT_FOUND,
@@ -288,7 +291,7 @@ class ChatService:
         except ConvoUnavailable as problem:
             raise Refusal("CONVO_UNAVAILABLE", str(problem)) from None
         try:
-            async with self._leases.held(turn.username, turn.conversation_id, first_text=turn.text):
+            async with self._leases.held(turn.user_token, turn.conversation_id, first_text=turn.text):
                 async for event in self._send(turn, files):
                     yield event
         finally:
@@ -297,7 +300,7 @@ class ChatService:
 
     async def _forget_uploads(self, turn: Turn) -> None:
         try:
-            await self._convo.delete_uploads(turn.username, turn.conversation_id, list(turn.files))
+            await self._convo.delete_uploads(turn.user_token, turn.conversation_id, list(turn.files))
         except ConvoUnavailable as problem:  # they expire by themselves; say so in the log
             _log.warning("uploads not deleted", extra={"error": str(problem)})
 
@@ -322,7 +325,7 @@ class ChatService:
         message_id = str(uuid.uuid4())
         try:  # kept before anything runs: a turn convo cannot record does not happen
             _, uploads, prefetched = await asyncio.gather(
-                self._convo.record_user_message(turn.username, turn.conversation_id, message_id, turn.text),
+                self._convo.record_user_message(turn.user_token, turn.conversation_id, message_id, turn.text),
                 read_uploads(files, self._docparse),
                 self._prefetch(turn, context.env, routing),
             )
@@ -456,7 +459,7 @@ class ChatService:
     ) -> None:
         try:
             await self._convo.record_answer(
-                turn.username,
+                turn.user_token,
                 turn.conversation_id,
                 str(uuid.uuid4()),
                 text,

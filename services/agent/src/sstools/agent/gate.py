@@ -17,8 +17,10 @@ change. The answer must name that digest. The resumed call runs exactly the card
 arguments; edited ones are validated and decided again, and an edit that changes anything the
 card shows (any argument, and so the environment, tier, risk, role or object) is answered with a
 new card showing the edited call, never an execution: only a card the person saw runs.
-Once confirmed, the call carries a confirmation signed for its user, tool, id and exact request
-(:class:`~sstools.agent.tools.Confirmations`), which ops requires.
+Every call that runs is handed its Idempotency-Key, derived from the conversation, the model's
+answer that asked, the call and what the person confirmed (or the request itself); once
+confirmed, it also carries a confirmation signed for its user, tool, key and exact request
+(:class:`~sstools.agent.tools.Passes`), which ops requires.
 """
 
 import asyncio
@@ -28,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from langchain_core.callbacks.manager import adispatch_custom_event
-from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
@@ -36,12 +38,12 @@ from pydantic import ValidationError
 from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, say
-from sstools.agent.tools import Confirmations, ops_call
+from sstools.agent.tools import Passes, idempotency_key, ops_call
 from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
 from sstools.common.catalogue import tool as catalogue_tool
 from sstools.common.confirmation import Confirmation
 from sstools.common.policy import Decision, decide, resolve_env
-from sstools.common.tool_args import ARGS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
+from sstools.common.tool_args import ARGS, ENDPOINTS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
 
 ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model is not asked again
 # The artifact key of a call's result that a person answered: the card's digest and the answer,
@@ -235,14 +237,22 @@ def shown_arguments(arguments: ToolArgs) -> dict[str, Any]:
     return arguments.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-def _batch(request: ToolCallRequest) -> list[ToolCall]:
-    """The calls the model made together with this one (its AI message's)."""
+def _asking(request: ToolCallRequest) -> AIMessage | None:
+    """The model's answer that made this call: the latest one with its id (a server may use the
+    same id again in a later answer)."""
     state = request.state if isinstance(request.state, dict) else {}
     for message in reversed(state.get("messages", [])):
-        calls: list[ToolCall] = getattr(message, "tool_calls", None) or []
-        if any(call["id"] == request.tool_call["id"] for call in calls):
-            return calls
-    return [request.tool_call]
+        if isinstance(message, AIMessage) and any(
+            call["id"] == request.tool_call["id"] for call in message.tool_calls
+        ):
+            return message
+    return None
+
+
+def _batch(request: ToolCallRequest) -> list[ToolCall]:
+    """The calls the model made together with this one (its AI message's)."""
+    asking = _asking(request)
+    return asking.tool_calls if asking is not None else [request.tool_call]
 
 
 def _waits_its_turn(request: ToolCallRequest) -> bool:
@@ -259,8 +269,34 @@ def _waits_its_turn(request: ToolCallRequest) -> bool:
     return len(batch) > 1 and bool(changing) and request.tool_call["id"] != changing[0]
 
 
+def _grant(
+    passes: Passes,
+    request: ToolCallRequest,
+    configurable: Mapping[str, Any],
+    arguments: ToolArgs,
+    answered: Mapping[str, str] | None,
+    facts: GateFacts,
+) -> None:
+    """The call's pass: its Idempotency-Key and, once the person confirmed it, a confirmation
+    signed for this user, tool, key and the exact request the tool will send."""
+    call = request.tool_call
+    thread_id = str(configurable.get("thread_id", ""))
+    fingerprint = facts.fingerprint(ops_call(call["name"], arguments))
+    asking = _asking(request)
+    key = idempotency_key(
+        thread_id,
+        str(asking.id if asking is not None else ""),
+        str(call["id"]),
+        answered["digest"] if answered is not None else fingerprint,
+    )
+    confirmation = None
+    if answered is not None:
+        confirmation = Confirmation(str(configurable.get("username", "")), call["name"], key, fingerprint)
+    passes.grant(thread_id, str(call["id"]), key, confirmation)
+
+
 def gate(
-    facts: GateFacts, confirmations: Confirmations, tool_timeout_seconds: float, user_token_key: str
+    facts: GateFacts, passes: Passes, tool_timeout_seconds: float, user_token_key: str
 ) -> Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]]:
     async def judged(
         request: ToolCallRequest, configurable: dict[str, Any]
@@ -344,15 +380,8 @@ def gate(
         if isinstance(outcome, ToolMessage):
             return outcome
         arguments, decision, answered = outcome
-        if answered is not None:
-            request_sent = ops_call(call["name"], arguments)
-            confirmation = Confirmation(
-                str(configurable.get("username", "")),
-                call["name"],
-                str(call["id"]),
-                facts.fingerprint(request_sent),
-            )
-            confirmations.grant(thread_id, confirmation)
+        if call["name"] in ENDPOINTS:  # show_capabilities answers from the catalogue: nothing sent
+            _grant(passes, request, configurable, arguments, answered, facts)
         request = request.override(tool_call={**call, "args": shown_arguments(arguments)})
         try:
             result = await asyncio.wait_for(execute(request), tool_timeout_seconds)
@@ -374,7 +403,7 @@ def gate(
             await adispatch_custom_event("tool_timeout", timeout)
             return error_message(call, {"code": "tool_timeout", **timeout}, answered=answered)
         finally:
-            confirmations.take(thread_id, str(call["id"]))  # a confirmation is good for this one run
+            passes.take(thread_id, str(call["id"]))  # a pass is good for this one run
         if answered is not None and isinstance(result, ToolMessage):
             result.artifact = {
                 **(result.artifact if isinstance(result.artifact, dict) else {}),

@@ -41,7 +41,7 @@ from sstools.agent.context import CONTEXT_KEY, TurnContext
 from sstools.agent.fence import OUTSIDE_DATA, model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.prefetch import PREFETCH_KEY
-from sstools.agent.tools import USER_TOKEN, Confirmations
+from sstools.agent.tools import USER_TOKEN, Passes
 
 CONTEXT_TOKENS = 4000
 
@@ -149,7 +149,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any],
     *,
     gate_facts: GateFacts,
-    confirmations: Confirmations,
+    passes: Passes,
     tool_timeout_seconds: float,
     tracer: Tracer,
     model_name: str,
@@ -206,7 +206,7 @@ def build_graph(
 
     tool_node = ToolNode(
         list(tools.values()),
-        awrap_tool_call=gate(gate_facts, confirmations, tool_timeout_seconds, USER_TOKEN),
+        awrap_tool_call=gate(gate_facts, passes, tool_timeout_seconds, USER_TOKEN),
         handle_tool_errors=_tool_error_text,
     )
     graph = StateGraph(MessagesState)

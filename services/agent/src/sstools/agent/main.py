@@ -20,7 +20,7 @@ from sstools.agent.llm import chat_model
 from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
 from sstools.agent.telemetry import TurnMetrics
-from sstools.agent.tools import Confirmations, build_tools
+from sstools.agent.tools import Passes, build_tools
 from sstools.agent.ui.app import CHAT_PATH, chat_blocks
 from sstools.agent.ui.closed import ClosedGradioUploads
 from sstools.common.accounts import Accounts
@@ -43,23 +43,25 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         timeout=settings.tool_timeout_seconds,
         tracer_provider=service.tracer_provider,
     )
-    router = ToolRouter(settings.router_target, settings.router_timeout_seconds, service.tracer_provider)
+    # the service token ops issues the agent authenticates it to its gRPC peers too
+    router = ToolRouter(settings.router_target, settings.router_timeout_seconds, service.tracer_provider, ops)
     convo = ConvoClient(
         settings.convo_target,
         settings.convo_timeout_seconds,
         service.tracer_provider,
+        ops,
         upload_timeout_seconds=settings.docparse_timeout_seconds,
     )
     docparse = DocparseClient(
-        settings.docparse_target, settings.docparse_timeout_seconds, service.tracer_provider
+        settings.docparse_target, settings.docparse_timeout_seconds, service.tracer_provider, ops
     )
     llm_http = openai.DefaultAsyncHttpxClient(timeout=settings.llm_timeout_seconds)
     model, model_name, provider_name = chat_model(settings, llm_http)
     tracer = service.tracer_provider.get_tracer("sstools.agent")
-    confirmations = Confirmations(ConfirmationCodec(settings.confirmation_secret.get_secret_value()))
+    passes = Passes(ConfirmationCodec(settings.confirmation_secret.get_secret_value()))
     tools = build_tools(
         ops,
-        confirmations,
+        passes,
         task_wait_seconds=settings.tool_timeout_seconds * settings.task_wait_share,
         retry_backoff_seconds=settings.tool_retry_backoff_seconds,
     )
@@ -76,7 +78,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
                     tools,
                     saver,
                     gate_facts=ops,
-                    confirmations=confirmations,
+                    passes=passes,
                     tool_timeout_seconds=timeout,
                     tracer=tracer,
                     model_name=model_name,

@@ -3,14 +3,17 @@ from the catalogue, whose argument models and ops endpoints are the ones declare
 (``sstools.common.tool_args``), and which act through ops.
 
 Each tool's body is one ops call on behalf of the user in the run's config (``__user_token``),
-with the tool call id as the Idempotency-Key and, for a call the person confirmed, the gate's
-signed confirmation (:class:`Confirmations`); a read tool asks again (``tool_retry``) when ops
-or Superset answered with a passing failure. What ops answers is the tool's result, as JSON;
-what ops refuses raises :class:`OpsError`, which the graph turns into a ``tool_error``.
+with what the gate handed it beside the arguments (:class:`Passes`): the call's
+Idempotency-Key and, for a call the person confirmed, the gate's signed confirmation; a read
+tool asks again (``tool_retry``) when ops or Superset answered with a passing failure. What ops
+answers is the tool's result, as JSON; what ops refuses raises :class:`OpsError`, which the
+graph turns into a ``tool_error``.
 """
 
 import asyncio
+import hashlib
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain_core.callbacks.manager import adispatch_custom_event
@@ -27,22 +30,42 @@ USER_TOKEN = "__user_token"  # in the run's config; "__" keeps it out of checkpo
 RETRY_ATTEMPTS = 3
 
 
-class Confirmations:
-    """The gate's word that a person confirmed a call, as ops checks it: a token signed for the
-    call's user, tool, id and exact request, kept by conversation and tool call id (ids come
-    from the model, so only the pair names a call) until the tool sends it, once. It travels
-    beside the call because the tool node hands a tool only the arguments its model declares."""
+def idempotency_key(conversation_id: str, message_id: str, call_id: str, digest: str) -> str:
+    """The key ops runs a call once by: the conversation, the model's answer that asked for the
+    call and the call in it, and what the person confirmed (the card's digest) or else the very
+    request. Never the server's call id alone: some servers number their calls the same in every
+    answer (``functions.run_backup:0``), and a later backup would get the first one's answer back
+    instead of running. The same call run again (a resume after a restart) has the same key."""
+    parts = json.dumps([conversation_id, message_id, call_id, digest], ensure_ascii=False)
+    return "sst-" + hashlib.sha256(parts.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What the gate hands a call's tool beside its arguments: the Idempotency-Key it derived,
+    and the signed confirmation of a call the person confirmed."""
+
+    idempotency_key: str
+    confirmation: str | None = None
+
+
+class Passes:
+    """The gate's passes, kept by conversation and tool call id (ids come from the model, so
+    only the pair names a call) until the tool sends its call, once. A pass travels beside the
+    call because the tool node hands a tool only the arguments its model declares. A person's
+    confirmation is signed as ops checks it: for the call's user, tool, key and exact request."""
 
     def __init__(self, codec: ConfirmationCodec) -> None:
         self._codec = codec
-        self._signed: dict[tuple[str, str], str] = {}
+        self._passes: dict[tuple[str, str], Pass] = {}
 
-    def grant(self, thread_id: str, confirmation: Confirmation) -> None:
-        self._signed[(thread_id, confirmation.call_id)] = self._codec.sign(confirmation)
+    def grant(self, thread_id: str, call_id: str, key: str, confirmation: Confirmation | None) -> None:
+        signed = self._codec.sign(confirmation) if confirmation is not None else None
+        self._passes[(thread_id, call_id)] = Pass(key, signed)
 
-    def take(self, thread_id: str, call_id: str) -> str | None:
-        """The call's confirmation, if it has one; after this, it has not any more."""
-        return self._signed.pop((thread_id, call_id), None)
+    def take(self, thread_id: str, call_id: str) -> Pass | None:
+        """The call's pass, if it has one; after this, it has not any more."""
+        return self._passes.pop((thread_id, call_id), None)
 
 
 def tool_schema(args: type[ToolArgs]) -> type[ToolArgs]:
@@ -83,7 +106,7 @@ def _transient(error: OpsError) -> bool:
 def _ops_tool(
     spec: ToolSpec,
     ops: OpsClient,
-    confirmations: Confirmations,
+    passes: Passes,
     task_wait_seconds: float,
     retry_backoff_seconds: float,
 ) -> BaseTool:
@@ -91,7 +114,7 @@ def _ops_tool(
 
     async def run(config: RunnableConfig, **values: Any) -> str:
         configurable = config.get("configurable") or {}
-        confirmation = confirmations.take(str(configurable.get("thread_id", "")), values["tool_call_id"])
+        granted = passes.take(str(configurable.get("thread_id", "")), values["tool_call_id"])
         arguments = schema.model_validate(values)
         call = ops_call(spec.name, arguments)
         user_token = str(configurable[USER_TOKEN])
@@ -102,7 +125,10 @@ def _ops_tool(
         for attempt in range(1, attempts + 1):
             try:
                 result = await ops.call(
-                    call, user_token, idempotency_key=values["tool_call_id"], confirmation=confirmation
+                    call,
+                    user_token,
+                    idempotency_key=granted.idempotency_key if granted else None,
+                    confirmation=granted.confirmation if granted else None,
                 )
                 break
             except OpsError as error:
@@ -137,7 +163,7 @@ def _ops_tool(
 
 def build_tools(
     ops: OpsClient,
-    confirmations: Confirmations,
+    passes: Passes,
     task_wait_seconds: float,
     retry_backoff_seconds: float = 0.5,
 ) -> dict[str, BaseTool]:
@@ -156,5 +182,5 @@ def build_tools(
                 args_schema=tool_schema(ARGS[spec.name]),
             )
         else:
-            tools[spec.name] = _ops_tool(spec, ops, confirmations, task_wait_seconds, retry_backoff_seconds)
+            tools[spec.name] = _ops_tool(spec, ops, passes, task_wait_seconds, retry_backoff_seconds)
     return tools

@@ -61,12 +61,14 @@ def parse_file_ids(raw: str) -> tuple[str, ...]:
 
 
 async def fetch_uploads(
-    convo: ConvoClient, user: str, conversation_id: str, upload_ids: Sequence[str]
+    convo: ConvoClient, user_token: str, conversation_id: str, upload_ids: Sequence[str]
 ) -> list[UploadedFile]:
     """Every upload the turn names, from convo; raises UploadNotFound if any is not this user's
     for this conversation (or is gone)."""
     return list(
-        await asyncio.gather(*(convo.read_upload(user, conversation_id, upload) for upload in upload_ids))
+        await asyncio.gather(
+            *(convo.read_upload(user_token, conversation_id, upload) for upload in upload_ids)
+        )
     )
 
 

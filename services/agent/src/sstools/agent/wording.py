@@ -161,6 +161,12 @@ _EXPLAINED: Mapping[str, tuple[str, str]] = {
         "Superset сейчас не отвечает. " + _RETRY_SHORTLY[0],
         "Superset does not answer right now. " + _RETRY_SHORTLY[1],
     ),
+    "read_budget_exceeded": (
+        "Слишком много тяжёлых запросов за минуту (проверки здоровья, SQL, обзор базы). "
+        "Повторите через {retry_after} с.",
+        "Too many heavy requests this minute (health checks, SQL, database exploration). "
+        "Try again in {retry_after} s.",
+    ),
     "maintenance": (
         "Окружение на обслуживании: изменения сейчас запрещены.",
         "The environment is under maintenance: changes are refused for now.",

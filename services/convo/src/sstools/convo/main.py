@@ -42,10 +42,12 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
         if settings.ops_url
         else None
     )
+    callers = settings.grpc_callers(late_user_seconds=settings.late_user_token_seconds)
     servicer = ConversationServicer(
         store,
         janitor,
         uploads,
+        callers,
         max_message_chars=settings.max_message_chars,
         lease_ttl=timedelta(seconds=settings.lease_ttl_seconds),
     )
@@ -53,7 +55,7 @@ def assemble(settings: ConvoSettings, service: Service) -> None:
     retention = timedelta(hours=settings.checkpoint_retention_hours)
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
-    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
+    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer), callers=callers)
     service.add_http(
         "rest",
         build_app(

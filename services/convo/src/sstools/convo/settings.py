@@ -29,6 +29,14 @@ class ConvoSettings(ServiceSettings, DatabaseSettings, AuthSettings, AccountChec
         default=200_000, ge=1, description="Longest message content accepted; longer is refused (413)."
     )
     lease_ttl_seconds: int = Field(default=60, ge=1, le=3600, description="Default life of an active lease.")
+    late_user_token_seconds: int = Field(
+        default=900,
+        ge=0,
+        le=3600,
+        description="How long after it expired a user token still records a turn's end over gRPC "
+        "(its answer, audit record and uploads' removal), with a valid service token: a turn may "
+        "outlive the token it began with.",
+    )
     housekeeping_interval_seconds: float = Field(
         default=30.0,
         gt=0,

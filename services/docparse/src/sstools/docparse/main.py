@@ -27,6 +27,7 @@ def assemble(settings: DocparseSettings, service: Service) -> None:
     service.add_grpc(
         settings.grpc_port,
         lambda server: register(server, servicer),
+        callers=settings.grpc_callers(),
         max_message_bytes=2 * settings.max_file_bytes + _ENVELOPE_BYTES,
     )
     service.add_warmup(pool.start)

@@ -3,11 +3,11 @@ from typing import ClassVar
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.settings import ServiceSettings
+from sstools.common.settings import AuthSettings, ServiceSettings
 from sstools.docparse.model import Limits
 
 
-class DocparseSettings(ServiceSettings):
+class DocparseSettings(ServiceSettings, AuthSettings):
     model_config = SettingsConfigDict(env_prefix="DOCPARSE_")
     service_name: ClassVar[str] = "docparse"
 

@@ -18,8 +18,9 @@ from sstools.common.runtime import Service, service_main
 from sstools.ops import jobs
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import Authenticator
-from sstools.ops.api.clients import parse_networks
+from sstools.ops.api.clients import TrustedProxies, parse_networks
 from sstools.ops.api.context import OpsContext, SqlLimits
+from sstools.ops.api.guard import HeavyReads
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.environments import parse_environments
@@ -41,7 +42,7 @@ from sstools.ops.tasks import TaskWorker
 
 _log = logging.getLogger(__name__)
 
-LIMITS_SWEEP_SECONDS = 600
+SWEEP_SECONDS = 600
 
 
 def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: TracerProvider) -> OpsContext:
@@ -64,6 +65,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
     tasks = TaskStore(engine)
     handlers = jobs.handlers(supersets, backups, deployments, llm)
     users = UserStore(engine)
+    limits = Limits(engine)
     return OpsContext(
         authenticator=Authenticator(
             settings.token_codec(),
@@ -73,25 +75,26 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
         ),
         sign_ins=SignIns(
             users,
-            Limits(engine),
+            limits,
             PasswordChecks(settings.password_checks_at_once, settings.password_checks_waiting),
             sign_in_policy(settings),
             settings.clients(),
         ),
         sessions=RefreshTokens(engine, timedelta(seconds=settings.refresh_token_ttl_seconds)),
-        trusted_proxies=parse_networks(settings.trusted_proxies),
+        trusted_proxies=TrustedProxies(parse_networks(settings.trusted_proxies), settings.trusted_proxy_hops),
         confirmations=ConfirmationCodec(settings.confirmation_secret.get_secret_value()),
         audit=AuditLog(engine),
         supersets=supersets,
         tasks=tasks,
         worker=TaskWorker(tasks, handlers, lease=timedelta(seconds=settings.task_lease_seconds)),
-        idempotency=IdempotencyStore(engine),
+        idempotency=IdempotencyStore(engine, timedelta(seconds=settings.idempotency_retention_seconds)),
         maintenance=maintenance,
         backups=backups,
         deployments=deployments,
         git=GitRepository(settings.git_repo),
         llm=llm,
         sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
+        heavy_reads=HeavyReads(limits, settings.heavy_reads_per_minute),
     )
 
 
@@ -130,22 +133,27 @@ def assemble(settings: OpsSettings, service: Service) -> None:
                 _log.warning("admin not created yet", extra={"error": repr(error)[:200]})
                 await asyncio.sleep(2)
 
-    async def sweep_limits() -> None:
+    async def sweep() -> None:
         """Forget the counters of names and addresses that stopped failing (a flood of made-up
-        ones would otherwise stay in the table)."""
+        ones would otherwise stay in the table), and idempotency keys past their retention."""
         memory = timedelta(seconds=max(settings.login_memory_seconds, 60))
+        sweeps = {
+            "sign-in limits": lambda: context.sign_ins.limits.sweep(memory),
+            "idempotency keys": context.idempotency.sweep,
+        }
         while True:
-            await asyncio.sleep(LIMITS_SWEEP_SECONDS)
-            try:
-                await context.sign_ins.limits.sweep(memory)
-            except DBAPIError as error:
-                _log.warning("sign-in limits not swept", extra={"error": repr(error)[:200]})
+            await asyncio.sleep(SWEEP_SECONDS)
+            for name, forget in sweeps.items():
+                try:
+                    await forget()
+                except DBAPIError as error:
+                    _log.warning(f"{name} not swept", extra={"error": repr(error)[:200]})
 
     service.readiness.checks["database"] = MIGRATIONS.readiness_check(engine)
     service.add_http("api", build_app(context), settings.http_port)
     service.add_background(bootstrap_admin)
     service.add_background(context.worker.run)
-    service.add_background(sweep_limits)
+    service.add_background(sweep)
     service.add_cleanup(context.supersets.aclose)
     service.add_cleanup(engine.dispose)
 

@@ -71,6 +71,16 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         default=43_200, ge=1, description="Life of a refresh token; each use gives a new one."
     )
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
+    heavy_reads_per_minute: int = Field(
+        default=20,
+        ge=1,
+        description="Health checks, SQL statements and database explorations one person may run a minute.",
+    )
+    idempotency_retention_seconds: int = Field(
+        default=86_400,
+        ge=60,
+        description="How long a write's Idempotency-Key answers its repeats; past it, it is forgotten.",
+    )
 
     login_free_failures: int = Field(
         default=5, ge=0, description="Wrong passwords per user name before each failure blocks it."
@@ -99,6 +109,12 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
     trusted_proxies: str = Field(
         default="",
         description="Addresses or CIDR ranges of proxies whose X-Forwarded-For is believed.",
+    )
+    trusted_proxy_hops: int = Field(
+        default=1,
+        ge=1,
+        le=10,
+        description="Proxies in front of ops that append to X-Forwarded-For (the ingress alone: 1).",
     )
 
     @field_validator("jwt_private_key")

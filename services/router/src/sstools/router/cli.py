@@ -5,11 +5,13 @@ built with it starts ready at once.
 
 Input lines carry a "q" field; output lines are {"q", "tools", "tier", "ms", "degraded"}. The
 router runs in this process (the same code the service runs, configured by the same ROUTER_*
-variables), or, with --target HOST:PORT, a running router service answers.
+variables), or, with --target HOST:PORT, a running router service answers — to a caller with a
+service token from ops (POST /api/auth/service-token), given in SSTOOLS_SERVICE_TOKEN.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -17,6 +19,7 @@ from typing import Any, TextIO
 
 import grpc
 
+from sstools.common.grpc_auth import bearer
 from sstools.common.runtime import load_settings
 from sstools.router.settings import RouterSettings
 from sstools.router.v1 import router_pb2, router_pb2_grpc
@@ -35,11 +38,16 @@ def in_process() -> RouteFunction:
     return route
 
 
-def through_server(target: str) -> RouteFunction:
+SERVICE_TOKEN_VARIABLE = "SSTOOLS_SERVICE_TOKEN"
+
+
+def through_server(target: str, service_token: str) -> RouteFunction:
     stub = router_pb2_grpc.RouterServiceStub(grpc.insecure_channel(target))
 
     def route(query: str) -> dict[str, Any]:
-        reply = stub.Route(router_pb2.RouteRequest(query=query), timeout=30)
+        reply = stub.Route(
+            router_pb2.RouteRequest(query=query), timeout=30, metadata=(bearer(service_token),)
+        )
         tier = router_pb2.RouteTier.Name(reply.tier).removeprefix("ROUTE_TIER_").lower()
         return {"tools": [tool.name for tool in reply.tools], "tier": tier, "degraded": reply.degraded}
 
@@ -94,6 +102,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         return
-    route_function = through_server(args.target) if args.target else in_process()
+    if args.target and not os.environ.get(SERVICE_TOKEN_VARIABLE):
+        raise SystemExit(f"--target needs a service token from ops in {SERVICE_TOKEN_VARIABLE}")
+    route_function = (
+        through_server(args.target, os.environ[SERVICE_TOKEN_VARIABLE]) if args.target else in_process()
+    )
     failures = run(sys.stdin, route_function, sys.stdout)
     raise SystemExit(1 if failures else 0)

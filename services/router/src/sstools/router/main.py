@@ -22,7 +22,9 @@ def assemble(settings: RouterSettings, service: Service) -> None:
         metrics.record_model(load_seconds)
         servicer.serve_with(router)
 
-    service.add_grpc(settings.grpc_port, lambda server: register(server, servicer))
+    service.add_grpc(
+        settings.grpc_port, lambda server: register(server, servicer), callers=settings.grpc_callers()
+    )
     service.add_warmup(warm_up)
     service.add_cleanup(servicer.close)
 

@@ -6,10 +6,10 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.routing.router import RouterConfig
-from sstools.common.settings import ServiceSettings
+from sstools.common.settings import CallerSettings, ServiceSettings
 
 
-class RouterSettings(ServiceSettings):
+class RouterSettings(ServiceSettings, CallerSettings):
     model_config = SettingsConfigDict(env_prefix="ROUTER_")
     service_name: ClassVar[str] = "router"
 

@@ -312,7 +312,11 @@ async def running_stack(
     await _users(fresh_database_url)
     async with AsyncExitStack() as stack:
         router = await stack.enter_async_context(
-            started_service(RouterSettings(grpc_port=0, metrics_port=0), assemble_router, tracer_provider)
+            started_service(
+                RouterSettings(grpc_port=0, metrics_port=0, jwt_public_keys=PUBLIC_KEYS),
+                assemble_router,
+                tracer_provider,
+            )
         )
         ops_settings = OpsSettings(
             http_port=0,
@@ -329,7 +333,9 @@ async def running_stack(
         ops = await stack.enter_async_context(started_service(ops_settings, assemble_ops, tracer_provider))
         docparse = await stack.enter_async_context(
             started_service(
-                DocparseSettings(grpc_port=0, metrics_port=0, workers=1), assemble_docparse, tracer_provider
+                DocparseSettings(grpc_port=0, metrics_port=0, workers=1, jwt_public_keys=PUBLIC_KEYS),
+                assemble_docparse,
+                tracer_provider,
             )
         )
         ops_url = f"http://127.0.0.1:{ops.ports['api']}"

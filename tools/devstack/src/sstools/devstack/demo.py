@@ -3,6 +3,10 @@ charts in dev — one chart deliberately broken, its table dropped after the cha
 role that may read only the sales table and a user holding it, so the health summary and the
 permission audit have something real to find. Prod gets only the example database.
 
+Given a PostgreSQL database of its own, both instances also get it as ``demo_postgres`` (accounts
+and invoices in ``public``, monthly revenue in a second schema, ``reports``; a dataset on that
+table in dev), so SQL, exploration and datasets meet a second dialect and a second schema.
+
 Seeding goes through the same Superset client ops uses, over Superset's REST API.
 """
 
@@ -18,6 +22,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from sqlalchemy import make_url
+
 from sstools.devstack.superset import ADMIN_USERNAME, Instance, SupersetHome, prepare_instance, running
 from sstools.ops.environments import parse_environments
 from sstools.ops.superset.client import SupersetClient
@@ -28,6 +35,53 @@ ANALYST_ROLE = "Sales Analyst"
 ANALYST_USER = "alice"
 # Where ops finds the local instances' admin password (ENVIRONMENTS names the variable).
 PASSWORD_ENV = "SUPERSET_ADMIN_PASSWORD"
+POSTGRES_DATABASE = "demo_postgres"  # the PostgreSQL demo's name in both Supersets
+POSTGRES_SCHEMAS = ("public", "reports")
+POSTGRES_DATASET = ("reports", "monthly_revenue")  # a dataset in dev
+# Each table of the PostgreSQL demo, made and filled only where it is missing: a person's own
+# rows and tables in that database outlive every later start.
+POSTGRES_TABLES = (
+    (
+        "public.accounts",
+        """
+        CREATE TABLE public.accounts (
+            id int PRIMARY KEY, name text NOT NULL, region text NOT NULL, plan text NOT NULL,
+            since date NOT NULL
+        );
+        INSERT INTO public.accounts
+            SELECT n, 'account-' || lpad(n::text, 2, '0'),
+                   (ARRAY['North', 'South', 'East', 'West'])[n % 4 + 1],
+                   (ARRAY['free', 'team', 'enterprise'])[n % 3 + 1], date '2025-01-01' + n * 17
+            FROM generate_series(1, 8) AS n;
+        """,
+    ),
+    (
+        "public.invoices",
+        """
+        CREATE TABLE public.invoices (
+            id int PRIMARY KEY, account_id int NOT NULL, issued_on date NOT NULL,
+            amount numeric(10, 2) NOT NULL, status text NOT NULL
+        );
+        INSERT INTO public.invoices
+            SELECT n, n % 8 + 1, date '2026-01-03' + n * 4, round((n * 53 % 700 + 49.5)::numeric, 2),
+                   (ARRAY['open', 'paid', 'paid', 'overdue'])[n % 4 + 1]
+            FROM generate_series(1, 40) AS n;
+        """,
+    ),
+    (
+        "reports.monthly_revenue",
+        """
+        CREATE TABLE reports.monthly_revenue (
+            month date NOT NULL, region text NOT NULL, revenue numeric(12, 2) NOT NULL,
+            PRIMARY KEY (month, region)
+        );
+        INSERT INTO reports.monthly_revenue VALUES
+            ('2026-01-01', 'North', 1840.50), ('2026-01-01', 'South', 1210.00),
+            ('2026-02-01', 'North', 2015.25), ('2026-02-01', 'South', 990.75),
+            ('2026-03-01', 'North', 1766.00), ('2026-03-01', 'South', 1432.40);
+        """,
+    ),
+)
 
 
 def write_examples(path: Path) -> None:
@@ -316,10 +370,16 @@ def client(instance: Instance, password_env: str) -> SupersetClient:
 
 @contextmanager
 def local_supersets(
-    home: SupersetHome, folder: Path, ports: Mapping[str, int], agent_url: str | None = None
+    home: SupersetHome,
+    folder: Path,
+    ports: Mapping[str, int],
+    agent_url: str | None = None,
+    postgres: str | None = None,
 ) -> Iterator[dict[str, Instance]]:
     """Dev and prod Superset running from ``folder``, seeded on their first start; with
-    ``agent_url``, each page loads that agent's drawer."""
+    ``agent_url``, each page loads that agent's drawer; with ``postgres`` (the URL of a database
+    of the demo's own, as the role that owns it), that database holds the PostgreSQL demo and
+    both instances list it, on every start that finds it missing."""
     instances = {
         env_id: prepare_instance(home, folder / env_id, env_id, port, agent_url)
         for env_id, port in ports.items()
@@ -330,6 +390,9 @@ def local_supersets(
         if not marker.exists():
             asyncio.run(_seed(instances, folder / "examples.db"))
             marker.touch()
+        if postgres is not None:
+            write_postgres_demo(postgres)
+            asyncio.run(_register_postgres_demo(instances, postgres))
         yield instances
 
 
@@ -342,5 +405,39 @@ async def _seed(instances: Mapping[str, Instance], examples: Path) -> None:
                 await seed_dev(superset, examples)
             else:
                 await add_examples_database(superset, examples)
+        finally:
+            await superset.aclose()
+
+
+def write_postgres_demo(url: str) -> None:
+    """The PostgreSQL demo's schemas and tables in the database at ``url``, each table made and
+    filled only if it is missing (one transaction: a start that fails leaves nothing half made)."""
+    with psycopg.connect(url) as connection:
+        connection.execute("CREATE SCHEMA IF NOT EXISTS reports")
+        for table, script in POSTGRES_TABLES:
+            if connection.execute("SELECT to_regclass(%s)", [table]).fetchone() == (None,):
+                connection.execute(script)
+
+
+async def database_id(superset: SupersetClient, name: str) -> int | None:
+    """The id of the database Superset lists as ``name``, if it lists one."""
+    named = {"filters": [{"col": "database_name", "opr": "eq", "value": name}], "columns": ["id"]}
+    found = (await superset.get("/api/v1/database/", q=named))["result"]
+    return int(found[0]["id"]) if found else None
+
+
+async def _register_postgres_demo(instances: Mapping[str, Instance], url: str) -> None:
+    """``demo_postgres`` in each instance that does not list it (with its dataset in dev)."""
+    uri = make_url(url).set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
+    for env_id, instance in instances.items():
+        superset = client(instance, PASSWORD_ENV)
+        try:
+            if await database_id(superset, POSTGRES_DATABASE) is not None:
+                continue
+            added = await add_database(superset, POSTGRES_DATABASE, uri)
+            if env_id == "dev":
+                schema, table = POSTGRES_DATASET
+                dataset = {"database": added, "schema": schema, "table_name": table}
+                await superset.post("/api/v1/dataset/", dataset)
         finally:
             await superset.aclose()

@@ -97,6 +97,7 @@ class Reply:
     chunk_delay: float = 0.0  # seconds after each streamed chunk that carries text
     malformed: bool = False  # a streamed chunk that is not JSON
     shape: Shape = Shape.SCRIPTED  # whose chunks a streamed reply copies
+    response_id: str | None = None  # the stream's id when given (a server may send one id each time)
 
 
 @dataclass
@@ -133,7 +134,7 @@ class FakeLlm:
 
     async def _stream(self, reply: Reply, include_usage: bool) -> AsyncIterator[str]:
         envelope = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "id": reply.response_id or f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion.chunk",
             "created": int(time.time()),
             "model": self.model,

@@ -3,17 +3,38 @@ half, and tests mint with it the tokens a signed-in person (or the agent) would 
 
 from datetime import datetime, timedelta
 
-from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, SigningKey, TokenType
+import grpc
+from opentelemetry.sdk.trace import TracerProvider
+
+from sstools.common.grpc_auth import Callers, FixedServiceToken
+from sstools.common.grpc_client import insecure_channel
+from sstools.common.tokens import SERVICE_AUDIENCE, USER_AUDIENCE, PublicKeyCodec, SigningKey, TokenType
 
 SIGNING_KEY = SigningKey.generate()
 PRIVATE_KEY = SIGNING_KEY.private_pem()
 PUBLIC_KEYS = SIGNING_KEY.public_pem()
 ISSUER = PublicKeyCodec({SIGNING_KEY.kid: SIGNING_KEY.public_key}, SIGNING_KEY)
+# What a gRPC server of the test run checks its callers with (the public half alone).
+CALLERS = Callers(PublicKeyCodec(ISSUER.trusted))
 
 
 def user_token(username: str, *, ttl: timedelta = timedelta(hours=1), now: datetime | None = None) -> str:
     """A user token as ops would issue it at sign-in."""
     return ISSUER.issue(username, token_type=TokenType.USER, audience=USER_AUDIENCE, ttl=ttl, now=now)
+
+
+def service_token(
+    client_id: str = "agent", *, ttl: timedelta = timedelta(hours=1), now: datetime | None = None
+) -> str:
+    """A service token as ops would issue it to ``client_id``."""
+    return ISSUER.issue(client_id, token_type=TokenType.SERVICE, audience=SERVICE_AUDIENCE, ttl=ttl, now=now)
+
+
+def service_channel(target: str, *, max_receive_bytes: int | None = None) -> grpc.aio.Channel:
+    """A channel to one of the run's gRPC services as the agent holds one: every call carries
+    a service token of the test key."""
+    tokens = FixedServiceToken(service_token())
+    return insecure_channel(target, TracerProvider(), tokens=tokens, max_receive_bytes=max_receive_bytes)
 
 
 def forged_token(

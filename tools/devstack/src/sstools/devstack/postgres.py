@@ -80,3 +80,25 @@ def ensure_database(admin_url: str, database: str) -> None:
         exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if not exists:
             connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+
+
+def ensure_owned_database(admin_url: str, name: str, password: str) -> str:
+    """A database ``name`` owned by a login role of the same name, each made if missing; returns
+    the URL that role connects with. The role is no superuser and may create neither roles nor
+    databases: what connects as it (a Superset) reaches that database's own objects and nothing
+    of the server's (no ``COPY ... TO PROGRAM``, no other database's tables, no other role's session)."""
+    admin = make_url(admin_url).set(drivername="postgresql")
+    admin_dsn = admin.render_as_string(hide_password=False)
+    role = sql.Identifier(name)
+    with psycopg.connect(admin_dsn, autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone()
+        verb = sql.SQL("ALTER" if exists else "CREATE")
+        connection.execute(
+            sql.SQL("{} ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
+                verb, role, sql.Literal(password)
+            )
+        )
+    ensure_database(admin_dsn, name)
+    with psycopg.connect(admin_dsn, autocommit=True) as connection:
+        connection.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(role, role))
+    return admin.set(username=name, password=password, database=name).render_as_string(hide_password=False)

@@ -12,7 +12,10 @@ A snapshot holds, each as ``{key: marker}`` under an area name:
   databases and saved queries (id → title or name, description, change time, ...), its roles and
   its users (who, whether active, which roles);
 - ``examples``: the example SQLite database Superset's "examples" connection points at — its
-  schema objects, and for each table its row count and a digest of its rows.
+  schema objects, and for each table its row count and a digest of its rows;
+- ``postgres``: where the scope names one, the PostgreSQL demo database both Supersets list
+  (:func:`postgres_state`: its schemas, relations, rows, sequences, functions, and the server's
+  roles and large objects).
 
 Logs are not state, so a snapshot leaves them out on purpose: ops' audit table (it records every
 call, reads included, by design) and its sign-in counters (every service token issued is
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg import sql as psql
 from sqlalchemy import select
 from sqlalchemy import text as sql
 
@@ -79,16 +84,21 @@ class Scope:
     git_repo: Path
     supersets: Mapping[str, Instance]
     examples: Path  # the SQLite file of Superset's "examples" database
+    postgres: str | None = None  # the PostgreSQL demo database the Supersets list, if any
 
     @classmethod
-    def of(cls, database_url: str, tmp_path: Path, supersets: Mapping[str, Instance]) -> "Scope":
+    def of(
+        cls, database_url: str, tmp_path: Path, supersets: Mapping[str, Instance], postgres: str | None = None
+    ) -> "Scope":
         """The scope of a stack from ``sstools.devstack.agentstack.running_stack`` started with
         this ``tmp_path``: it gives ops ``tmp_path/backups`` and ``tmp_path/exports``; the
-        session's Superset instances share one examples file beside their folders."""
+        session's Superset instances share one examples file beside their folders, and list the
+        PostgreSQL demo at ``postgres``."""
         examples = {instance.folder.parent / "examples.db" for instance in supersets.values()}
         if len(examples) != 1 or not next(iter(examples)).exists():
             raise FileNotFoundError(f"no single examples database for these instances: {sorted(examples)}")
-        return cls(database_url, tmp_path / "backups", tmp_path / "exports", supersets, examples.pop())
+        backups, exports = tmp_path / "backups", tmp_path / "exports"
+        return cls(database_url, backups, exports, supersets, examples.pop(), postgres)
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,7 @@ class Snapshot:
             asyncio.to_thread(_git, scope.git_repo),
             *(_superset(env_id, instance) for env_id, instance in sorted(scope.supersets.items())),
             asyncio.to_thread(_examples, scope.examples),
+            asyncio.to_thread(_postgres, scope.postgres),
         )
         areas: dict[str, dict[str, str]] = {}
         for part in parts:
@@ -329,3 +340,82 @@ def _examples(path: Path) -> dict[str, dict[str, str]]:
     finally:
         connection.close()
     return {"examples": state}
+
+
+# A database's own schemas: not the system's (pg_catalog, pg_toast, temporary ones, ...).
+_OWN = "NOT LIKE ALL (ARRAY['pg\\_%', 'information\\_schema'])"
+# What a PostgreSQL database holds beyond its rows: queries of (key, marker) rows.
+_PG_OBJECTS = (
+    (
+        "SELECT 'schema ' || nspname, pg_get_userbyid(nspowner) || ' ' || coalesce(nspacl::text, '')"
+        f" FROM pg_namespace WHERE nspname {_OWN}"
+    ),
+    (
+        "SELECT 'relation ' || n.nspname || '.' || c.relname,"
+        " concat_ws(' | ', c.relkind, pg_get_userbyid(c.relowner), c.relacl::text, obj_description(c.oid),"
+        " c.relispopulated, (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ','"
+        " ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0"
+        " AND NOT a.attisdropped), CASE WHEN c.relkind IN ('v', 'm') THEN md5(pg_get_viewdef(c.oid)) END)"
+        " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        f" WHERE n.nspname {_OWN}"
+    ),
+    (
+        "SELECT 'function ' || n.nspname || '.' || p.proname"
+        " || '(' || pg_get_function_identity_arguments(p.oid) || ')',"
+        " CASE WHEN p.prokind IN ('f', 'p') THEN md5(pg_get_functiondef(p.oid)) ELSE p.prokind::text END"
+        f" FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname {_OWN}"
+    ),
+    (
+        "SELECT 'trigger ' || tgrelid::regclass || '.' || tgname, md5(pg_get_triggerdef(oid))"
+        " FROM pg_trigger WHERE NOT tgisinternal"
+    ),
+    "SELECT 'extension ' || extname, extversion FROM pg_extension",
+    # Test sessions make and drop roles of their own at any time (testing.scratch_owned_database).
+    "SELECT 'role ' || rolname,"
+    " concat_ws(' ', rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolbypassrls)"
+    " FROM pg_roles WHERE rolname !~ '^sstools_t_[0-9a-f]{12}$'",
+    "SELECT 'role settings', count(*)::text FROM pg_db_role_setting"
+    " WHERE setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))",
+    "SELECT 'large objects', count(*)::text FROM pg_largeobject_metadata",
+    "SELECT 'database ' || datname, pg_get_userbyid(datdba) || ' ' || coalesce(datacl::text, '')"
+    " FROM pg_database WHERE datname = current_database()",
+)
+
+
+def postgres_state(url: str) -> dict[str, str]:
+    """What a PostgreSQL database holds, as ``{key: marker}``: its schemas, relations (kind, owner,
+    grants, comment, columns, a view's definition), functions, triggers and extensions; each
+    table's and populated materialized view's rows (a count, and a digest up to
+    ``MAX_HASHED_ROWS``); each sequence's position; its large objects and settings; the server's
+    roles. A query that fails fails the caller: a dropped table is a change, not a state two
+    failed reads could show as equal."""
+    state: dict[str, str] = {}
+    with psycopg.connect(url, autocommit=True) as connection:
+        for query in _PG_OBJECTS:
+            state.update((str(key), str(marker)) for key, marker in connection.execute(query))
+        relations = connection.execute(
+            "SELECT n.nspname, c.relname, c.relkind FROM pg_class c"
+            f" JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname {_OWN}"
+            " AND (c.relkind IN ('r', 'p', 'S') OR (c.relkind = 'm' AND c.relispopulated))"
+        ).fetchall()
+        for schema, name, kind in relations:
+            table = psql.Identifier(schema, name)
+            if kind == "S":
+                position = connection.execute(psql.SQL("SELECT last_value, is_called FROM {}").format(table))
+                state[f"sequence {schema}.{name}"] = str(position.fetchone())
+                continue
+            count = connection.execute(psql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+            marker = f"{count[0] if count else None} rows"
+            if count and count[0] <= MAX_HASHED_ROWS:
+                digest = connection.execute(
+                    psql.SQL(
+                        "SELECT md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM {} t"
+                    ).format(table)
+                ).fetchone()
+                marker += f" md5:{digest[0] if digest else None}"
+            state[f"rows {schema}.{name}"] = marker
+    return state
+
+
+def _postgres(url: str | None) -> dict[str, dict[str, str]]:
+    return {} if url is None else {"postgres": postgres_state(url)}

@@ -27,6 +27,7 @@ from typing import Protocol, TextIO
 
 import grpc
 import httpx
+import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from honcho.environ import parse_procfile
 from honcho.manager import Manager
@@ -38,7 +39,7 @@ from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
-from sstools.devstack.postgres import database_url
+from sstools.devstack.postgres import database_url, ensure_owned_database
 from sstools.devstack.restarting import command_line as restarting_command
 from sstools.devstack.superset import default_home
 from sstools.docparse.settings import DocparseSettings
@@ -289,16 +290,32 @@ def process_environment(name: str, environment: Mapping[str, str]) -> dict[str, 
 
 @contextmanager
 def superset_environments(
-    data_root: Path, ports: Mapping[str, int], agent_url: str
+    data_root: Path, ports: Mapping[str, int], agent_url: str, database: str
 ) -> Iterator[dict[str, str]]:
     """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use),
-    their pages loading the drawer of the agent at ``agent_url``."""
+    their pages loading the drawer of the agent at ``agent_url``, each listing the PostgreSQL
+    demo, a database of its own on the server of ``database``."""
     if os.environ.get("ENVIRONMENTS"):
         yield {}
         return
     home = default_home()
-    with local_supersets(home, data_root / "superset", ports, agent_url) as instances:
+    demo = postgres_demo(database, data_root)
+    with local_supersets(home, data_root / "superset", ports, agent_url, demo) as instances:
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
+
+
+POSTGRES_DEMO = "sstools_demo"  # the demo's database and the role that owns it
+
+
+def postgres_demo(database: str, data_root: Path) -> str | None:
+    """The URL of the PostgreSQL demo's own database, as its own role (made if missing, its
+    password kept in ``data_root``); None where ``DATABASE_URL``'s user may not make them."""
+    password = local_secret("DEMO_DATABASE_PASSWORD", data_root, "demo-database-password")
+    try:
+        return ensure_owned_database(database, POSTGRES_DEMO, password)
+    except psycopg.errors.InsufficientPrivilege as error:
+        logging.getLogger(__name__).warning("no PostgreSQL demo database: %s", error)
+        return None
 
 
 PEERS = (
@@ -370,7 +387,7 @@ def main() -> None:
     data_root = args.data_dir.resolve().parent
     with (
         database_url(args.data_dir.resolve()) as url,
-        superset_environments(data_root, args.superset_ports, page_address(os.environ).url) as supersets,
+        superset_environments(data_root, args.superset_ports, page_address(os.environ).url, url) as supersets,
     ):
         environment = {
             **os.environ,

@@ -3,6 +3,7 @@
 import asyncio
 import os
 import random
+import secrets
 import socket
 import subprocess
 import time
@@ -25,6 +26,7 @@ from sqlalchemy import make_url
 from sstools.common.runtime import Service
 from sstools.common.settings import ServiceSettings
 from sstools.devstack.paths import VENV_BIN
+from sstools.devstack.postgres import ensure_owned_database
 
 SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
 
@@ -72,6 +74,24 @@ def scratch_database(database_url: str) -> Iterator[str]:
             connection.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@contextmanager
+def scratch_owned_database(database_url: str) -> Iterator[str]:
+    """A new database owned by a login role of its own (as ``make run``'s PostgreSQL demo is),
+    as that role's URL; the database, then the role, are dropped after the block."""
+    admin_dsn = make_url(database_url).set(drivername="postgresql", database="postgres")
+    role: str | None = None
+    try:
+        with scratch_database(database_url) as scratch:
+            role = str(make_url(scratch).database)
+            yield ensure_owned_database(scratch, role, secrets.token_urlsafe(18))
+    finally:
+        if role is not None:
+            with psycopg.connect(
+                admin_dsn.render_as_string(hide_password=False), autocommit=True
+            ) as connection:
+                connection.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
 @dataclass(frozen=True)
 class ProbeReport:
     """What a freshly started service answers on each of its probes."""
@@ -107,6 +127,23 @@ def free_port() -> int:
             except OSError:
                 continue
             return port
+
+
+def framing_allowed(page_policy: str) -> list[str]:
+    """The origins besides its own that the page's Content-Security-Policy header lets frame it,
+    once the rest is checked to be the page's strict policy (web/Caddyfile): nothing loaded,
+    fetched or embedded from elsewhere, no image but its own or data:."""
+    policy = {name: sources for name, *sources in (part.split() for part in page_policy.split(";") if part)}
+    for directive, sources in {
+        "default-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+    }.items():
+        assert policy.get(directive) == sources, (directive, page_policy)
+    assert policy["frame-ancestors"][0] == "'self'", page_policy
+    return policy["frame-ancestors"][1:]
 
 
 def sign_in(base_url: str, password: str, username: str = "admin") -> str:

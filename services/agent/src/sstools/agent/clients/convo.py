@@ -1,7 +1,10 @@
 """What the conversation service keeps of a chat: each user message before its turn runs, and
 each answer (with its tool events and state, or cut short by a cancel) after; the lease that
 lets one stream at a time run on a conversation, whatever the tab or pod; one audit record
-per command; and the files the user uploaded for a turn, read by id and deleted when it ends."""
+per command; and the files the user uploaded for a turn, read by id and deleted when it ends.
+
+Every call carries the agent's service token (from its ``ServiceTokenSource``); one made for a
+person carries that person's user token too, from which convo takes who they are."""
 
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +13,7 @@ import grpc
 from google.protobuf import struct_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_auth import ServiceTokenSource, as_user
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES, LazyChannel
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
@@ -58,11 +62,12 @@ class ConvoClient:
         target: str,
         timeout_seconds: float,
         tracer_provider: TracerProvider,
+        tokens: ServiceTokenSource,
         *,
         upload_timeout_seconds: float | None = None,
     ) -> None:
         # an upload comes back whole in one message: far above gRPC's default 4 MiB
-        self._channel = LazyChannel(target, tracer_provider, max_receive_bytes=FILE_MESSAGE_MAX_BYTES)
+        self._channel = LazyChannel(target, tracer_provider, tokens, max_receive_bytes=FILE_MESSAGE_MAX_BYTES)
         self._timeout = timeout_seconds
         self._upload_timeout = upload_timeout_seconds or timeout_seconds
 
@@ -73,16 +78,25 @@ class ConvoClient:
         await self._channel.close()
 
     async def acquire_lease(
-        self, user: str, conversation_id: str, holder: str, ttl_seconds: int, *, first_text: str | None
+        self,
+        user_token: str,
+        conversation_id: str,
+        holder: str,
+        ttl_seconds: int,
+        *,
+        first_text: str | None,
     ) -> bool:
-        """Take the conversation's lease; False when another stream holds it. A conversation
-        convo does not know yet is created first when ``first_text`` is given (a send)."""
+        """Take the conversation's lease for the person of ``user_token``; False when another
+        stream holds it. A conversation convo does not know yet is created first when
+        ``first_text`` is given (a send)."""
         request = convo_pb2.AcquireLeaseRequest(
-            user_id=user, conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
+            conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
         )
+        person = as_user(user_token)
         try:
             try:
-                return bool((await self._stub().AcquireLease(request, timeout=self._timeout)).acquired)
+                reply = await self._stub().AcquireLease(request, timeout=self._timeout, metadata=person)
+                return bool(reply.acquired)
             except grpc.aio.AioRpcError as error:
                 if error.code() != grpc.StatusCode.NOT_FOUND:
                     raise
@@ -90,11 +104,13 @@ class ConvoClient:
                     raise UnknownConversation(conversation_id) from None
             await self._stub().CreateConversation(
                 convo_pb2.CreateConversationRequest(
-                    user_id=user, conversation_id=conversation_id, first_message=first_text
+                    conversation_id=conversation_id, first_message=first_text
                 ),
                 timeout=self._timeout,
+                metadata=person,
             )
-            return bool((await self._stub().AcquireLease(request, timeout=self._timeout)).acquired)
+            reply = await self._stub().AcquireLease(request, timeout=self._timeout, metadata=person)
+            return bool(reply.acquired)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
@@ -114,21 +130,24 @@ class ConvoClient:
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
-    async def count_turn(self, user: str, limit: int, window_seconds: int) -> int | None:
+    async def count_turn(self, user_token: str, limit: int, window_seconds: int) -> int | None:
         """Count a new chat turn of the user; the seconds to wait if it is one too many."""
-        request = convo_pb2.CountTurnRequest(user_id=user, limit=limit, window_seconds=window_seconds)
+        request = convo_pb2.CountTurnRequest(limit=limit, window_seconds=window_seconds)
         try:
-            counted = await self._stub().CountTurn(request, timeout=self._timeout)
+            counted = await self._stub().CountTurn(
+                request, timeout=self._timeout, metadata=as_user(user_token)
+            )
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
         return None if counted.allowed else int(counted.retry_after_seconds)
 
-    async def record_audit(self, record: AuditRecord) -> None:
+    async def record_audit(self, record: AuditRecord, user_token: str) -> None:
+        """Keep ``record``; convo takes its user from ``user_token`` (``record.user`` is what the
+        agent's log says)."""
         arguments = struct_pb2.Struct()
         arguments.update(record.tool_args)
         request = convo_pb2.RecordAuditRequest(
             conversation_id=record.conversation_id,
-            user_id=record.user,
             service_identity=record.service_identity,
             decision=record.decision,
             tool_name=record.tool_name,
@@ -139,20 +158,22 @@ class ConvoClient:
             latency_seconds=record.latency_seconds,
         )
         try:
-            await self._stub().RecordAudit(request, timeout=self._timeout)
+            await self._stub().RecordAudit(request, timeout=self._timeout, metadata=as_user(user_token))
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
-    async def record_user_message(self, user: str, conversation_id: str, message_id: str, text: str) -> None:
+    async def record_user_message(
+        self, user_token: str, conversation_id: str, message_id: str, text: str
+    ) -> None:
         message = convo_pb2.Message(client_message_id=message_id, role="user", content=text)
         try:
-            await self._append(user, conversation_id, message)
+            await self._append(user_token, conversation_id, message)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
     async def record_answer(
         self,
-        user: str,
+        user_token: str,
         conversation_id: str,
         message_id: str,
         text: str,
@@ -166,34 +187,30 @@ class ConvoClient:
             client_message_id=message_id, role="assistant", content=text, metadata=fields, partial=partial
         )
         try:
-            await self._append(user, conversation_id, message)
+            await self._append(user_token, conversation_id, message)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
-    async def read_upload(self, user: str, conversation_id: str, upload_id: str) -> UploadedFile:
+    async def read_upload(self, user_token: str, conversation_id: str, upload_id: str) -> UploadedFile:
         """An upload of this user for this conversation; UploadNotFound when convo has none."""
-        request = convo_pb2.ReadUploadRequest(
-            user_id=user, conversation_id=conversation_id, upload_id=upload_id
-        )
+        request = convo_pb2.ReadUploadRequest(conversation_id=conversation_id, upload_id=upload_id)
         try:
-            found = await self._stub().ReadUpload(request, timeout=self._upload_timeout)
+            found = await self._stub().ReadUpload(
+                request, timeout=self._upload_timeout, metadata=as_user(user_token)
+            )
         except grpc.aio.AioRpcError as error:
             if error.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                 raise UploadNotFound(upload_id) from None
             raise _unavailable(error) from None
         return UploadedFile(found.upload_id, found.name, found.content)
 
-    async def delete_uploads(self, user: str, conversation_id: str, upload_ids: list[str]) -> None:
-        request = convo_pb2.DeleteUploadsRequest(
-            user_id=user, conversation_id=conversation_id, upload_ids=upload_ids
-        )
+    async def delete_uploads(self, user_token: str, conversation_id: str, upload_ids: list[str]) -> None:
+        request = convo_pb2.DeleteUploadsRequest(conversation_id=conversation_id, upload_ids=upload_ids)
         try:
-            await self._stub().DeleteUploads(request, timeout=self._timeout)
+            await self._stub().DeleteUploads(request, timeout=self._timeout, metadata=as_user(user_token))
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
-    async def _append(self, user: str, conversation_id: str, message: convo_pb2.Message) -> None:
-        request = convo_pb2.AppendMessagesRequest(
-            user_id=user, conversation_id=conversation_id, messages=[message]
-        )
-        await self._stub().AppendMessages(request, timeout=self._timeout)
+    async def _append(self, user_token: str, conversation_id: str, message: convo_pb2.Message) -> None:
+        request = convo_pb2.AppendMessagesRequest(conversation_id=conversation_id, messages=[message])
+        await self._stub().AppendMessages(request, timeout=self._timeout, metadata=as_user(user_token))

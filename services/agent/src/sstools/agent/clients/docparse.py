@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_auth import ServiceTokenSource
 from sstools.common.grpc_client import LazyChannel
 from sstools.docparse.v1 import docparse_pb2, docparse_pb2_grpc
 
@@ -42,8 +43,10 @@ class Document:
 
 
 class DocparseClient:
-    def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
-        self._channel = LazyChannel(target, tracer_provider)
+    def __init__(
+        self, target: str, timeout_seconds: float, tracer_provider: TracerProvider, tokens: ServiceTokenSource
+    ) -> None:
+        self._channel = LazyChannel(target, tracer_provider, tokens)
         self._timeout = timeout_seconds
 
     def _stub(self) -> "docparse_pb2_grpc.DocparseServiceAsyncStub":  # a name of the .pyi alone

@@ -1,5 +1,5 @@
 """Calls to ops on a user's behalf: the agent's service token authenticates the agent, the
-user's own token authorises the operation, the tool call id is the Idempotency-Key."""
+user's own token authorises the operation, the gate's key for the call is the Idempotency-Key."""
 
 import asyncio
 import time
@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.confirmation import HEADER as CONFIRMATION_HEADER
 from sstools.common.confirmation import request_fingerprint
+from sstools.common.grpc_auth import ServiceTokenUnavailable
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
     SQL_SHAPE,
@@ -85,6 +86,20 @@ class OpsClient:
                 self._token_expires = time.monotonic() + max(int(body["expires_in"]) - 30, 10)
             return self._token
 
+    async def service_token(self) -> str:
+        """The agent's service token, for its gRPC peers too (a ``ServiceTokenSource``: the one
+        place the agent holds it, renewed before it expires)."""
+        try:
+            return await self._service_token()
+        except OpsError as problem:
+            raise ServiceTokenUnavailable(str(problem)) from None
+
+    def forget_service_token(self, token: str) -> None:
+        """A peer refused ``token``: the next call asks ops for a fresh one (unless another
+        call has already replaced it)."""
+        if self._token == token:
+            self._token = None
+
     async def _as_user(self, method: str, path: str, user_token: str) -> Any:
         """A call of the user's own (no service identity): who they are, what they may pick."""
         try:
@@ -141,8 +156,9 @@ class OpsClient:
         confirmation: str | None = None,
     ) -> Any:
         for attempt in (1, 2):
+            service_token = await self._service_token()
             headers = {
-                "Authorization": f"Bearer {await self._service_token()}",
+                "Authorization": f"Bearer {service_token}",
                 "X-User-Authorization": f"Bearer {user_token}",
             }
             if idempotency_key and call.method != "GET":
@@ -157,7 +173,7 @@ class OpsClient:
                 raise _unreachable(error) from None
             detail = _detail(reply) if reply.status_code >= 400 else {}
             if reply.status_code == 401 and attempt == 1:
-                self._token = None  # maybe our service token lapsed: a fresh one, once
+                self.forget_service_token(service_token)  # maybe it lapsed: a fresh one, once
                 continue
             if reply.status_code >= 400:
                 raise OpsError(reply.status_code, detail)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.grpc_auth import ServiceTokenSource
 from sstools.common.grpc_client import LazyChannel
 from sstools.common.routing.keywords import KeywordIndex
 from sstools.common.routing.router import RouteContext, Router
@@ -25,8 +26,10 @@ class Routing:
 
 
 class ToolRouter:
-    def __init__(self, target: str, timeout_seconds: float, tracer_provider: TracerProvider) -> None:
-        self._channel = LazyChannel(target, tracer_provider)  # replicas balanced by the client
+    def __init__(
+        self, target: str, timeout_seconds: float, tracer_provider: TracerProvider, tokens: ServiceTokenSource
+    ) -> None:
+        self._channel = LazyChannel(target, tracer_provider, tokens)  # replicas balanced by the client
         self._timeout = timeout_seconds
         self._local = Router(KeywordIndex(), None)
 

@@ -10,49 +10,44 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sstools.agent.language import Lang, say
+from sstools.agent.markdown import Markdown, link, markdown_text
 from sstools.agent.wording import explained
 
 _ROWS_SHOWN = 20
 _CELL_CHARS = 80
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def _cell(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(_ANSI.sub("", text).split()).replace("|", "\\|")
-    return text if len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 1] + "…"
+def _cell(value: Any) -> Markdown:
+    return markdown_text(value, _CELL_CHARS)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    """Headers and cells are escaped (a SQL result's column names are data too); a cell that is
+    :class:`Markdown` already (a link the agent made) is kept."""
+    lines = ["| " + " | ".join(_cell(header) for header in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def _link(title: str, url: str | None) -> str:
-    title = _cell(title).replace("[", "(").replace("]", ")")
-    return f"[{title}]({url})" if url else title
-
-
 def _dashboards(result: dict[str, Any], lang: Lang) -> str:
     boards = result.get("dashboards", [])
-    env, count = result.get("env_id"), result.get("count", len(boards))
+    env, count = markdown_text(result.get("env_id")), markdown_text(result.get("count", len(boards)))
     if not boards:
         return say(lang, f"В {env} не нашлось дашбордов по этому запросу.", f"No dashboards in {env} match.")
     head = say(lang, f"Дашборды в {env}: {count}.", f"Dashboards in {env}: {count}.")
     rows = [
-        (board["id"], _link(board["title"], board.get("url")), ", ".join(board.get("tags", [])) or "—")
+        (board["id"], link(board["title"], board.get("url")), ", ".join(board.get("tags", [])) or "—")
         for board in boards[:_ROWS_SHOWN]
     ]
     return f"{head}\n\n{table(['id', say(lang, 'название', 'title'), say(lang, 'теги', 'tags')], rows)}"
 
 
 def _health(result: dict[str, Any], lang: Lang) -> str:
-    env, broken = result.get("env_id"), result.get("broken_charts", [])
-    checked = result.get("charts_checked", 0)
+    env, broken = markdown_text(result.get("env_id")), result.get("broken_charts", [])
+    checked = markdown_text(result.get("charts_checked", 0))
     only = result.get("only") or []
     # a check of one dashboard ("is this dashboard healthy?") says which one it was
-    where = f"«{_link(only[0]['title'], None)}» ({env})" if len(only) == 1 else str(env)
+    where = f"«{markdown_text(only[0]['title'])}» ({env})" if len(only) == 1 else env
     if not broken:
         return say(
             lang,
@@ -71,13 +66,10 @@ def _health(result: dict[str, Any], lang: Lang) -> str:
 
 def _sql(result: dict[str, Any], lang: Lang) -> str:
     rows, columns = result.get("rows", []), result.get("columns", [])
-    count = result.get("row_count", len(rows))
+    count = markdown_text(result.get("row_count", len(rows)))
     if not columns:
-        return say(
-            lang,
-            f"Запрос выполнен в {result.get('env_id')}.",
-            f"The statement ran in {result.get('env_id')}.",
-        )
+        env = markdown_text(result.get("env_id"))
+        return say(lang, f"Запрос выполнен в {env}.", f"The statement ran in {env}.")
     head = say(lang, f"Запрос вернул строк: {count}.", f"The query returned {count} row(s).")
     if result.get("truncated"):
         head += say(lang, f" Показаны первые {len(rows)}.", f" The first {len(rows)} are shown.")
@@ -86,7 +78,7 @@ def _sql(result: dict[str, Any], lang: Lang) -> str:
 
 
 def _catalogue(result: dict[str, Any], lang: Lang) -> str:
-    env = result.get("env_id")
+    env = markdown_text(result.get("env_id"))
     if result.get("databases") is not None:
         rows = [(db["id"], db["name"], db.get("backend") or "—") for db in result["databases"]]
         head = say(lang, f"Базы данных в {env}: {len(rows)}.", f"Databases in {env}: {len(rows)}.")
@@ -94,7 +86,7 @@ def _catalogue(result: dict[str, Any], lang: Lang) -> str:
     for key, ru, en in (("tables", "Таблицы", "Tables"), ("schemas", "Схемы", "Schemas")):
         if result.get(key) is not None:
             items = result[key]
-            names = ", ".join(f"`{item}`" for item in items[:100])  # names are data, not words
+            names = ", ".join(markdown_text(item) for item in items[:100])
             return say(lang, f"{ru} ({len(items)}): ", f"{en} ({len(items)}): ") + names
     columns = [(column.get("name"), column.get("type")) for column in result.get("columns") or []]
     head = say(lang, f"Колонки ({len(columns)}):", f"Columns ({len(columns)}):")
@@ -102,12 +94,12 @@ def _catalogue(result: dict[str, Any], lang: Lang) -> str:
 
 
 def _access(result: dict[str, Any], lang: Lang) -> str:
-    title = result.get("title") or result.get("object_id")
-    users = result.get("users", [])
+    title = markdown_text(result.get("title") or result.get("object_id"))
+    env, users = markdown_text(result.get("env_id")), result.get("users", [])
     head = say(
         lang,
-        f"Доступ к «{title}» в {result.get('env_id')}: пользователей — {len(users)}.",
-        f"Access to “{title}” in {result.get('env_id')}: {len(users)} user(s).",
+        f"Доступ к «{title}» в {env}: пользователей — {len(users)}.",
+        f"Access to “{title}” in {env}: {len(users)} user(s).",
     )
     rows = [(user["username"], ", ".join(user.get("through_roles", []))) for user in users[:_ROWS_SHOWN]]
     headers = [say(lang, "пользователь", "user"), say(lang, "через роли", "through roles")]
@@ -158,13 +150,13 @@ def _windows(result: Any, lang: Lang) -> str:
 
 
 def _task(result: dict[str, Any], lang: Lang) -> str:
-    status, kind, task_id = result.get("status"), result.get("kind"), result.get("id")
-    outcome = result.get("result") or {}
+    status, outcome = result.get("status"), result.get("result") or {}
+    kind, task_id = markdown_text(result.get("kind")), markdown_text(result.get("id"))
     if status in ("queued", "running"):
         return say(
             lang,
-            f"Задача {kind} запущена (id `{task_id}`), сейчас: {status}. Спросите «статус задачи {task_id}».",
-            f"The {kind} task has started (id `{task_id}`), now {status}. Ask “status of task {task_id}”.",
+            f"Задача {kind} запущена (id {task_id}), сейчас: {status}. Спросите «статус задачи {task_id}».",
+            f"The {kind} task has started (id {task_id}), now {status}. Ask “status of task {task_id}”.",
         )
     if status == "failed":
         problem = (result.get("error") or {}).get("message", "")
@@ -173,7 +165,8 @@ def _task(result: dict[str, Any], lang: Lang) -> str:
         )
     if isinstance(outcome, dict) and outcome.get("valid") is False:
         findings = outcome.get("findings", [])
-        errors, title = outcome.get("errors", len(findings)), outcome.get("title")
+        errors = markdown_text(outcome.get("errors", len(findings)))
+        title = markdown_text(outcome.get("title"))
         head = say(
             lang,
             f"Проверка нашла ошибки: {errors} — дашборд «{title}» не прошёл валидацию.",
@@ -190,14 +183,17 @@ def _task(result: dict[str, Any], lang: Lang) -> str:
             else head
         )
     if isinstance(outcome, dict) and outcome.get("valid") is True:
+        title = markdown_text(outcome.get("title"))
         return say(
             lang,
-            f"Дашборд «{outcome.get('title')}» прошёл проверку без ошибок.",
-            f"“{outcome.get('title')}” passed validation with no errors.",
+            f"Дашборд «{title}» прошёл проверку без ошибок.",
+            f"“{title}” passed validation with no errors.",
         )
     details = (
         ", ".join(
-            f"{key}: {_cell(value)}" for key, value in outcome.items() if not isinstance(value, (dict, list))
+            f"{_cell(key)}: {_cell(value)}"
+            for key, value in outcome.items()
+            if not isinstance(value, (dict, list))
         )
         if isinstance(outcome, dict)
         else ""
@@ -216,18 +212,13 @@ def _created(what_ru: str, what_en: str) -> Callable[[dict[str, Any], Lang], str
             or result.get("file_name")
             or result.get("id")
         )
-        link = (
-            _link(str(name), result.get("url"))
-            if result.get("url")
-            else f"«{name}»"
-            if lang == "ru"
-            else f"“{name}”"
-        )
-        where = result.get("env_id")
+        linked = link(name, result.get("url"))
+        shown = linked if result.get("url") else f"«{linked}»" if lang == "ru" else f"“{linked}”"
+        where = markdown_text(result.get("env_id")) if result.get("env_id") else None
         return say(
             lang,
-            f"Готово: {what_ru} {link}" + (f" в {where}" if where else "") + ".",
-            f"Done: {what_en} {link}" + (f" in {where}" if where else "") + ".",
+            f"Готово: {what_ru} {shown}" + (f" в {where}" if where else "") + ".",
+            f"Done: {what_en} {shown}" + (f" in {where}" if where else "") + ".",
         )
 
     return render
@@ -239,7 +230,9 @@ def _capabilities(text: str, lang: Lang) -> str:
     for line in lines:
         name, _, descriptions = line.partition(": ")
         english, _, russian = descriptions.partition(" / ")
-        rows.append((name, russian if lang == "ru" else english))
+        # the catalogue's own names, read as code; anything else is escaped as any cell is
+        shown = Markdown(f"`{name}`") if re.fullmatch(r"[a-z_]+", name) else name
+        rows.append((shown, russian if lang == "ru" else english))
     head = say(
         lang,
         "Вот что я могу для вашей роли. Примеры: «покажи дашборды в dev», «что сломано на проде?», "
@@ -273,15 +266,29 @@ RENDERERS: Mapping[str, Callable[[Any, Lang], str]] = {
 
 def failure(tool: str, detail: Mapping[str, Any], lang: Lang) -> str:
     code = str(detail.get("code", "error"))
-    if (known := explained(code, lang, detail)) is not None:
+    # the facts a known cause names (an environment, a file, a detail) are ops' or Superset's
+    # words: escaped; a flag or a number stays what it is, for the wording to test
+    facts = {
+        key: value if isinstance(value, (bool, int, float)) else markdown_text(value)
+        for key, value in detail.items()
+    }
+    if (known := explained(code, lang, facts)) is not None:
         return known
-    message = _cell(str(detail.get("message", ""))).replace("`", "'")
+    named, code_shown, message = markdown_text(tool), markdown_text(code), _cell(detail.get("message", ""))
     return say(
         lang,
-        f"Не получилось: `{tool}` ответил отказом `{code}` — `{message}`. "
+        f"Не получилось: {named} ответил отказом {code_shown} — «{message}». "
         "Уточните запрос или попробуйте позже.",
-        f"That did not work: `{tool}` refused with `{code}` — `{message}`. Rephrase, or try again later.",
+        f"That did not work: {named} refused with {code_shown} — “{message}”. Rephrase, or try again later.",
     )
+
+
+def _code_block(language: str, text: str) -> str:
+    """``text`` in a fence longer than any run of backticks inside it, which therefore cannot
+    close it early and let the rest render as Markdown."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def rendered(tool: str, content: str, lang: Lang) -> str:
@@ -297,7 +304,7 @@ def rendered(tool: str, content: str, lang: Lang) -> str:
     if render := RENDERERS.get(tool):
         return render(result, lang)
     if tool == "superset_format_sql" and isinstance(result, dict):
-        return f"```sql\n{result.get('sql', '')}\n```"
+        return _code_block("sql", str(result.get("sql", "")))
     if isinstance(result, dict):
         rows = [(key, value) for key, value in result.items()]
         return (
@@ -305,4 +312,4 @@ def rendered(tool: str, content: str, lang: Lang) -> str:
             + "\n\n"
             + table([say(lang, "поле", "field"), say(lang, "значение", "value")], rows)
         )
-    return say(lang, "Готово.", "Done.") + f" `{_cell(result)}`"
+    return say(lang, "Готово.", "Done.") + f" {_cell(result)}"

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
 from sstools.agent.language import Lang, say
+from sstools.agent.markdown import markdown_text
 from sstools.agent.planner.answers import failure, rendered, table
 from sstools.agent.planner.reading import ENDING, SQL_TOOL, Request, described_sql
 from sstools.agent.planner.refining import refined
@@ -43,6 +44,22 @@ _MANY_DASHBOARDS = {"execute_migration", "commit_changes"}
 _NEEDS_DATABASE = {SQL_TOOL, "superset_create_dataset"}
 _FOLLOW_UP_WORDS = 8
 _TABLES_WANTED = re.compile(r"\btables\b|таблиц[ыа]?\b|талиц\w*|what\s+tables|какие\s+табл\w*", re.I)
+# A request about a table in an environment with several databases: so many are explored (two
+# reads each, counted against the person's budget) to find the one that has it; more are asked.
+_DATABASES_SEARCHED = 3
+_FIRST_TABLE = re.compile(r"\b(?:from|join)\s+[\"`]?([A-Za-z_][\w.]*)", re.I)
+
+
+def _table_of(sql: str) -> str | None:
+    """The first table a statement reads."""
+    found = _FIRST_TABLE.search(sql)
+    return found.group(1) if found else None
+
+
+def _default_schema(schemas: Sequence[str]) -> str:
+    return next((name for name in schemas if name in ("main", "public")), schemas[0])
+
+
 _NO_ENVIRONMENT = {"get_task_status", "superset_format_sql", "create_branch", "list_maintenance_events"}
 _NO_ARGUMENTS = {"show_capabilities", "list_environments", "list_llm_providers", "get_llm_status"}
 
@@ -202,11 +219,12 @@ class Planner:
             and self.request.unknown_env
             and not (self.request.target_env or self.request.source_env)
         ):
-            known = ", ".join(env.id for env in self.context.environments)
+            known = ", ".join(markdown_text(env.id) for env in self.context.environments)
+            unknown = markdown_text(self.request.unknown_env)  # the person's words, shown as typed
             return Reply(
                 self.say(
-                    f"Окружения «{self.request.unknown_env}» нет; есть: {known}. Какое имеется в виду?",
-                    f"There is no “{self.request.unknown_env}” environment; there are: {known}. Which one?",
+                    f"Окружения «{unknown}» нет; есть: {known}. Какое имеется в виду?",
+                    f"There is no “{unknown}” environment; there are: {known}. Which one?",
                 ),
                 asks_back=True,
             )
@@ -491,6 +509,7 @@ class Planner:
             return None
         if spelled := self._titles_in_words(listed):
             return int(spelled[0]["id"])
+        name, env = markdown_text(name), markdown_text(env)  # shown as typed, never as Markdown
         if len(ranked) > 1 and scores[0] >= _CLOSE_ENOUGH:
             close = [board for board, score in zip(ranked, scores, strict=True) if score >= _CLOSE_ENOUGH]
             needs.question = self.say(
@@ -557,7 +576,10 @@ class Planner:
             {**args, "branch": branch, "dashboard_ids": boards, "message": request.reason} if boards else None
         )
 
-    def _database(self, env: str, needs: _Needs) -> int | None:
+    def _database(self, env: str, needs: _Needs, table_named: str | None = None) -> int | None:
+        """The database the request is about: the one it names; the only one; else, for a
+        request about a table, the one of a few whose default schema has it (each explored
+        first); else a question."""
         listing = next(
             (
                 done.result
@@ -581,11 +603,55 @@ class Planner:
             return int(chosen[0]["id"])
         if len(databases) == 1:
             return int(databases[0]["id"])
+        if table_named is not None and len(databases) <= _DATABASES_SEARCHED:
+            holding = self._holding(env, [int(db["id"]) for db in databases], table_named, needs)
+            if holding is None:
+                return None  # a database is explored first
+            if len(holding) == 1:
+                return holding[0]
         rows = [(db["id"], db["name"]) for db in databases]
-        needs.question = self.say(f"В какой базе данных {env}?", f"Which database in {env}?")
+        shown = markdown_text(env)
+        needs.question = self.say(f"В какой базе данных {shown}?", f"Which database in {shown}?")
         if rows:
             needs.details.append(table(["id", say(self.lang, "база", "database")], rows))
         return None
+
+    def _holding(self, env: str, databases: list[int], table_named: str, needs: _Needs) -> list[int] | None:
+        """The databases whose schema has the table (its own schema when it names one, else the
+        default one); None while one of them is still to be explored (``needs.call``). An
+        exploration that failed is the turn's answer, as any read the request needed."""
+        schema_named, _, name = table_named.rpartition(".")
+        holding = []
+        for database in databases:
+            explored = [
+                (done.args.get("schema"), done.result)
+                for done in self.done
+                if done.tool == EXPLORE
+                and done.args.get("database_id") == database
+                and not done.failed
+                and isinstance(done.result, dict)
+            ]
+            schemas = next((result["schemas"] for _, result in explored if result.get("schemas")), None)
+            if schemas is None:
+                needs.call = Call(EXPLORE, {"env_id": env, "database_id": database})
+                return None
+            schema = schema_named or _default_schema(schemas)
+            if schema not in schemas:
+                continue
+            tables = next(
+                (
+                    result["tables"]
+                    for of, result in explored
+                    if of == schema and result.get("tables") is not None
+                ),
+                None,
+            )
+            if tables is None:
+                needs.call = Call(EXPLORE, {"env_id": env, "database_id": database, "schema": schema})
+                return None
+            if name.casefold() in {str(known).casefold() for known in tables}:
+                holding.append(database)
+        return holding
 
     @cached_property
     def _earlier_sql(self) -> str | None:
@@ -610,12 +676,22 @@ class Planner:
                 "Какую таблицу зарегистрировать как датасет?", "Which table should become a dataset?"
             )
             return None
-        database = self._database(args["env_id"], needs)
+        sql = request.sql or (described_sql(request, request.table) if request.table else earlier_sql)
+        last = self.earlier.last_call
+        if (
+            intent == SQL_TOOL
+            and sql == earlier_sql
+            and last is not None
+            and last.tool == SQL_TOOL
+            and last.args.get("env_id") == args["env_id"]
+        ):
+            return {**args, "database_id": last.args["database_id"], "sql": sql}  # where it ran before
+        named = request.table or (_table_of(sql) if sql else None)
+        database = self._database(args["env_id"], needs, named)
         if database is None:
             return None
         if intent == "superset_create_dataset":
             return {**args, "database_id": database, "table_name": request.table}
-        sql = request.sql or (described_sql(request, request.table) if request.table else earlier_sql)
         return {**args, "database_id": database, "sql": sql}
 
     def _explore(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
@@ -625,7 +701,7 @@ class Planner:
         wants_tables = bool(_TABLES_WANTED.search(request.words))
         if request.database_name is None and request.table is None and not wants_tables:
             return args
-        database = self._database(args["env_id"], needs)
+        database = self._database(args["env_id"], needs, None if wants_tables else request.table)
         if database is None:
             return None
         explored = [
@@ -643,6 +719,6 @@ class Planner:
         )
         if schemas is None:
             return {**args, "database_id": database}
-        schema = next((name for name in schemas if name in ("main", "public")), schemas[0])
+        schema = _default_schema(schemas)
         columns = {"table": request.table} if request.table and not wants_tables else {}
         return {**args, "database_id": database, "schema": schema, **columns}

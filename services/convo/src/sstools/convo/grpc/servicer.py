@@ -8,6 +8,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from sqlalchemy.engine import RowMapping
 
 import grpc
+from sstools.common.grpc_auth import Callers, user_of
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import (
     BadCursor,
@@ -32,12 +33,6 @@ class RequestInvalid(ValueError):
 
 def _invalid(message: str) -> NoReturn:
     raise RequestInvalid(message)
-
-
-def _user(user_id: str) -> str:
-    if not user_id:
-        _invalid("user_id is required")
-    return user_id
 
 
 def _uuid(value: str) -> uuid.UUID:
@@ -70,17 +65,26 @@ def _status_codes(method: Handler) -> Handler:
 
 
 class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
-    """Thin edge: checks the request, calls the store, maps its errors to status codes."""
+    """Thin edge: checks the request, calls the store, maps its errors to status codes.
+
+    The caller's service token was checked before any method runs (runtime's ServiceTokenCheck);
+    the person a call acts for is the subject of the user token it carries, never a field.
+    Writes a turn makes at its end (the answer, the audit record, the uploads' removal) take a
+    user token that expired since, for ``callers``' bounded lateness: the person's token was
+    valid when the agent began the turn, and an answer or audit record must not be lost because
+    the turn outlived it; reads and a turn's first writes take only a valid one."""
 
     def __init__(
         self,
         store: ConversationStore,
         janitor: CheckpointJanitor,
         uploads: UploadStore,
+        callers: Callers,
         *,
         max_message_chars: int,
         lease_ttl: timedelta,
     ) -> None:
+        self._callers = callers
         self._store = store
         self._janitor = janitor
         self._uploads = uploads
@@ -93,13 +97,14 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
     ) -> convo_pb2.Conversation:
         self._check_length(request.first_message)
         conversation_id = _uuid(request.conversation_id) if request.conversation_id else None
-        row = await self._store.create(_user(request.user_id), request.first_message, conversation_id)
+        row = await self._store.create(await self._user(context), request.first_message, conversation_id)
         return _conversation(row)
 
     @_status_codes
     async def AppendMessages(
         self, request: convo_pb2.AppendMessagesRequest, context: Context
     ) -> convo_pb2.AppendMessagesResponse:
+        user = await self._user(context, late=True)
         new = []
         for message in request.messages:
             if not message.client_message_id:
@@ -116,7 +121,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
                     message.partial,
                 )
             )
-        rows = await self._store.append(_user(request.user_id), _uuid(request.conversation_id), new)
+        rows = await self._store.append(user, _uuid(request.conversation_id), new)
         return convo_pb2.AppendMessagesResponse(messages=[_message(row) for row in rows])
 
     @_status_codes
@@ -124,7 +129,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         self, request: convo_pb2.GetHistoryRequest, context: Context
     ) -> convo_pb2.GetHistoryResponse:
         page = await self._store.history(
-            _user(request.user_id),
+            await self._user(context),
             _uuid(request.conversation_id),
             limit=min(request.page_size or 50, 500),
             cursor=request.page_token or None,
@@ -139,7 +144,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             _invalid("holder is required")
         ttl = timedelta(seconds=request.ttl_seconds) if request.ttl_seconds else self._lease_ttl
         state = await self._store.acquire_lease(
-            _user(request.user_id), _uuid(request.conversation_id), request.holder, ttl
+            await self._user(context), _uuid(request.conversation_id), request.holder, ttl
         )
         return _lease(state)
 
@@ -165,11 +170,12 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
     async def RecordAudit(
         self, request: convo_pb2.RecordAuditRequest, context: Context
     ) -> convo_pb2.RecordAuditResponse:
+        user = await self._user(context, late=True)
         if not request.decision:
             _invalid("decision is required")
         audit_id = await self._store.record_audit(
             conversation_id=_uuid(request.conversation_id) if request.conversation_id else None,
-            user_id=_user(request.user_id),
+            user_id=user,
             service_identity=request.service_identity,
             decision=request.decision,
             tool_name=request.tool_name,
@@ -183,11 +189,10 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
 
     @_status_codes
     async def CountTurn(self, request: convo_pb2.CountTurnRequest, context: Context) -> convo_pb2.TurnCount:
+        user = await self._user(context)
         if not 1 <= request.window_seconds <= MAX_TURN_WINDOW_SECONDS:
             _invalid(f"window_seconds must be 1 to {MAX_TURN_WINDOW_SECONDS}")
-        counted = await self._store.count_turn(
-            _user(request.user_id), timedelta(seconds=request.window_seconds)
-        )
+        counted = await self._store.count_turn(user, timedelta(seconds=request.window_seconds))
         if counted.over(request.limit):
             return convo_pb2.TurnCount(allowed=False, retry_after_seconds=counted.retry_after)
         return convo_pb2.TurnCount(allowed=True)
@@ -197,7 +202,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         self, request: convo_pb2.ArchiveConversationRequest, context: Context
     ) -> convo_pb2.Conversation:
         row = await self._store.set_archived(
-            _user(request.user_id), _uuid(request.conversation_id), archived=True
+            await self._user(context), _uuid(request.conversation_id), archived=True
         )
         # This thread's clean-up now if it can; other debts stay with the housekeeping loop.
         await self._janitor.clean(str(request.conversation_id))
@@ -205,12 +210,11 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
 
     @_status_codes
     async def ReadUpload(self, request: convo_pb2.ReadUploadRequest, context: Context) -> convo_pb2.Upload:
+        user = await self._user(context)
         found = None
         upload_id = _maybe_uuid(request.upload_id)
         if upload_id is not None:
-            found = await self._uploads.read(
-                _user(request.user_id), _uuid(request.conversation_id), upload_id
-            )
+            found = await self._uploads.read(user, _uuid(request.conversation_id), upload_id)
         if found is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, "no such upload")
         assert found is not None
@@ -223,8 +227,12 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         self, request: convo_pb2.DeleteUploadsRequest, context: Context
     ) -> convo_pb2.DeleteUploadsResponse:
         ids = [upload_id for value in request.upload_ids if (upload_id := _maybe_uuid(value)) is not None]
-        deleted = await self._uploads.delete(_user(request.user_id), _uuid(request.conversation_id), ids)
+        user = await self._user(context, late=True)
+        deleted = await self._uploads.delete(user, _uuid(request.conversation_id), ids)
         return convo_pb2.DeleteUploadsResponse(deleted=deleted)
+
+    async def _user(self, context: Context, *, late: bool = False) -> str:
+        return await user_of(self._callers, context, late=late)
 
     def _check_length(self, content: str) -> None:
         if len(content) > self._max_chars:

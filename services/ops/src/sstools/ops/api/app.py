@@ -20,7 +20,7 @@ async def _operation_error(request: Request, error: Exception) -> JSONResponse:
 def build_app(ctx: OpsContext) -> FastAPI:
     app = FastAPI(title="SS-Tools operations", version="0.1.0")
     user_only, agent_for_user = dependencies(ctx.authenticator)
-    guard = Guard(ctx.audit, agent_for_user, ctx.supersets.environments, ctx.confirmations)
+    guard = Guard(ctx.audit, agent_for_user, ctx.supersets.environments, ctx.confirmations, ctx.heavy_reads)
     app.include_router(identity.router(ctx, guard, user_only, agent_for_user))
     app.include_router(accounts.router(ctx, user_only))
     app.include_router(superset.router(ctx, guard))

