@@ -1,6 +1,8 @@
 """The service-token client: a token the server refuses is replaced once, never more; a refused
-user token is not a reason to ask for a new service token; no token to be had is UNAVAILABLE."""
+user token is not a reason to ask for a new service token; no token to be had is UNAVAILABLE.
+The servers' check: a token verified once is kept no longer than it is valid."""
 
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -11,11 +13,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from sstools.common.grpc_auth import ServiceTokenUnavailable, as_user, user_of
+from sstools.common.grpc_auth import CallerRefused, Callers, ServiceTokenUnavailable, as_user, bearer, user_of
 from sstools.common.grpc_client import insecure_channel
 from sstools.common.runtime import Service
 from sstools.common.settings import ServiceSettings
-from sstools.devstack.keys import CALLERS, service_token, user_token
+from sstools.common.tokens import PublicKeyCodec
+from sstools.devstack.keys import CALLERS, ISSUER, service_token, user_token
 
 
 class EchoSettings(ServiceSettings):
@@ -110,3 +113,39 @@ async def test_no_service_token_to_be_had_is_unavailable(target: str) -> None:
         await _call(target, Tokens())
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "ops is down" in (refused.value.details() or "")
+
+
+def _sleep_until(moment: datetime) -> None:
+    time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
+
+
+def test_a_token_verified_before_is_still_refused_once_it_expires() -> None:
+    """Callers keep what they verified, to check a signature once: never past the token's end."""
+    late = timedelta(seconds=2)
+    callers = Callers(PublicKeyCodec(ISSUER.trusted), late_user_seconds=late.total_seconds())
+    ends = datetime.now(UTC) + timedelta(seconds=3)
+    lifetime = timedelta(minutes=5)
+    service = (bearer(service_token(ttl=lifetime, now=ends - lifetime)),)
+    person = as_user(user_token("anna", ttl=lifetime, now=ends - lifetime))
+    assert callers.service(service).subject == "agent"
+    assert callers.user(person).subject == "anna"
+    _sleep_until(ends + timedelta(seconds=0.1))
+    with pytest.raises(CallerRefused) as refused:
+        callers.service(service)
+    assert refused.value.code == "token_expired"
+    with pytest.raises(CallerRefused) as refused:
+        callers.user(person)
+    assert refused.value.code == "token_expired"
+    assert callers.user(person, late=True).subject == "anna"  # within the late seconds
+    _sleep_until(ends + late + timedelta(seconds=0.1))
+    with pytest.raises(CallerRefused):
+        callers.user(person, late=True)
+
+
+def test_a_token_kept_as_one_kind_is_never_taken_as_the_other() -> None:
+    callers = Callers(PublicKeyCodec(ISSUER.trusted))
+    person = user_token("anna")
+    assert callers.user(as_user(person)).subject == "anna"
+    with pytest.raises(CallerRefused) as refused:
+        callers.service((bearer(person),))
+    assert refused.value.code == "token_audience_invalid"

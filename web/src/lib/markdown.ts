@@ -55,8 +55,9 @@ rules.link_open = (tokens, index, options, env, self) => {
 
 rules.link_close = (tokens, index, options, env, self) => {
   // links do not nest: the nearest link_open before this close is its own
-  const open = tokens.slice(0, index).findLast((token) => token.type === "link_open");
-  const mark = open?.meta?.external ? '<span class="external-mark" aria-hidden="true">↗</span>' : "";
+  let open = index - 1;
+  while (open >= 0 && tokens[open].type !== "link_open") open -= 1;
+  const mark = tokens[open]?.meta?.external ? '<span class="external-mark" aria-hidden="true">↗</span>' : "";
   return mark + linkClose(tokens, index, options, env, self);
 };
 

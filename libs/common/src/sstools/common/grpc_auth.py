@@ -19,7 +19,9 @@ refuses the one it sent.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, Protocol
 
 import grpc
@@ -52,6 +54,9 @@ OPEN_SERVICES = frozenset(
 )
 
 Metadata = Iterable[tuple[str, str | bytes]] | None
+# Tokens verified lately, each kept until it expires: one service token comes with every call for
+# minutes, one user token with every call of a turn; its signature is checked once.
+VERIFIED_KEPT = 1024
 
 
 class CallerRefused(Exception):
@@ -90,6 +95,8 @@ class Callers:
     def __init__(self, codec: PublicKeyCodec, *, late_user_seconds: float = 0.0) -> None:
         self._codec = codec
         self._late_codec = PublicKeyCodec(codec.trusted, leeway_seconds=late_user_seconds)
+        self._late = timedelta(seconds=late_user_seconds)
+        self._verified_lately: OrderedDict[tuple[str, str, bool], TokenClaims] = OrderedDict()
 
     def service(self, metadata: Metadata) -> TokenClaims:
         scheme, _, token = _value(metadata, SERVICE_TOKEN_KEY).partition(" ")
@@ -97,7 +104,7 @@ class Callers:
             raise CallerRefused(
                 "service", "service_token_missing", "expected 'authorization: Bearer <token>'"
             )
-        return self._verified(self._codec, "service", token, SERVICE_AUDIENCE, TokenType.SERVICE)
+        return self._verified("service", token, SERVICE_AUDIENCE, TokenType.SERVICE, late=False)
 
     def user(self, metadata: Metadata, *, late: bool = False) -> TokenClaims:
         token = _value(metadata, USER_TOKEN_KEY)
@@ -105,20 +112,31 @@ class Callers:
             raise CallerRefused(
                 "user", "user_token_missing", f"expected the person's token in {USER_TOKEN_KEY!r}"
             )
-        codec = self._late_codec if late else self._codec
-        claims = self._verified(codec, "user", token, USER_AUDIENCE, TokenType.USER)
+        claims = self._verified("user", token, USER_AUDIENCE, TokenType.USER, late=late)
         if not claims.subject:  # ops never signs one; a call for no one acts for no one
             raise CallerRefused("user", "token_claim_missing", "the user token names no user")
         return claims
 
-    @staticmethod
     def _verified(
-        codec: PublicKeyCodec, credential: str, token: str, audience: str, token_type: TokenType
+        self, credential: str, token: str, audience: str, token_type: TokenType, *, late: bool
     ) -> TokenClaims:
+        """The token's claims, its signature checked once while it is valid (``late``: for the
+        late codec's leeway too); a token past that is verified again, and refused."""
+        kept = (token, credential, late)
+        claims = self._verified_lately.get(kept)
+        grace = self._late if late else timedelta()
+        if claims is not None and datetime.now(UTC) < claims.expires_at + grace:
+            return claims
+        codec = self._late_codec if late else self._codec
         try:
-            return codec.verify(token, audience=audience, token_type=token_type)
+            claims = codec.verify(token, audience=audience, token_type=token_type)
         except TokenError as error:
+            self._verified_lately.pop(kept, None)
             raise CallerRefused(credential, error.code, str(error)) from None
+        self._verified_lately[kept] = claims
+        if len(self._verified_lately) > VERIFIED_KEPT:
+            self._verified_lately.popitem(last=False)
+        return claims
 
 
 async def refuse(context: grpc.aio.ServicerContext[Any, Any], refused: CallerRefused) -> NoReturn:

@@ -18,7 +18,7 @@ arguments; edited ones are validated and decided again, and an edit that changes
 card shows (any argument, and so the environment, tier, risk, role or object) is answered with a
 new card showing the edited call, never an execution: only a card the person saw runs.
 Every call that runs is handed its Idempotency-Key, derived from the conversation, the model's
-answer that asked, the call and what the person confirmed (or the request itself); once
+answer that asked, the call and the card the person confirmed, if any; once
 confirmed, it also carries a confirmation signed for its user, tool, key and exact request
 (:class:`~sstools.agent.tools.Passes`), which ops requires.
 """
@@ -43,7 +43,7 @@ from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMP
 from sstools.common.catalogue import tool as catalogue_tool
 from sstools.common.confirmation import Confirmation
 from sstools.common.policy import Decision, decide, resolve_env
-from sstools.common.tool_args import ARGS, ENDPOINTS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
+from sstools.common.tool_args import ARGS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
 
 ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model is not asked again
 # The artifact key of a call's result that a person answered: the card's digest and the answer,
@@ -281,16 +281,12 @@ def _grant(
     signed for this user, tool, key and the exact request the tool will send."""
     call = request.tool_call
     thread_id = str(configurable.get("thread_id", ""))
-    fingerprint = facts.fingerprint(ops_call(call["name"], arguments))
     asking = _asking(request)
-    key = idempotency_key(
-        thread_id,
-        str(asking.id if asking is not None else ""),
-        str(call["id"]),
-        answered["digest"] if answered is not None else fingerprint,
-    )
+    digest = answered["digest"] if answered is not None else ""
+    key = idempotency_key(thread_id, str(asking.id if asking is not None else ""), str(call["id"]), digest)
     confirmation = None
     if answered is not None:
+        fingerprint = facts.fingerprint(ops_call(call["name"], arguments))
         confirmation = Confirmation(str(configurable.get("username", "")), call["name"], key, fingerprint)
     passes.grant(thread_id, str(call["id"]), key, confirmation)
 
@@ -380,8 +376,7 @@ def gate(
         if isinstance(outcome, ToolMessage):
             return outcome
         arguments, decision, answered = outcome
-        if call["name"] in ENDPOINTS:  # show_capabilities answers from the catalogue: nothing sent
-            _grant(passes, request, configurable, arguments, answered, facts)
+        _grant(passes, request, configurable, arguments, answered, facts)
         request = request.override(tool_call={**call, "args": shown_arguments(arguments)})
         try:
             result = await asyncio.wait_for(execute(request), tool_timeout_seconds)

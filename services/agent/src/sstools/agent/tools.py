@@ -32,8 +32,8 @@ RETRY_ATTEMPTS = 3
 
 def idempotency_key(conversation_id: str, message_id: str, call_id: str, digest: str) -> str:
     """The key ops runs a call once by: the conversation, the model's answer that asked for the
-    call and the call in it, and what the person confirmed (the card's digest) or else the very
-    request. Never the server's call id alone: some servers number their calls the same in every
+    call and the call in it, and what the person confirmed (the card's digest; empty for a call
+    that needed no card). Never the server's call id alone: some servers number their calls the same in every
     answer (``functions.run_backup:0``), and a later backup would get the first one's answer back
     instead of running. The same call run again (a resume after a restart) has the same key."""
     parts = json.dumps([conversation_id, message_id, call_id, digest], ensure_ascii=False)

@@ -27,6 +27,7 @@ from sqlalchemy import make_url
 
 from sstools.devstack.superset import ADMIN_USERNAME, Instance, SupersetHome, prepare_instance, running
 from sstools.ops.environments import parse_environments
+from sstools.ops.superset import sqllab
 from sstools.ops.superset.client import SupersetClient
 
 EXAMPLES_DATABASE = "examples"
@@ -420,10 +421,9 @@ def write_postgres_demo(url: str) -> None:
 
 
 async def database_id(superset: SupersetClient, name: str) -> int | None:
-    """The id of the database Superset lists as ``name``, if it lists one."""
-    named = {"filters": [{"col": "database_name", "opr": "eq", "value": name}], "columns": ["id"]}
-    found = (await superset.get("/api/v1/database/", q=named))["result"]
-    return int(found[0]["id"]) if found else None
+    """The id of the database Superset lists as ``name`` (as ops' exploration lists them), if any."""
+    listed = (await sqllab.explore(superset, None, None, None)).databases or []
+    return next((database.id for database in listed if database.name == name), None)
 
 
 async def _register_postgres_demo(instances: Mapping[str, Instance], url: str) -> None:
