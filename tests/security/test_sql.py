@@ -32,6 +32,7 @@ import httpx
 import psycopg
 import pytest
 from gradio_client import Client
+from psycopg import sql as pgsql
 
 from sstools.devstack.agentstack import AGENT_SECRET, AgentStack, dump, new_conversation
 from sstools.devstack.demo import PASSWORD_ENV, add_database, client
@@ -62,6 +63,11 @@ CREATE PROCEDURE archive_orders() LANGUAGE sql AS $$ DELETE FROM orders $$;
 CREATE SCHEMA reports;
 CREATE TABLE reports.monthly (month date PRIMARY KEY, revenue numeric(12, 2) NOT NULL);
 INSERT INTO reports.monthly VALUES ('2026-01-01', 1200.50), ('2026-02-01', 980.25);
+-- attribute notation: customers' row has no column "leak", so c.leak is leak(c), a function
+-- that writes through another connection, which the read's own read-only transaction does not stop
+CREATE FUNCTION leak(customers) RETURNS text LANGUAGE sql
+    AS $$ SELECT dblink_exec('host=127.0.0.1 dbname=' || current_database() || ' user=postgres',
+                             'INSERT INTO audit_log (note) VALUES (''attribute'')') $$;
 INSERT INTO customers
     SELECT n, 'customer ' || n, (ARRAY['Berlin', 'Lisbon', 'Oslo'])[n % 3 + 1], date '2025-01-01' + n * 20
     FROM generate_series(1, 9) AS n;
@@ -235,6 +241,14 @@ def _writes(targets: Targets) -> list[tuple[str, str]]:
         "SELECT string_agg(repeat('x', 100000), ',') FROM generate_series(1, 100000)",
         "SELECT lpad(name, 1000000000) FROM customers",
         "SELECT count(*) FROM generate_series(1, (SELECT max(id) FROM orders) * 1000000000)",
+        # attribute notation: a name that is no column of the row is a call of leak(row)
+        "SELECT c.leak FROM customers c",
+        "SELECT customers.leak FROM customers",
+        "SELECT public.customers.leak FROM public.customers",
+        "SELECT (c).leak FROM customers c",
+        "SELECT x.leak FROM (SELECT * FROM customers) x",
+        "SELECT c.city FROM customers c WHERE c.leak IS NOT NULL",
+        "SELECT c.name FROM customers AS c(key, leak) WHERE c.city IS NOT NULL",
     ]
     return [("sqlite", sql) for sql in sqlite] + [("postgres", sql) for sql in postgres]
 
@@ -244,6 +258,7 @@ class Read:
     target: str
     sql: str
     column: str  # compared, in the first row, with what the database itself answers
+    schema: str | None = None  # the schema SQL Lab runs it in
 
 
 READS = (
@@ -349,6 +364,18 @@ READS = (
     ),
     # One string to PostgreSQL (its E'' string runs to the last quote), two statements to SQLite.
     Read("postgres", TWO_FACED.replace("--'", "--' AS s"), "s"),
+    # qualified names that are columns, as the stored tables (renamed, starred, in a schema) have them
+    Read(
+        "postgres",
+        "SELECT x.city, x.n FROM (SELECT c.*, o.amount AS n FROM customers c JOIN orders o"
+        " ON o.customer_id = c.id) x ORDER BY x.n DESC, x.id",
+        "city",
+    ),
+    Read("postgres", "SELECT k.town FROM customers AS k(key, label, town) ORDER BY k.key DESC", "town"),
+    Read(
+        "postgres", "SELECT public.orders.status FROM public.orders ORDER BY public.orders.id DESC", "status"
+    ),
+    Read("postgres", "SELECT m.revenue FROM monthly m ORDER BY m.month DESC", "revenue", schema="reports"),
 )
 
 
@@ -366,19 +393,23 @@ async def _as_agent_for(stack: AgentStack, username: str) -> dict[str, str]:
     }
 
 
-async def _shape(stack: AgentStack, headers: dict[str, str], database_id: int, sql: str) -> dict[str, Any]:
+async def _shape(
+    stack: AgentStack, headers: dict[str, str], database_id: int, sql: str, schema: str | None = None
+) -> dict[str, Any]:
     """Ops' judgement, asked as the agent asks it."""
+    statement = {"database_id": database_id, "sql": sql, "schema": schema}
     async with httpx.AsyncClient(base_url=stack.ops_url, timeout=30) as http:
-        reply = await http.post(
-            "/api/envs/dev/sql/shape", json={"database_id": database_id, "sql": sql}, headers=headers
-        )
+        reply = await http.post("/api/envs/dev/sql/shape", json=statement, headers=headers)
     assert reply.status_code == 200, reply.text
     return dict(reply.json())
 
 
-async def _analyst_runs(stack: AgentStack, llm: FakeLlm, session: Client, database_id: int, sql: str) -> Any:
+async def _analyst_runs(
+    stack: AgentStack, llm: FakeLlm, session: Client, database_id: int, sql: str, schema: str | None = None
+) -> Any:
     llm.script.clear()
-    call = ToolCall("superset_execute_sql", {"env_id": "dev", "database_id": database_id, "sql": sql})
+    arguments = {"env_id": "dev", "database_id": database_id, "sql": sql}
+    call = ToolCall("superset_execute_sql", arguments | ({"schema": schema} if schema else {}))
     llm.says(Reply(tool_calls=(call,)), Reply(content="Готово."))
     return await stack.say("выполни запрос", new_conversation(), client=session)
 
@@ -433,6 +464,8 @@ def _expected(targets: Targets, read: Read) -> Any:
             names = [column[0] for column in lite.description]
             return dict(zip(names, lite.fetchone(), strict=True))[read.column]
     with psycopg.connect(targets.postgres.url) as connection:
+        if read.schema:
+            connection.execute(pgsql.SQL("SET search_path = {}").format(pgsql.Identifier(read.schema)))
         pg = connection.execute(read.sql)
         row = pg.fetchone()
         assert row is not None
@@ -446,22 +479,25 @@ def _same(answered: Any, expected: Any) -> bool:
     return bool(answered == expected)
 
 
+# One stack per target: an analyst may run only so many statements a minute (ops' heavy-read budget).
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("target", ["sqlite", "postgres"])
 async def test_analytical_reads_stay_read_only_and_run_for_an_analyst(
-    llm_stack: AgentStack, llm: FakeLlm, targets: Targets
+    llm_stack: AgentStack, llm: FakeLlm, targets: Targets, target: str
 ) -> None:
-    assert len(READS) >= 15
+    reads = [read for read in READS if read.target == target]
+    assert len(reads) >= 9
     session = await asyncio.to_thread(llm_stack.client, "anna")
     headers = await _as_agent_for(llm_stack, "anna")
     problems = []
-    for read in READS:
+    for read in reads:
         database_id, _ = _database(targets, read.target)
         where = f"[{read.target}] {read.sql}"
-        shape = await _shape(llm_stack, headers, database_id, read.sql)
+        shape = await _shape(llm_stack, headers, database_id, read.sql, read.schema)
         if not shape["read_only"]:
             problems.append(f"{where}: judged changing {shape}")
             continue
-        reply = await _analyst_runs(llm_stack, llm, session, database_id, read.sql)
+        reply = await _analyst_runs(llm_stack, llm, session, database_id, read.sql, read.schema)
         ends = [end for end in reply.of("tool_end") if end["tool"] == "superset_execute_sql"]
         if len(ends) != 1 or not ends[0]["output"].get("rows"):
             problems.append(f"{where}: no rows: {dump(reply)}")

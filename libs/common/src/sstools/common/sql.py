@@ -9,6 +9,8 @@ several statements and anything that does not parse count as changing something.
 also bounded: the functions that build a value or a series of a size they are given
 (``repeat``, ``lpad``, ``zeroblob``, ``generate_series``, ...) must be given it as numeric
 literals, and all of them together may build at most :data:`MAX_BUILT` characters or rows.
+On PostgreSQL a qualified name must be a column, not a function over a row
+(:mod:`sstools.common.sql_columns`): the caller finds the ones only stored tables can answer.
 
 The judgement holds only if the database runs what was judged, so callers never send the text
 they were given: :func:`render` prints the parsed statement again in the same dialect, without
@@ -26,6 +28,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
+from sstools.common.sql_columns import ColumnNeed, qualified_names
+
 
 class SqlNotParsed(ValueError):
     """The text is not SQL this service can read (or print again faithfully) in that dialect."""
@@ -38,8 +42,13 @@ class SqlShape:
     kinds: list[str]
     # Why it is not read-only: "several_statements", "into", "lock", "dml", "ddl",
     # "statement:<kind>", "function:<name>", "unbounded:<name>", "too_large",
-    # "executable_comment", "not_a_query", "unparsed".
+    # "executable_comment", "not_a_query", "unparsed"; on PostgreSQL, for a name it could read
+    # as a function call (sstools.common.sql_columns): "field_selection:<expr>",
+    # "unresolved:<name>", "qualified_name:<name>", "not_a_column:<name>".
     reasons: list[str] = field(default_factory=list)
+    # PostgreSQL: the qualified names a read holds that are columns only if the stored tables
+    # have them; the statement is a read only once each is found (sstools.ops checks).
+    column_needs: list[ColumnNeed] = field(default_factory=list)
 
 
 # Superset's `backend` (the SQLAlchemy URL's) → the sqlglot dialect that reads its SQL. Only
@@ -400,11 +409,18 @@ def classify(sql: str, dialect: str = "postgres") -> SqlShape:
     if dialect not in _PURE_NAMED:  # no allow-list of this dialect's own functions: deny
         reasons.append("dialect_not_vetted")
     allowed = allowed_functions(dialect)
+    needs: list[ColumnNeed] = []
     for tree in trees:
         reasons.extend(_reasons(tree, allowed))
+        if dialect == "postgres" and isinstance(tree, exp.Query):  # attribute notation
+            names = qualified_names(tree)
+            reasons.extend(names.reasons)
+            needs.extend(names.needs)
     kinds = [type(tree).__name__.lower() for tree in trees]
     unique = list(dict.fromkeys(reasons))
-    return SqlShape(statements=len(trees), read_only=not unique, kinds=kinds, reasons=unique)
+    return SqlShape(
+        statements=len(trees), read_only=not unique, kinds=kinds, reasons=unique, column_needs=needs
+    )
 
 
 def format_sql(sql: str, dialect: str = "postgres") -> str:

@@ -176,10 +176,10 @@ class MaintenanceBody(ToolArgs):
 class SqlStatement(ToolArgs):
     database_id: ObjectId = Field(description="Superset database id.")
     sql: str = Field(min_length=1, max_length=100_000, description="One SQL statement.")
+    schema_name: SqlIdentifier | None = Field(default=None, alias="schema", description="Schema.")
 
 
 class SqlBody(SqlStatement):
-    schema_name: SqlIdentifier | None = Field(default=None, alias="schema", description="Schema.")
     limit: int = Field(default=100, ge=1, le=10_000, description="Most rows returned.")
 
 

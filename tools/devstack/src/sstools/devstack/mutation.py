@@ -56,7 +56,14 @@ SAFETY_CORE: dict[str, Target] = {
         "sstools/common/policy.py",
         ("libs/common/tests/test_policy.py", "libs/common/tests/test_catalogue.py"),
     ),
-    "sql": Target(COMMON, "sstools/common/sql.py", ("libs/common/tests/test_sql.py",)),
+    "sql": Target(
+        COMMON,
+        "sstools/common/sql.py",
+        ("libs/common/tests/test_sql.py", "libs/common/tests/test_sql_columns.py"),
+    ),
+    "sql_columns": Target(
+        COMMON, "sstools/common/sql_columns.py", ("libs/common/tests/test_sql_columns.py",)
+    ),
     "tokens": Target(COMMON, "sstools/common/tokens.py", ("libs/common/tests/test_tokens.py",)),
     "confirmation": Target(
         COMMON, "sstools/common/confirmation.py", ("libs/common/tests/test_confirmation.py",)

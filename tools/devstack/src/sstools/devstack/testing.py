@@ -114,19 +114,34 @@ async def probe(
 
 
 def free_port() -> int:
-    """A port nothing listens on now, for a process the test starts.
+    """A port nothing listens on now and no other call hands out, for a process the test starts.
 
     Picked below the kernel's ephemeral range (32768+), so an outgoing connection made before
-    the process binds cannot take it.
+    the process binds cannot take it. Between the probe and the process's bind the port is free
+    for anyone to take: so each pytest-xdist worker draws from its own slice of the range, and
+    no port is handed out twice in one test process (two listeners of one service, or a test
+    that starts a process while another's has not bound yet).
     """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker) if worker.isdigit() else 0
+    width = (_FREE_PORTS_END - _FREE_PORTS_START) // max(workers, 1)
+    start = _FREE_PORTS_START + width * (index % max(workers, 1))
     while True:
-        port = random.randrange(20000, 32000)
+        port = random.randrange(start, start + width)
+        if port in _ports_handed_out:
+            continue
         with socket.socket() as probe_socket:
             try:
                 probe_socket.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _ports_handed_out.add(port)
+        return port
+
+
+_FREE_PORTS_START, _FREE_PORTS_END = 20000, 32000
+_ports_handed_out: set[int] = set()
 
 
 def framing_allowed(page_policy: str) -> list[str]:

@@ -130,7 +130,9 @@ class OpsClient:
     async def sql_read_only(self, user_token: str, args: SqlArgs) -> bool:
         """Whether ops, parsing it in the target database's own dialect, reads the statement as
         one query that changes nothing."""
-        statement = SqlStatementArgs(env_id=args.env_id, database_id=args.database_id, sql=args.sql)
+        statement = SqlStatementArgs(
+            env_id=args.env_id, database_id=args.database_id, sql=args.sql, schema_name=args.schema_name
+        )
         path, _, body = SQL_SHAPE.request(statement)
         shape = await self.call(OpsCall(SQL_SHAPE.method, path, body=body), user_token)
         return shape.get("read_only") is True

@@ -20,17 +20,23 @@ Superset also puts a schema into SQL as text (PostgreSQL's pre-query
 ``set search_path = "{schema}"``, run before the guard on the same connection), so a schema,
 like a table, is an identifier (``sstools.common.tool_args.SqlIdentifier``) and must be one the
 database lists (:func:`known_schema`, :func:`known_table`) before anything else is sent.
+
+PostgreSQL reads a qualified name that is not a column of its table as a call of a function over
+the table's row (``t.f`` is ``f(t)``), which no allow-list judged: a read whose qualified names
+only the stored tables can answer for is a read only once Superset's description of each table
+lists them (:class:`DatabaseFacts`, ``sstools.common.sql_columns``).
 """
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
 
 from sstools.common.sql import SqlNotParsed, SqlShape, classify, dialect_for_backend, render
+from sstools.common.sql_columns import TableRef
 from sstools.ops.errors import NotFound
-from sstools.ops.superset.client import SupersetClient, SupersetRejected
+from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetRejected
 
 
 def read_guard(dialect: str, timeout_seconds: float) -> str | None:
@@ -43,8 +49,9 @@ def read_guard(dialect: str, timeout_seconds: float) -> str | None:
     return None
 
 
-# How long a database's backend is trusted before Superset is asked again.
-BACKEND_CACHE_SECONDS = 60.0
+# How long what a database is (its backend, its tables' columns) is trusted before Superset is
+# asked again.
+FACTS_CACHE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -56,34 +63,82 @@ class Judgement:
     shape: SqlShape
 
 
-class Backends:
-    """Each database's backend, as Superset names it, remembered briefly per environment: every
-    SQL call needs it, and it changes only when someone edits the database's connection."""
+class DatabaseFacts:
+    """Each database's backend, and the columns of the tables SQL names, as Superset describes
+    them, remembered briefly per environment: every SQL call needs them, and they change only
+    when someone edits the database's connection or a table."""
 
-    def __init__(self, ttl_seconds: float = BACKEND_CACHE_SECONDS) -> None:
+    def __init__(self, ttl_seconds: float = FACTS_CACHE_SECONDS) -> None:
         self._ttl = ttl_seconds
-        self._known: dict[tuple[str, int], tuple[str | None, float]] = {}
+        self._backends: dict[tuple[str, int], tuple[str | None, float]] = {}
+        self._columns: dict[tuple[str, int, str | None, str], tuple[list[str], float]] = {}
 
     async def backend(self, client: SupersetClient, database_id: int) -> str | None:
         """``SupersetNotFound`` (404) for a database Superset does not know."""
         key = (client.env_id, database_id)
         now = time.monotonic()
-        known = self._known.get(key)
+        known = self._backends.get(key)
         if known is not None and known[1] > now:
             return known[0]
         database = await client.get(f"/api/v1/database/{database_id}")
         backend = database.get("result", {}).get("backend")
-        self._known[key] = (str(backend) if backend else None, now + self._ttl)
-        return self._known[key][0]
+        self._backends[key] = (str(backend) if backend else None, now + self._ttl)
+        return self._backends[key][0]
+
+    async def columns(self, client: SupersetClient, database_id: int, table: TableRef) -> list[str] | None:
+        """The table's column names in order; None when Superset cannot describe it (no such
+        table, or none the person may see: Superset answers both alike)."""
+        key = (client.env_id, database_id, table.schema, table.name)
+        now = time.monotonic()
+        known = self._columns.get(key)
+        if known is not None and known[1] > now:
+            return known[0]
+        params = {"name": table.name, **({"schema": table.schema} if table.schema else {})}
+        try:
+            metadata = await client.get(f"/api/v1/database/{database_id}/table_metadata/", params=params)
+        except SupersetError:  # 500 for a missing table, 404 for a hidden one
+            return None
+        names = [str(column["name"]) for column in metadata.get("columns") or []]
+        self._columns[key] = (names, now + self._ttl)
+        return names
 
 
-async def judge(client: SupersetClient, backends: Backends, database_id: int, sql: str) -> Judgement:
-    backend = await backends.backend(client, database_id)
+async def _qualified_names_found(
+    client: SupersetClient, facts: DatabaseFacts, database_id: int, schema: str | None, shape: SqlShape
+) -> SqlShape:
+    """The read's shape once each qualified name is found among its tables' columns; a name
+    that is not one would run as a function over the row (attribute notation): not a read."""
+    reasons: list[str] = []
+    for need in shape.column_needs:
+        found = False
+        for table in need.tables:
+            # an unqualified table is looked for where SQL Lab's search_path puts it
+            named = table if table.schema or schema is None else replace(table, schema=schema)
+            columns = await facts.columns(client, database_id, named)
+            if columns is None:
+                reasons.append(f"unknown_table:{named.name}")
+            elif need.name in table.visible(columns):
+                found = True
+                break
+        if not found:
+            reasons.append(f"not_a_column:{need.reference}")
+    if not reasons:
+        return shape
+    return replace(shape, read_only=False, reasons=list(dict.fromkeys([*shape.reasons, *reasons])))
+
+
+async def judge(
+    client: SupersetClient, facts: DatabaseFacts, database_id: int, sql: str, schema: str | None = None
+) -> Judgement:
+    """The statement judged for the database; ``schema`` is the one SQL Lab is to run it in."""
+    backend = await facts.backend(client, database_id)
     dialect = dialect_for_backend(backend)
     if dialect is None:
         shape = SqlShape(statements=0, read_only=False, kinds=[], reasons=["unknown_backend"])
     else:
         shape = classify(sql, dialect)
+    if shape.read_only and shape.column_needs:
+        shape = await _qualified_names_found(client, facts, database_id, schema, shape)
     return Judgement(backend, dialect, shape)
 
 

@@ -98,7 +98,7 @@ def _validation_run(task: Task) -> ValidationRun:
 def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     api = APIRouter()
     supersets = ctx.supersets
-    backends = sqllab.Backends()
+    facts = sqllab.DatabaseFacts()
 
     @api.get(ENDPOINTS["list_environments"].path)
     async def list_environments(
@@ -183,7 +183,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     ) -> SqlShapeOut:
         """Whether a statement only reads, judged in its database's dialect: the agent asks
         before it decides on a card and a role, and gets the very judgement execute_sql uses."""
-        judged = await sqllab.judge(supersets.client(env_id), backends, body.database_id, body.sql)
+        judged = await sqllab.judge(
+            supersets.client(env_id), facts, body.database_id, body.sql, body.schema_name
+        )
         return SqlShapeOut(
             env_id=env_id,
             database_id=body.database_id,
@@ -209,7 +211,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         client = supersets.client(env_id)
         if body.schema_name is not None:  # Superset writes the schema into SQL of its own
             await sqllab.known_schema(client, body.database_id, body.schema_name)
-        judged = await sqllab.judge(client, backends, body.database_id, body.sql)
+        judged = await sqllab.judge(client, facts, body.database_id, body.sql, body.schema_name)
         read_only = judged.shape.read_only
         if not read_only:
             await guard.admit(request, caller, "superset_execute_sql", env_id, mutating_sql=True)
