@@ -12,6 +12,7 @@ def test_the_safety_core_is_mutated_against_tests_that_exist() -> None:
     assert set(SAFETY_CORE) == {
         "policy",
         "sql",
+        "sql_columns",
         "tokens",
         "confirmation",
         "gate",

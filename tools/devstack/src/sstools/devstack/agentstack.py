@@ -360,6 +360,10 @@ async def running_stack(
             "docparse_target": f"127.0.0.1:{docparse.ports['grpc']}",
             # suites drive many turns a minute as one user; the limit has tests of its own
             "turns_per_user": 10_000,
+            # a fresh stack's first convo call (its account check with ops, a cold pool) can take
+            # more than the default 2 s beside another worker's stack on two cores; no suite
+            # tests this timeout
+            "convo_timeout_seconds": 10.0,
         }
         agent_settings = AgentSettings(**(agent_values | agent_overrides))
         agent = await stack.enter_async_context(
