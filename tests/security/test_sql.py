@@ -249,6 +249,8 @@ def _writes(targets: Targets) -> list[tuple[str, str]]:
         "SELECT x.leak FROM (SELECT * FROM customers) x",
         "SELECT c.city FROM customers c WHERE c.leak IS NOT NULL",
         "SELECT c.name FROM customers AS c(key, leak) WHERE c.city IS NOT NULL",
+        # the schema of a qualified name is looked up in Superset, which writes it into SQL
+        'SELECT c.id FROM "public""; DELETE FROM orders; COMMIT; --".customers c',
     ]
     return [("sqlite", sql) for sql in sqlite] + [("postgres", sql) for sql in postgres]
 

@@ -27,6 +27,7 @@ only the stored tables can answer for is a read only once Superset's description
 lists them (:class:`DatabaseFacts`, ``sstools.common.sql_columns``).
 """
 
+import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,6 +36,7 @@ from pydantic import BaseModel
 
 from sstools.common.sql import SqlNotParsed, SqlShape, classify, dialect_for_backend, render
 from sstools.common.sql_columns import TableRef
+from sstools.common.tool_args import IDENTIFIER_PATTERN
 from sstools.ops.errors import NotFound
 from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetRejected
 
@@ -48,6 +50,8 @@ def read_guard(dialect: str, timeout_seconds: float) -> str | None:
         return "PRAGMA query_only = 1"
     return None
 
+
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 # How long what a database is (its backend, its tables' columns) is trusted before Superset is
 # asked again.
@@ -87,7 +91,11 @@ class DatabaseFacts:
 
     async def columns(self, client: SupersetClient, database_id: int, table: TableRef) -> list[str] | None:
         """The table's column names in order; None when Superset cannot describe it (no such
-        table, or none the person may see: Superset answers both alike)."""
+        table, or none the person may see: Superset answers both alike), and without asking
+        when a name is not an identifier: the names come from the statement, and Superset
+        writes the schema into ``set search_path = "{schema}"`` on the inspector's connection."""
+        if not all(_IDENTIFIER.fullmatch(name) for name in (table.schema or "_", table.name)):
+            return None
         key = (client.env_id, database_id, table.schema, table.name)
         now = time.monotonic()
         known = self._columns.get(key)
