@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sstools.devstack.demo import local_supersets
+from sstools.devstack.keys import serving_jwks
 from sstools.devstack.paths import on_venv_path
 from sstools.devstack.superset import Instance, default_home
 from sstools.devstack.testing import free_port, scratch_database, scratch_owned_database
@@ -73,11 +74,23 @@ def demo_postgres(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def supersets(tmp_path_factory: pytest.TempPathFactory, demo_postgres: str) -> Iterator[dict[str, Instance]]:
+def ops_jwks_url() -> Iterator[str]:
+    """Where the session's Superset instances find the keys of the tokens ops acts as a person
+    with: the run's keys, which every ops of the session signs with."""
+    with serving_jwks() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def supersets(
+    tmp_path_factory: pytest.TempPathFactory, demo_postgres: str, ops_jwks_url: str
+) -> Iterator[dict[str, Instance]]:
     """Real Superset 6.1: a seeded dev and an empty prod, on free loopback ports, for the session,
-    both listing the PostgreSQL demo. The first run installs Superset into .data/superset and
-    initialises a template (about a minute)."""
+    both listing the PostgreSQL demo, ops acting in both as a person with the run's key. The first
+    run installs Superset into .data/superset and initialises a template (about a minute)."""
     folder = tmp_path_factory.mktemp("superset")
     ports = {"dev": free_port(), "prod": free_port()}
-    with local_supersets(default_home(), folder, ports, postgres=demo_postgres) as instances:
+    with local_supersets(
+        default_home(), folder, ports, postgres=demo_postgres, ops_jwks_url=ops_jwks_url
+    ) as instances:
         yield instances

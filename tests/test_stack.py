@@ -234,6 +234,7 @@ def _the_page_works_in_a_browser(
         *("06-exe-rejected", "07-pdf-answer", "07-debug", "08-english", "09-sidebar", "10-archived"),
         *("11-permission-denied", "12-stopped", "13-connection-lost", "14-session-ended", "15-queued"),
         *("16-drawer", "17-drawer-confirm", "18-idle"),
+        *("19-sso-login", "20-sso-provider", "21-sso-signed-in", "22-sso-refused"),
     )
     assert {path.name for path in browser.SCREENSHOTS.iterdir()} == {
         *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),

@@ -2,10 +2,12 @@
  * the running stack: E2E_BASE_URL (the proxy's origin), E2E_USERNAME and E2E_PASSWORD (an admin),
  * E2E_SCREENSHOTS (where each state is saved, at desktop and narrow widths), E2E_SIGNING_KEY (the
  * stack's token key, to make a session that ends mid-test); E2E_SUPERSET_DEV and E2E_SUPERSET_PASSWORD
- * (the stack's dev Superset and its admin, whose pages load the drawer). */
+ * (the stack's dev Superset, whose pages load the drawer, and its admin's password for its API);
+ * E2E_SSO_NAME and E2E_OIDC_PEOPLE (the stack's sign-in provider: its name on the button, and its
+ * people file, which a test rewrites to move a person to another group). */
 
 import { createHash, createPrivateKey, createPublicKey, randomUUID, sign } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -44,6 +46,13 @@ const SUPERSET_DEV = required("E2E_SUPERSET_DEV");
 const SUPERSET_ADMIN = { username: "admin", password: required("E2E_SUPERSET_PASSWORD") };
 const ANALYST = { username: required("E2E_ANALYST_USERNAME"), password: required("E2E_ANALYST_PASSWORD") };
 type Person = typeof ADMIN;
+const SSO_NAME = required("E2E_SSO_NAME");
+const OIDC_PEOPLE = required("E2E_OIDC_PEOPLE");
+// People of the stack's provider (demo passwords, tools/devstack oidc.DEMO_PEOPLE): the groups
+// they are in give their roles in the agent and in both Supersets.
+const ANA = { username: "ana", password: "ana-demo" }; // analysts
+const ADAM = { username: "adam", password: "adam-demo" }; // admins
+const CARL = { username: "carl", password: "carl-demo" }; // contractors: mapped nowhere
 // The question whose answer (the seeded broken chart) streams for seconds from the paced model.
 const PROBLEMS = "покажи дашборды с проблемами валидации";
 const DEPLOY_TO_PROD = "задеплой дашборд 1 в prod";
@@ -76,6 +85,33 @@ async function signedIn(who: Person, path = "/agent?envId=dev"): Promise<Page> {
   await page.goto(`${BASE_URL}${path}`);
   await page.waitForURL(/\/login/);
   await signIn(page, who);
+  return page;
+}
+
+/** The provider's own sign-in page, answered as `who`. */
+async function providerSignIn(page: Page, who: Person): Promise<void> {
+  await page.waitForURL(/\/interaction\//);
+  await page.locator("#username").fill(who.username);
+  await page.locator("#password").fill(who.password);
+  await page.locator('button[type="submit"]').click();
+}
+
+/** The role ops gives the page's signed-in person. */
+async function roleOf(page: Page): Promise<string> {
+  return page.evaluate(async () => {
+    const { token } = JSON.parse(sessionStorage.getItem("sstools.session") ?? "{}") as { token: string };
+    const me = await fetch("/api/auth/me", { headers: { Authorization: `Bearer ${token}` } });
+    return ((await me.json()) as { role: string }).role;
+  });
+}
+
+/** A new page sent to sign-in, signed in through the provider as `who`. */
+async function ssoSignedIn(who: Person): Promise<Page> {
+  const page = await newPage();
+  await page.goto(`${BASE_URL}/agent?envId=dev`);
+  await page.waitForURL(/\/login/);
+  await page.getByTestId("sso-sign-in").click();
+  await providerSignIn(page, who);
   return page;
 }
 
@@ -632,15 +668,63 @@ describe("what Superset and its databases hold is shown as text, never fetched o
   });
 });
 
-describe("the drawer inside Superset", () => {
-  /** Dev Superset at `path`, signed in there, with the drawer open and signed in to the agent. */
-  async function inSuperset(path: string): Promise<{ page: Page; drawer: FrameLocator }> {
+describe("single sign-on through the company's provider", () => {
+  it("signs in with the provider, with the role the person's group maps to, and a new group at the next sign-in", async () => {
     const page = await newPage();
+    await page.goto(`${BASE_URL}/agent?envId=dev`);
+    await page.waitForURL(/\/login/);
+    expect(await page.getByTestId("sso-sign-in").textContent()).toBe(`Войти через ${SSO_NAME}`);
+    await shoot(page, "19-sso-login");
+    await page.getByTestId("sso-sign-in").click();
+    await page.waitForURL(/\/interaction\//);
+    await shoot(page, "20-sso-provider");
+    await providerSignIn(page, ANA);
+    await page.waitForURL(/\/agent/);
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+    expect(new URL(page.url()).hash).toBe(""); // the hand-off is gone from the address
+    expect(await roleOf(page)).toBe("analyst");
+    await shoot(page, "21-sso-signed-in");
+
+    const people = readFileSync(OIDC_PEOPLE, "utf8");
+    const moved = (JSON.parse(people) as { username: string; groups: string[] }[]).map((person) =>
+      person.username === ANA.username ? { ...person, groups: ["operators"] } : person,
+    );
+    try {
+      writeFileSync(OIDC_PEOPLE, JSON.stringify(moved));
+      const again = await ssoSignedIn(ANA); // a new browser: the provider asks again
+      await again.waitForURL(/\/agent/);
+      await expect.poll(() => again.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+      expect(await roleOf(again)).toBe("operator");
+    } finally {
+      writeFileSync(OIDC_PEOPLE, people);
+    }
+  });
+
+  it("refuses a person in no mapped group, saying why", async () => {
+    const page = await ssoSignedIn(CARL);
+    await page.waitForURL(/\/login/);
+    expect(await page.getByTestId("sso-error").textContent()).toBe(
+      "Ваши группы не дают доступа к агенту. Обратитесь к администратору.",
+    );
+    expect(await page.evaluate(() => sessionStorage.getItem("sstools.session"))).toBeNull();
+    await shoot(page, "22-sso-refused");
+  });
+});
+
+describe("the drawer inside Superset", () => {
+  /** Dev Superset at `path`, signed in there through the provider as `who`, with the drawer open
+   * and signed in to the agent by that sign-in alone: no form of the agent's is ever shown. */
+  async function inSuperset(path: string, who: Person = ADAM): Promise<{ page: Page; drawer: FrameLocator }> {
+    const page = await newPage();
+    const agentPages: string[] = [];
+    page.on("framenavigated", (frame) => {
+      if (frame.url().startsWith(BASE_URL)) agentPages.push(new URL(frame.url()).pathname);
+    });
     await page.goto(`${SUPERSET_DEV}/login/`);
     expect(await page.locator("#sstools-drawer").count()).toBe(0); // not before Superset knows who it is
-    await page.locator("#username").fill(SUPERSET_ADMIN.username);
-    await page.locator("#password").fill(SUPERSET_ADMIN.password);
-    await page.locator('[data-test="login-button"]').click();
+    expect(await page.locator("#password").count()).toBe(0); // Superset signs people in through the provider
+    await page.getByText(/sign in with sso/i).click();
+    await providerSignIn(page, who);
     // signed in once Superset sends the browser to its welcome page; that page's own load (its
     // bundles, cold in a fresh Superset, on a busy machine) is not what this waits for
     await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit" });
@@ -648,10 +732,8 @@ describe("the drawer inside Superset", () => {
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
     await page.locator("#sstools-drawer .toggle").click();
     const drawer = page.frameLocator("#sstools-drawer iframe");
-    await drawer.locator('input[name="username"]').fill(ADMIN.username);
-    await drawer.locator('input[name="password"]').fill(ADMIN.password);
-    await drawer.locator('button[type="submit"]').click();
-    await expect.poll(() => drawer.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+    await expect.poll(() => drawer.getByTestId("connection").getAttribute("data-state"), { timeout: 30_000 }).toBe("connected");
+    expect(agentPages).not.toContain("/login"); // signed in silently, no second password
     return { page, drawer };
   }
 

@@ -38,6 +38,7 @@ from sstools.common.tokens import (
     TokenTypeInvalid,
     jwks,
     parse_public_keys,
+    superset_audience,
 )
 
 SECRET = "s" * 64
@@ -456,6 +457,19 @@ def test_a_token_ops_signs_verifies_with_its_public_key_alone() -> None:
     assert (
         str(refused.value) == "this service holds no private key: it verifies tokens, it does not issue them"
     )
+
+
+def test_a_persons_token_for_one_superset_is_no_token_for_another() -> None:
+    codec = PublicKeyCodec(_trusting(OPS_KEY), OPS_KEY)
+    assert (superset_audience("dev"), superset_audience("prod")) == ("superset:dev", "superset:prod")
+    token = codec.issue(
+        "alice", token_type=TokenType.SUPERSET, audience=superset_audience("dev"), ttl=timedelta(minutes=1)
+    )
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert (claims["aud"], claims["typ"]) == ("superset:dev", "superset")  # what Superset's hook reads
+    assert codec.verify(token, audience="superset:dev", token_type=TokenType.SUPERSET).subject == "alice"
+    with pytest.raises(TokenAudienceInvalid):
+        codec.verify(token, audience="superset:prod", token_type=TokenType.SUPERSET)
 
 
 def test_during_a_rotation_both_keys_verify_and_afterwards_only_the_new_one() -> None:

@@ -48,8 +48,10 @@ def _confirmed(
 
 
 async def _titled(ops: OpsApi, title: str) -> int:
+    """How many dashboards so titled dev has: a new one is a draft, which Superset shows to its
+    owners and admins (oleg, who creates them here, is both), not to every reader."""
     reply = await ops.http.get(
-        "/api/envs/dev/dashboards", params={"query": title}, headers=ops.headers("vera")
+        "/api/envs/dev/dashboards", params={"query": title}, headers=ops.headers("oleg")
     )
     assert reply.status_code == 200, reply.text
     return len(reply.json()["dashboards"])

@@ -13,7 +13,7 @@ import psycopg
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.devstack.confirming import UNCONFIRMED
-from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, environments
+from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, add_person, client, environments
 from sstools.devstack.superset import Instance, default_home, prepare_instance, running
 from sstools.devstack.testing import free_port
 
@@ -24,9 +24,9 @@ def _unique(prefix: str) -> str:
     return f"{prefix} {uuid.uuid4().hex[:8]}"
 
 
-async def _search(ops: OpsApi, env_id: str, text: str) -> list[dict[str, Any]]:
+async def _search(ops: OpsApi, env_id: str, text: str, username: str = "vera") -> list[dict[str, Any]]:
     reply = await ops.http.get(
-        f"/api/envs/{env_id}/dashboards", params={"query": text}, headers=ops.headers("vera")
+        f"/api/envs/{env_id}/dashboards", params={"query": text}, headers=ops.headers(username)
     )
     assert reply.status_code == 200, reply.text
     return list(reply.json()["dashboards"])
@@ -244,7 +244,9 @@ async def test_copy_creates_a_new_dashboard(ops: OpsApi) -> None:
     assert reply.status_code == 201, reply.text
     assert reply.json()["id"] != original["id"]
     assert reply.json()["title"] == title
-    assert [board["id"] for board in await _search(ops, "dev", title)] == [reply.json()["id"]]
+    # a copy is a draft: Superset shows it to its owner (and admins), not to every reader
+    assert [board["id"] for board in await _search(ops, "dev", title, "anna")] == [reply.json()["id"]]
+    assert await _search(ops, "dev", title, "vera") == []
 
 
 async def test_create_dashboard_and_dataset(ops: OpsApi) -> None:
@@ -253,7 +255,7 @@ async def test_create_dashboard_and_dataset(ops: OpsApi) -> None:
         "/api/envs/dev/dashboards", json={"title": title}, headers=ops.headers("anna")
     )
     assert created.status_code == 201, created.text
-    assert (await _search(ops, "dev", title))[0]["id"] == created.json()["id"]
+    assert (await _search(ops, "dev", title, "anna"))[0]["id"] == created.json()["id"]
 
     databases = (await ops.http.get("/api/envs/prod/databases", headers=ops.headers("oleg"))).json()[
         "databases"
@@ -490,6 +492,13 @@ async def test_validation_and_documentation_run_as_tasks(ops: OpsApi) -> None:
         f"/api/envs/dev/dashboards/{sales['id']}/documentation", headers=ops.headers("anna")
     )
     task = await ops.wait_task(documented.json()["id"], "anna")
+    # in Superset, an Alpha changes only the charts they own: these are the admin's
+    assert task["status"] == "failed", task
+    assert task["error"]["code"] == "superset_forbidden", task
+    documented = await ops.http.post(
+        f"/api/envs/dev/dashboards/{sales['id']}/documentation", headers=ops.headers("oleg")
+    )
+    task = await ops.wait_task(documented.json()["id"], "oleg")
     assert task["status"] == "success", task
     written = {item["chart_id"]: item["description"] for item in task["result"]["charts_documented"]}
     assert len(written) == 3
@@ -499,13 +508,22 @@ async def test_validation_and_documentation_run_as_tasks(ops: OpsApi) -> None:
 
 
 async def test_a_stopped_superset_is_a_typed_503_and_the_other_environment_still_works(
-    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+    supersets: dict[str, Instance],
+    ops_jwks_url: str,
+    fresh_database_url: str,
+    tracer_provider: TracerProvider,
+    tmp_path: Path,
 ) -> None:
     home = default_home()
-    staging = prepare_instance(home, tmp_path / "staging", "staging", free_port())
+    staging = prepare_instance(home, tmp_path / "staging", "staging", free_port(), ops_jwks_url=ops_jwks_url)
     listed = {**supersets, "staging": staging}
     with ExitStack() as superset_running:
         await asyncio.to_thread(superset_running.enter_context, running(home, [staging]))
+        admin = client(staging, PASSWORD_ENV)
+        try:
+            await add_person(admin, "vera", ("Gamma",))
+        finally:
+            await admin.aclose()
         async with running_ops(
             fresh_database_url,
             tracer_provider,

@@ -52,6 +52,63 @@ export async function login(username: string, password: string): Promise<Session
   return keep(username, (await response.json()) as Issued);
 }
 
+/** How this ops lets people sign in (`GET /api/auth/methods`): a password, a provider, or both. */
+export interface SignInMethods {
+  password: boolean;
+  sso: { name: string; start: string } | null;
+}
+
+export async function signInMethods(): Promise<SignInMethods> {
+  const response = await fetch("/api/auth/methods");
+  return response.ok ? ((await response.json()) as SignInMethods) : { password: true, sso: null };
+}
+
+/** Where the browser goes to sign in through the provider, and comes back to `returnTo` (a path
+ * under /agent); `silent`: only if the provider knows the person already (`prompt=none`). */
+export function ssoStartUrl(methods: SignInMethods, returnTo: string, silent = false): string {
+  const query = new URLSearchParams({ return_to: returnTo });
+  if (silent) query.set("prompt", "none");
+  return `${methods.sso?.start ?? "/api/auth/oidc/start"}?${query}`;
+}
+
+/** What ops' single sign-on left in the address's fragment (`#sso=<hand-off>` or
+ * `#sso_error=<code>`), taken out of the address at once so it stays in no history entry. */
+export function takeSsoAnswer(): { handoff: string } | { error: string } | null {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const handoff = fragment.get("sso");
+  const error = fragment.get("sso_error");
+  if (handoff === null && error === null) return null;
+  history.replaceState(history.state, "", location.pathname + location.search);
+  return handoff !== null ? { handoff } : { error: error ?? "oidc_denied" };
+}
+
+/** The session a single sign-on's hand-off stands for (used once, within a minute). */
+export async function ssoSession(handoff: string): Promise<Session> {
+  const response = await fetch("/api/auth/oidc/session", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ handoff }),
+  });
+  if (!response.ok) throw new LoginFailed(response.status);
+  const issued = (await response.json()) as Issued;
+  const me = await fetch("/api/auth/me", { headers: { Authorization: `Bearer ${issued.access_token}` } });
+  if (!me.ok) throw new LoginFailed(me.status);
+  return keep(((await me.json()) as { username: string }).username, issued);
+}
+
+const SSO_ERROR_KEY = "sstools.ssoError";
+
+/** Why the last single sign-on did not sign the person in, for the sign-in page to say. */
+export function keepSsoError(code: string): void {
+  sessionStorage.setItem(SSO_ERROR_KEY, code);
+}
+
+export function takeSsoError(): string | null {
+  const code = sessionStorage.getItem(SSO_ERROR_KEY);
+  sessionStorage.removeItem(SSO_ERROR_KEY);
+  return code;
+}
+
 let renewing: Promise<Session | null> | null = null;
 
 /** A session whose access token is not `failed`: the kept one if someone renewed it already,

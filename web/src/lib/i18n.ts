@@ -11,6 +11,24 @@ const STRINGS = {
   loginFailed: { ru: "Неверное имя или пароль", en: "Wrong username or password" },
   loginWait: { ru: "Слишком много попыток входа. Повторите через", en: "Too many sign-in attempts. Try again in" },
   secondsShort: { ru: "с", en: "s" },
+  ssoSignIn: { ru: "Войти через", en: "Sign in with" },
+  ssoOr: { ru: "или по паролю", en: "or with a password" },
+  ssoSilentFailed: {
+    ru: "Войти без пароля не вышло: в этом браузере вы не вошли в единый вход. Войдите через него — в новом окне.",
+    en: "Could not sign you in silently: this browser is not signed in to single sign-on. Sign in with it — in a new window.",
+  },
+  ssoAgain: { ru: "Я вошёл — попробовать снова", en: "I have signed in — try again" },
+  sso_oidc_denied: { ru: "Поставщик входа отказал во входе.", en: "The sign-in provider refused the sign-in." },
+  sso_oidc_unmapped: {
+    ru: "Ваши группы не дают доступа к агенту. Обратитесь к администратору.",
+    en: "None of your groups gives access to the agent. Ask an administrator.",
+  },
+  sso_oidc_user_disabled: { ru: "Ваша учётная запись отключена.", en: "Your account is disabled." },
+  sso_oidc_last_admin: {
+    ru: "Вход снял бы права с последнего администратора: обратитесь к администратору.",
+    en: "This sign-in would take the rights of the last administrator: ask an administrator.",
+  },
+  sso_failed: { ru: "Единый вход не удался. Попробуйте ещё раз.", en: "Single sign-on failed. Try again." },
   sessionEnded: {
     ru: "Сеанс завершён — войдите снова. Неотправленное сообщение сохранено.",
     en: "Your session has ended — sign in again. Your unsent message is kept.",

@@ -1,7 +1,9 @@
 """JWT issue and verification, with ``exp``, ``iat``, ``aud`` and ``typ`` required.
 
-Three kinds of token: ``user`` tokens come from the browser and authorise an operation;
-``service`` tokens authenticate one service to another — both signed by ops alone, with its
+Four kinds of token: ``user`` tokens come from the browser and authorise an operation;
+``service`` tokens authenticate one service to another; ``superset`` tokens let ops act in one
+Superset environment as a person for a minute (Superset's side checks them against ops' JWKS) —
+all three signed by ops alone, with its
 private Ed25519 key (EdDSA), and verified by every service with public keys only
 (:class:`PublicKeyCodec`), each named by a ``kid`` so that two keys work side by side while one
 replaces the other; ``confirmation`` tokens carry a person's confirmation of one call from the
@@ -33,6 +35,9 @@ USER_AUDIENCE = "sstools"
 # The audience of service tokens: every internal service accepts them (ops' REST API, convo's,
 # the router's and docparse's gRPC), since their one caller, the agent, reaches them all.
 SERVICE_AUDIENCE = "sstools-services"
+# The audience of a person's token for one Superset environment: a token for dev is no use in prod.
+SUPERSET_AUDIENCE_PREFIX = "superset:"
+
 # RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
 MIN_SECRET_BYTES = 32
 _REQUIRED_CLAIMS = ["exp", "iat", "aud", "sub", "typ"]
@@ -42,6 +47,11 @@ class TokenType(StrEnum):
     USER = "user"
     SERVICE = "service"
     CONFIRMATION = "confirmation"
+    SUPERSET = "superset"
+
+
+def superset_audience(env_id: str) -> str:
+    return SUPERSET_AUDIENCE_PREFIX + env_id
 
 
 class TokenError(Exception):

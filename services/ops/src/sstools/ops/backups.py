@@ -1,5 +1,9 @@
 """Backups: every dashboard of an environment exported into a timestamped zip, recorded, listed
-and restorable into the same or another environment."""
+and restorable into the same or another environment.
+
+A backup is taken by the environment's service account, not the person who asked: it must hold
+every dashboard, whatever one person may see (only operators may ask: the policy table). A
+restore imports as the person, like a deploy, so Superset's permissions for them decide."""
 
 import asyncio
 import hashlib
@@ -45,7 +49,7 @@ class Backups:
         self._folder = folder
 
     async def create(self, env_id: str, username: str) -> Backup:
-        client = self._supersets.client(env_id)
+        client = self._supersets.service_account(env_id)
         ids = await dashboards.ids(client)
         now = datetime.now(UTC)
         stamp = now.strftime("%Y%m%dT%H%M%SZ")
@@ -57,7 +61,7 @@ class Backups:
         )
 
     async def list(self, env_id: str) -> list[Backup]:
-        self._supersets.client(env_id)  # an unknown environment is an error, not an empty list
+        self._supersets.environment(env_id)  # an unknown environment is an error, not an empty list
         return await self._store.list(env_id)
 
     async def read(self, backup_id: uuid.UUID) -> tuple[Backup, bytes]:
@@ -77,9 +81,9 @@ class Backups:
             )
         return backup, archive
 
-    async def restore(self, backup_id: uuid.UUID, target_env: str) -> dict[str, object]:
+    async def restore(self, backup_id: uuid.UUID, target_env: str, username: str) -> dict[str, object]:
         backup, archive = await self.read(backup_id)
-        client = self._supersets.client(target_env)
+        client = self._supersets.as_person(target_env, username)
         contents = bundle.contents(archive)
         if contents.dashboards:
             mapped = bundle.remap_databases(archive, await bundle.target_databases(client), {})

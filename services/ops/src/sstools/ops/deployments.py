@@ -1,5 +1,6 @@
-"""Deploys and migrations: dashboards exported from one environment and imported into another,
-the target backed up first, its databases mapped, and refused while it is under maintenance."""
+"""Deploys and migrations: dashboards exported from one environment and imported into another by
+the person who asked, as far as Superset lets them, the target backed up first, its databases
+mapped, and refused while it is under maintenance."""
 
 from typing import Any
 
@@ -39,10 +40,10 @@ class Deployments:
         username: str,
         report: Report,
     ) -> dict[str, Any]:
-        source = self._supersets.client(source_env)
-        target = self._supersets.client(target_env)
+        source = self._supersets.as_person(source_env, username)
+        target = self._supersets.as_person(target_env, username)
         await self.ensure_open(target_env)
-        backup = await self._backups.create(target_env, username)
+        backup = await self._backups.create(target_env, username)  # the whole target, as the service account
         await report(30)
         archive = await dashboards.export(source, dashboard_ids)
         mapped = bundle.remap_databases(archive, await bundle.target_databases(target), database_mapping)

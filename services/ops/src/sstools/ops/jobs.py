@@ -1,4 +1,5 @@
-"""The kinds of task ops runs, each a plain function of the task's parameters."""
+"""The kinds of task ops runs, each a plain function of the task's parameters, acting in Superset
+as the person who asked (``created_by``)."""
 
 import uuid
 from typing import Any
@@ -50,13 +51,17 @@ def handlers(
 
     async def restore(task: Task, report: Report) -> dict[str, Any]:
         await deployments.ensure_open(task.env_id)
-        return await backups.restore(uuid.UUID(task.params["backup_id"]), task.env_id)
+        return await backups.restore(uuid.UUID(task.params["backup_id"]), task.env_id, task.created_by)
 
     async def llm_validation(task: Task, report: Report) -> dict[str, Any]:
-        return await validate(llm, supersets.client(task.env_id), task.params["dashboard_id"], report)
+        return await validate(
+            llm, supersets.as_person(task.env_id, task.created_by), task.params["dashboard_id"], report
+        )
 
     async def llm_documentation(task: Task, report: Report) -> dict[str, Any]:
-        return await document(llm, supersets.client(task.env_id), task.params["dashboard_id"], report)
+        return await document(
+            llm, supersets.as_person(task.env_id, task.created_by), task.params["dashboard_id"], report
+        )
 
     return {
         DEPLOY: deploy,

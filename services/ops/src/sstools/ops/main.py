@@ -19,13 +19,14 @@ from sstools.ops import jobs
 from sstools.ops.api.app import build_app
 from sstools.ops.api.auth import Authenticator
 from sstools.ops.api.clients import TrustedProxies, parse_networks
-from sstools.ops.api.context import OpsContext, SqlLimits
+from sstools.ops.api.context import OpsContext, SingleSignOn, SqlLimits
 from sstools.ops.api.guard import HeavyReads
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.environments import parse_environments
 from sstools.ops.gitrepo import GitRepository
 from sstools.ops.llm import LlmEndpoint
+from sstools.ops.oidc import OidcClient
 from sstools.ops.settings import OpsSettings
 from sstools.ops.signin import PasswordChecks, SignInPolicy, SignIns
 from sstools.ops.store import MIGRATIONS
@@ -35,6 +36,7 @@ from sstools.ops.store.idempotency import IdempotencyStore
 from sstools.ops.store.limits import Backoff, Limits
 from sstools.ops.store.maintenance import MaintenanceStore
 from sstools.ops.store.sessions import RefreshTokens
+from sstools.ops.store.single_sign_on import SingleSignOnStore
 from sstools.ops.store.tasks import TaskStore
 from sstools.ops.store.users import UserStore
 from sstools.ops.superset.registry import Supersets
@@ -47,8 +49,16 @@ SWEEP_SECONDS = 600
 
 def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: TracerProvider) -> OpsContext:
     """Every part of ops, wired once from the settings (no I/O happens here)."""
+    users = UserStore(engine)
+    authenticator = Authenticator(
+        settings.token_codec(),
+        users,
+        user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
+        service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
+    )
     supersets = Supersets(
         parse_environments(settings.environments),
+        authenticator.issue_superset_token,
         timeout=settings.superset_timeout_seconds,
         read_retries=settings.superset_read_retries,
         tracer_provider=tracer_provider,
@@ -64,15 +74,10 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
     )
     tasks = TaskStore(engine)
     handlers = jobs.handlers(supersets, backups, deployments, llm)
-    users = UserStore(engine)
     limits = Limits(engine)
+    oidc = settings.oidc_config()
     return OpsContext(
-        authenticator=Authenticator(
-            settings.token_codec(),
-            users,
-            user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
-            service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
-        ),
+        authenticator=authenticator,
         sign_ins=SignIns(
             users,
             limits,
@@ -95,6 +100,9 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
         llm=llm,
         sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
         heavy_reads=HeavyReads(limits, settings.heavy_reads_per_minute),
+        sso_store=SingleSignOnStore(engine),
+        single_sign_on=SingleSignOn(OidcClient(oidc), settings.oidc_pending_sign_ins) if oidc else None,
+        password_sign_in=settings.password_sign_in,
     )
 
 
@@ -135,11 +143,13 @@ def assemble(settings: OpsSettings, service: Service) -> None:
 
     async def sweep() -> None:
         """Forget the counters of names and addresses that stopped failing (a flood of made-up
-        ones would otherwise stay in the table), and idempotency keys past their retention."""
+        ones would otherwise stay in the table), idempotency keys past their retention, and single
+        sign-ons that never came back or were never handed off."""
         memory = timedelta(seconds=max(settings.login_memory_seconds, 60))
         sweeps = {
             "sign-in limits": lambda: context.sign_ins.limits.sweep(memory),
             "idempotency keys": context.idempotency.sweep,
+            "single sign-on rows": context.sso_store.sweep,
         }
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
@@ -155,8 +165,18 @@ def assemble(settings: OpsSettings, service: Service) -> None:
     service.add_background(context.worker.run)
     service.add_background(sweep)
     service.add_cleanup(context.supersets.aclose)
+    if context.single_sign_on is not None:
+        service.add_cleanup(context.single_sign_on.client.aclose)
     service.add_cleanup(engine.dispose)
 
 
 def main() -> None:
+    """``sstools-ops [serve|migrate]``, and ``sstools-ops users ...`` (accounts from a shell in
+    the pod: :mod:`sstools.ops.users_cli`, which reads only ``DATABASE_URL``)."""
+    import sys  # here, with the import below: main() is the only part of this module that needs them
+
+    if sys.argv[1:2] == ["users"]:
+        from sstools.ops import users_cli
+
+        raise SystemExit(users_cli.main(sys.argv[2:]))
     service_main(OpsSettings, assemble, migrations=MIGRATIONS)

@@ -1,5 +1,6 @@
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -14,6 +15,7 @@ from sstools.common.settings import (
 from sstools.common.tokens import PublicKeyCodec, SigningKey, parse_public_keys
 from sstools.ops.api.clients import parse_networks
 from sstools.ops.environments import parse_environments
+from sstools.ops.oidc import OidcConfig, parse_default_role, parse_role_mapping
 
 
 class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationSettings, LlmSettings):
@@ -117,6 +119,61 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         description="Proxies in front of ops that append to X-Forwarded-For (the ingress alone: 1).",
     )
 
+    password_sign_in: bool = Field(
+        default=True,
+        description="Whether POST /api/auth/login takes passwords; false: 403 password_sign_in_off "
+        "(single sign-on alone).",
+    )
+    oidc_issuer: str = Field(
+        default="",
+        description="Issuer URL of the OpenID Connect provider for single sign-on; empty: SSO off.",
+    )
+    oidc_client_id: str = Field(default="", description="Ops' client id at that provider.")
+    oidc_client_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Ops' client secret at that provider (client_secret_basic); "
+        "or OPS_OIDC_CLIENT_SECRET_FILE.",
+    )
+    oidc_client_secret_file: Path | None = Field(
+        default=None,
+        description="A file holding the client secret (a mounted Secret), read at each use.",
+    )
+    oidc_scopes: str = Field(
+        default="openid profile email groups", description="Scopes asked for; must include openid."
+    )
+    oidc_username_claim: str = Field(
+        default="preferred_username",
+        min_length=1,
+        description="ID token claim that is the ops username (1-200 characters, no whitespace or '/').",
+    )
+    oidc_groups_claim: str = Field(
+        default="groups",
+        min_length=1,
+        description="ID token claim listing the person's groups (missing: no groups).",
+    )
+    oidc_role_mapping: str = Field(
+        default="{}",
+        description="JSON object group -> role (viewer, analyst, operator, admin), "
+        'e.g. {"bi-admins": "admin"}; several mapped groups: the highest role.',
+    )
+    oidc_default_role: str = Field(
+        default="",
+        description="Role of a person in no mapped group; empty: they are refused (oidc_unmapped).",
+    )
+    oidc_provider_name: str = Field(
+        default="SSO", min_length=1, max_length=100, description="The provider's name on the sign-in button."
+    )
+    oidc_redirect_url: str = Field(
+        default="",
+        description="Public URL of ops' callback as the browser reaches it, "
+        "e.g. https://agent.example.com/api/auth/oidc/callback (registered at the provider).",
+    )
+    oidc_pending_sign_ins: int = Field(
+        default=1000,
+        ge=1,
+        description="Single sign-ins started and not yet back (10 minutes each) past which new ones get 429.",
+    )
+
     @field_validator("jwt_private_key")
     @classmethod
     def _private_key(cls, value: SecretStr) -> SecretStr:
@@ -155,6 +212,88 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
     def _environments(cls, value: str) -> str:
         parse_environments(value)  # refuse a bad list at start, with the reason
         return value
+
+    @field_validator("oidc_client_secret_file", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("oidc_role_mapping")
+    @classmethod
+    def _role_mapping(cls, value: str) -> str:
+        parse_role_mapping(value)  # bad JSON or an unknown role: refuse to start, with the reason
+        return value
+
+    @field_validator("oidc_default_role")
+    @classmethod
+    def _default_role(cls, value: str) -> str:
+        parse_default_role(value)
+        return value
+
+    @model_validator(mode="after")
+    def _single_sign_on(self) -> "OpsSettings":
+        if not self.oidc_issuer:
+            if not self.password_sign_in:
+                raise ValueError(
+                    "OPS_PASSWORD_SIGN_IN is false and OPS_OIDC_ISSUER is empty: nobody could sign in"
+                )
+            return self
+        issuer = urlsplit(self.oidc_issuer)
+        if issuer.scheme not in ("http", "https") or not issuer.netloc or issuer.query or issuer.fragment:
+            raise ValueError("OPS_OIDC_ISSUER must be an http(s) URL without query or fragment")
+        redirect = urlsplit(self.oidc_redirect_url)
+        if redirect.scheme not in ("http", "https") or not redirect.netloc or redirect.fragment:
+            raise ValueError("OPS_OIDC_REDIRECT_URL must be the callback's absolute http(s) URL")
+        if not self.oidc_client_id:
+            raise ValueError("OPS_OIDC_ISSUER is set: OPS_OIDC_CLIENT_ID is required")
+        has_secret = bool(self.oidc_client_secret.get_secret_value())
+        if has_secret == (self.oidc_client_secret_file is not None):
+            raise ValueError(
+                "single sign-on needs a client secret: give one of OPS_OIDC_CLIENT_SECRET and "
+                "OPS_OIDC_CLIENT_SECRET_FILE"
+            )
+        # The file is read at each use, not here: `sstools-ops migrate` (the chart's Job) reads
+        # these settings too, and need not have the secret mounted.
+        if "openid" not in self.oidc_scopes.split():
+            raise ValueError("OPS_OIDC_SCOPES must include openid")
+        if not parse_role_mapping(self.oidc_role_mapping) and not self.oidc_default_role:
+            raise ValueError(
+                "OPS_OIDC_ISSUER is set: OPS_OIDC_ROLE_MAPPING or OPS_OIDC_DEFAULT_ROLE is required "
+                "(else nobody could sign in)"
+            )
+        return self
+
+    def oidc_client_secret_value(self) -> str:
+        """The client secret: the variable's, or the file's as it is now (a rotated Secret is
+        picked up without a restart)."""
+        if self.oidc_client_secret_file is None:
+            secret = self.oidc_client_secret.get_secret_value()
+        else:
+            try:
+                secret = self.oidc_client_secret_file.read_text().strip()
+            except OSError as error:
+                said = f"OPS_OIDC_CLIENT_SECRET_FILE {self.oidc_client_secret_file} cannot be read"
+                raise ValueError(f"{said}: {error.strerror}") from None
+        if not secret:
+            raise ValueError("single sign-on needs a client secret (OPS_OIDC_CLIENT_SECRET or _FILE)")
+        return secret
+
+    def oidc_config(self) -> OidcConfig | None:
+        """Single sign-on's configuration; None while it is off."""
+        if not self.oidc_issuer:
+            return None
+        return OidcConfig(
+            issuer=self.oidc_issuer,
+            client_id=self.oidc_client_id,
+            client_secret=self.oidc_client_secret_value,
+            redirect_url=self.oidc_redirect_url,
+            scopes=" ".join(self.oidc_scopes.split()),
+            username_claim=self.oidc_username_claim,
+            groups_claim=self.oidc_groups_claim,
+            role_mapping=parse_role_mapping(self.oidc_role_mapping),
+            default_role=parse_default_role(self.oidc_default_role),
+            provider_name=self.oidc_provider_name,
+        )
 
     def clients(self) -> dict[str, str]:
         pairs = filter(None, self.service_clients.get_secret_value().split(","))

@@ -26,7 +26,7 @@ from sstools.common.db import create_engine
 from sstools.devstack import documents
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.running import RunningStack, stack_environment
-from sstools.devstack.stack import page_address
+from sstools.devstack.stack import OIDC_PROVIDER_NAME, page_address
 from sstools.devstack.superset import default_home
 from sstools.devstack.testing import free_port
 from sstools.ops.store.tables import limits
@@ -112,6 +112,10 @@ def run_suite(
             "E2E_SUPERSET_DEV": supersets["dev"],
             "E2E_SUPERSET_PROD": supersets["prod"],
             "E2E_SUPERSET_PASSWORD": default_home().admin_password(),
+            # the stack's sign-in provider: its people file (a test moves a person to another
+            # group) and the name its button shows
+            "E2E_OIDC_PEOPLE": str(data_root / "oidc" / "people.json"),
+            "E2E_SSO_NAME": OIDC_PROVIDER_NAME,
             "E2E_SCREENSHOTS": str(screenshots),
             # the stack's own signing key: the session tests make tokens that end soon
             "E2E_SIGNING_KEY": (data_root / "jwt-private-key.pem").read_text(),

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import random
+import secrets
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,7 +26,14 @@ from typing import Any
 import psycopg
 from sqlalchemy import make_url
 
-from sstools.devstack.superset import ADMIN_USERNAME, Instance, SupersetHome, prepare_instance, running
+from sstools.devstack.superset import (
+    ADMIN_USERNAME,
+    Instance,
+    SupersetHome,
+    SupersetSso,
+    prepare_instance,
+    running,
+)
 from sstools.ops.environments import parse_environments
 from sstools.ops.superset import sqllab
 from sstools.ops.superset.client import SupersetClient
@@ -34,6 +42,20 @@ EXAMPLES_DATABASE = "examples"
 BROKEN_TABLE = "legacy_kpis"
 ANALYST_ROLE = "Sales Analyst"
 ANALYST_USER = "alice"
+READER_ROLE = "Reader"  # Gamma's pages, every dataset read, nothing written
+# The people of the test stacks and of `make run`'s sign-in provider as Superset knows them (ops
+# acts in Superset as each of them, by name), in both instances: what each may do there is
+# Superset's own say; a provider's sign-in then finds them by name. Alice, who reads only the
+# sales dataset, is added in dev with her role.
+SUPERSET_PEOPLE: dict[str, tuple[str, ...]] = {
+    "root": ("Admin",),
+    "oleg": ("Admin",),
+    "anna": ("Alpha", "sql_lab"),
+    "vera": ("Gamma", READER_ROLE),
+    "ana": ("Alpha", "sql_lab"),
+    "olga": ("Admin",),
+    "adam": ("Admin",),
+}
 # Where ops finds the local instances' admin password (ENVIRONMENTS names the variable).
 PASSWORD_ENV = "SUPERSET_ADMIN_PASSWORD"
 POSTGRES_DATABASE = "demo_postgres"  # the PostgreSQL demo's name in both Supersets
@@ -300,9 +322,8 @@ async def seed_dev(client: SupersetClient, examples: Path) -> None:
         db.execute(f"DROP TABLE {BROKEN_TABLE}")  # the chart stays, its query now fails
 
 
-async def _add_sales_analyst(client: SupersetClient, database_id: int) -> None:
-    """A role that may read only the sales dataset, and a user who holds it with Gamma."""
-    wanted = f"[{EXAMPLES_DATABASE}].[sales]"
+async def _add_role(client: SupersetClient, name: str, permission: str, on: str) -> None:
+    """A role holding ``permission`` on the one resource whose name starts with ``on``."""
     permission_ids: list[int] = []
     page = 0
     while not permission_ids:
@@ -310,32 +331,55 @@ async def _add_sales_analyst(client: SupersetClient, database_id: int) -> None:
             "/api/v1/security/permissions-resources/", q={"page_size": 100, "page": page}
         )
         if not batch["result"]:
-            raise RuntimeError(f"Superset has no datasource_access permission on {wanted}")
+            raise RuntimeError(f"Superset has no {permission} permission on {on}")
         permission_ids = [
             item["id"]
             for item in batch["result"]
-            if item["permission"]["name"] == "datasource_access"
-            and item["view_menu"]["name"].startswith(wanted)
+            if item["permission"]["name"] == permission and item["view_menu"]["name"].startswith(on)
         ]
         page += 1
-    role = await client.post("/api/v1/security/roles/", {"name": ANALYST_ROLE})
+    role = await client.post("/api/v1/security/roles/", {"name": name})
     await client.post(
         f"/api/v1/security/roles/{role['id']}/permissions", {"permission_view_menu_ids": permission_ids}
     )
-    roles = await client.get("/api/v1/security/roles/", q={"page_size": 100})
-    gamma = next(item["id"] for item in roles["result"] if item["name"] == "Gamma")
+
+
+async def add_person(client: SupersetClient, username: str, roles: tuple[str, ...]) -> None:
+    """A Superset user holding ``roles`` (by name), with a password nobody is told: ops acts as
+    them by name, and a person signs in through the identity provider."""
+    listed = await client.get("/api/v1/security/roles/", q={"page_size": 100})
+    ids = {item["name"]: item["id"] for item in listed["result"]}
     await client.post(
         "/api/v1/security/users/",
         {
             "active": True,
-            "username": ANALYST_USER,
-            "first_name": "Alice",
-            "last_name": "Analyst",
-            "email": "alice@example.com",
-            "password": "alice-" + str(database_id) * 8,
-            "roles": [role["id"], gamma],
+            "username": username,
+            "first_name": username.capitalize(),
+            "last_name": "Demo",
+            "email": f"{username}@example.com",
+            "password": secrets.token_urlsafe(18),
+            "roles": [ids[role] for role in roles],
         },
     )
+
+
+async def add_people(client: SupersetClient) -> None:
+    """The people of :data:`SUPERSET_PEOPLE` whom the instance lacks, and the role the viewers
+    among them read with (on every start: a kept instance meets people added since)."""
+    roles = await client.get("/api/v1/security/roles/", q={"page_size": 100})
+    if READER_ROLE not in {item["name"] for item in roles["result"]}:
+        await _add_role(client, READER_ROLE, "all_datasource_access", "all_datasource_access")
+    users = await client.get("/api/v1/security/users/", q={"page_size": 100, "columns": ["username"]})
+    known = {item["username"] for item in users["result"]}
+    for username, held in SUPERSET_PEOPLE.items():
+        if username not in known:
+            await add_person(client, username, held)
+
+
+async def _add_sales_analyst(client: SupersetClient, database_id: int) -> None:
+    """A role that may read only the sales dataset, and a user who holds it with Gamma."""
+    await _add_role(client, ANALYST_ROLE, "datasource_access", f"[{EXAMPLES_DATABASE}].[sales]")
+    await add_person(client, ANALYST_USER, (ANALYST_ROLE, "Gamma"))
 
 
 def environments(instances: Mapping[str, Instance], password_env: str) -> str:
@@ -376,13 +420,19 @@ def local_supersets(
     ports: Mapping[str, int],
     agent_url: str | None = None,
     postgres: str | None = None,
+    ops_jwks_url: str | None = None,
+    sso: Mapping[str, SupersetSso] | None = None,
 ) -> Iterator[dict[str, Instance]]:
     """Dev and prod Superset running from ``folder``, seeded on their first start; with
-    ``agent_url``, each page loads that agent's drawer; with ``postgres`` (the URL of a database
-    of the demo's own, as the role that owns it), that database holds the PostgreSQL demo and
-    both instances list it, on every start that finds it missing."""
+    ``agent_url``, each page loads that agent's drawer; with ``ops_jwks_url`` (where ops
+    publishes its keys), ops may act in each as a person; with ``sso`` (by environment id),
+    people sign in to each through that provider; with ``postgres`` (the URL of a
+    database of the demo's own, as the role that owns it), that database holds the PostgreSQL
+    demo and both instances list it, on every start that finds it missing."""
     instances = {
-        env_id: prepare_instance(home, folder / env_id, env_id, port, agent_url)
+        env_id: prepare_instance(
+            home, folder / env_id, env_id, port, agent_url, ops_jwks_url, (sso or {}).get(env_id)
+        )
         for env_id, port in ports.items()
     }
     marker = folder / ".seeded"
@@ -391,6 +441,7 @@ def local_supersets(
         if not marker.exists():
             asyncio.run(_seed(instances, folder / "examples.db"))
             marker.touch()
+        asyncio.run(_people(instances))
         if postgres is not None:
             write_postgres_demo(postgres)
             asyncio.run(_register_postgres_demo(instances, postgres))
@@ -406,6 +457,15 @@ async def _seed(instances: Mapping[str, Instance], examples: Path) -> None:
                 await seed_dev(superset, examples)
             else:
                 await add_examples_database(superset, examples)
+        finally:
+            await superset.aclose()
+
+
+async def _people(instances: Mapping[str, Instance]) -> None:
+    for instance in instances.values():
+        superset = client(instance, PASSWORD_ENV)
+        try:
+            await add_people(superset)
         finally:
             await superset.aclose()
 

@@ -1,14 +1,26 @@
 """The Ed25519 key pair of a test run: ops signs with it, every other service trusts its public
 half, and tests mint with it the tokens a signed-in person (or the agent) would hold."""
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.grpc_auth import Callers, FixedServiceToken
 from sstools.common.grpc_client import insecure_channel
-from sstools.common.tokens import SERVICE_AUDIENCE, USER_AUDIENCE, PublicKeyCodec, SigningKey, TokenType
+from sstools.common.tokens import (
+    SERVICE_AUDIENCE,
+    USER_AUDIENCE,
+    PublicKeyCodec,
+    SigningKey,
+    TokenType,
+    jwks,
+)
 
 SIGNING_KEY = SigningKey.generate()
 PRIVATE_KEY = SIGNING_KEY.private_pem()
@@ -51,3 +63,31 @@ def forged_token(
         forger.kid = kid
     codec = PublicKeyCodec({forger.kid: forger.public_key}, forger)
     return codec.issue(subject, token_type=token_type, audience=audience, ttl=timedelta(hours=1))
+
+
+@contextmanager
+def serving_jwks() -> Iterator[str]:
+    """The run's public keys as ops publishes them (``/.well-known/jwks.json``), on a loopback
+    port of their own, for the session's Superset instances: the test stacks' ops come and go on
+    ports of their own, their keys stay. Yields the document's URL."""
+    document = json.dumps(jwks(ISSUER.trusted.values())).encode()
+
+    class Keys(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path == "/.well-known/jwks.json"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(document if found else b"{}")
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json"
+    finally:
+        server.shutdown()
+        server.server_close()

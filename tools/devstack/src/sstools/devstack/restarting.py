@@ -11,11 +11,13 @@ SIGTERM or SIGINT (the stack's supervisor sends them to the whole process group,
 included) stops the restarting: the wrapper waits for its child and exits with its code.
 """
 
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -38,6 +40,19 @@ class Backoff:
         delay = self._next
         self._next = min(self._next * 2, self.most)
         return delay
+
+
+def stop_group(process: "subprocess.Popen[bytes]", grace_seconds: float) -> None:
+    """SIGTERM to ``process``'s whole group (started with ``start_new_session``), then SIGKILL if
+    it has not ended within ``grace_seconds``."""
+    for signum, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, None)):
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def command_line(name: str, command: str) -> list[str]:

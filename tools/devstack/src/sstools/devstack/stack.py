@@ -37,11 +37,12 @@ from sstools.agent.settings import AgentSettings
 from sstools.common.settings import DatabaseSettings, ServiceSettings, environment_variables
 from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
+from sstools.devstack import oidc
 from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url, ensure_owned_database
 from sstools.devstack.restarting import command_line as restarting_command
-from sstools.devstack.superset import default_home
+from sstools.devstack.superset import SupersetSso, default_home
 from sstools.docparse.settings import DocparseSettings
 from sstools.ops.environments import parse_environments
 from sstools.ops.settings import OpsSettings
@@ -288,19 +289,95 @@ def process_environment(name: str, environment: Mapping[str, str]) -> dict[str, 
     return {key: value for key, value in environment.items() if name == "ops" or key != "JWT_PRIVATE_KEY"}
 
 
+# `make run`'s sign-in provider: its demo people's groups give these roles in the agent and in
+# both Supersets (one identity everywhere); a person in no such group is refused by both.
+OIDC_PORT = 9010
+OIDC_PROVIDER_NAME = "Local SSO"
+OIDC_AGENT_CLIENT = "sstools-agent"
+SUPERSET_SSO_NAME = "sso"  # FAB routes a provider by name: /login/sso, /oauth-authorized/sso
+AGENT_ROLES = {"viewers": "viewer", "analysts": "analyst", "operators": "operator", "admins": "admin"}
+SUPERSET_ROLES = {
+    "viewers": ("Gamma", "Reader"),
+    "analysts": ("Alpha", "sql_lab"),
+    "operators": ("Admin",),
+    "admins": ("Admin",),
+}
+
+
+@dataclass(frozen=True)
+class SingleSignOn:
+    """What ops (its settings) and each local Superset (by environment id) are told of the
+    provider people sign in through."""
+
+    ops: dict[str, str]
+    supersets: dict[str, SupersetSso]
+
+
+@contextmanager
+def single_sign_on(
+    data_root: Path, page_url: str, superset_ports: Mapping[str, int]
+) -> Iterator[SingleSignOn]:
+    """A local OpenID Connect provider (tools/oidc) with the demo people, and ops and both
+    Supersets as its clients; nothing where OPS_OIDC_ISSUER names a provider of one's own."""
+    if os.environ.get("OPS_OIDC_ISSUER"):
+        yield SingleSignOn({}, {})
+        return
+    port = int(os.environ.get("SSTOOLS_OIDC_PORT", OIDC_PORT))
+    agent_secret = local_secret("OIDC_AGENT_SECRET", data_root, "oidc-agent-secret")
+    superset_secret = local_secret("OIDC_SUPERSET_SECRET", data_root, "oidc-superset-secret")
+    issuer = f"http://127.0.0.1:{port}"
+    supersets = {
+        env_id: SupersetSso(issuer, f"superset-{env_id}", superset_secret, SUPERSET_SSO_NAME, SUPERSET_ROLES)
+        for env_id in superset_ports
+    }
+    clients = [
+        oidc.Client(
+            OIDC_AGENT_CLIENT, agent_secret, (f"{page_url}/api/auth/oidc/callback",), (f"{page_url}/login",)
+        ),
+        *(
+            oidc.Client(
+                sso.client_id,
+                sso.client_secret,
+                (sso.redirect_uri(f"http://127.0.0.1:{superset_ports[env_id]}"),),
+                (f"http://127.0.0.1:{superset_ports[env_id]}/login/",),
+            )
+            for env_id, sso in supersets.items()
+        ),
+    ]
+    with oidc.running(data_root / "oidc", port, clients, oidc.DEMO_PEOPLE, OIDC_PROVIDER_NAME) as provider:
+        yield SingleSignOn(
+            {
+                "OPS_OIDC_ISSUER": provider.issuer,
+                "OPS_OIDC_CLIENT_ID": OIDC_AGENT_CLIENT,
+                "OPS_OIDC_CLIENT_SECRET": agent_secret,
+                "OPS_OIDC_REDIRECT_URL": f"{page_url}/api/auth/oidc/callback",
+                "OPS_OIDC_ROLE_MAPPING": json.dumps(AGENT_ROLES),
+                "OPS_OIDC_PROVIDER_NAME": OIDC_PROVIDER_NAME,
+            },
+            supersets,
+        )
+
+
 @contextmanager
 def superset_environments(
-    data_root: Path, ports: Mapping[str, int], agent_url: str, database: str
+    data_root: Path,
+    ports: Mapping[str, int],
+    agent_url: str,
+    ops_url: str,
+    database: str,
+    sso: Mapping[str, SupersetSso] | None = None,
 ) -> Iterator[dict[str, str]]:
     """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use),
-    their pages loading the drawer of the agent at ``agent_url``, each listing the PostgreSQL
-    demo, a database of its own on the server of ``database``."""
+    their pages loading the drawer of the agent at ``agent_url``, ops at ``ops_url`` acting in
+    them as the person who asks, people signing in through ``sso``'s provider, each listing the
+    PostgreSQL demo, a database of its own on the server of ``database``."""
     if os.environ.get("ENVIRONMENTS"):
         yield {}
         return
     home = default_home()
     demo = postgres_demo(database, data_root)
-    with local_supersets(home, data_root / "superset", ports, agent_url, demo) as instances:
+    jwks_url = f"{ops_url}/.well-known/jwks.json"
+    with local_supersets(home, data_root / "superset", ports, agent_url, demo, jwks_url, sso) as instances:
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
 
 
@@ -342,15 +419,24 @@ def peer_addresses(environment: Mapping[str, str]) -> dict[str, str]:
 
 
 def sign_in_notes(environment: Mapping[str, str], data_root: Path) -> list[str]:
-    """Where to sign in, for the banner: ops' admin and each local Superset."""
+    """Where to sign in, for the banner: ops' admin, the local provider's people, each local
+    Superset."""
     admin = environment.get("OPS_ADMIN_USERNAME", "admin")
     where = "OPS_ADMIN_PASSWORD" if os.environ.get("OPS_ADMIN_PASSWORD") else data_root / "ops-admin-password"
     notes = [f"  sign in to ops as {admin}: password in {where}"]
+    if environment.get("OPS_OIDC_ISSUER") and not os.environ.get("OPS_OIDC_ISSUER"):
+        people = ", ".join(
+            f"{person.username}/{person.password} ({', '.join(person.groups)})" for person in oidc.DEMO_PEOPLE
+        )
+        notes.append(
+            f"  or with {OIDC_PROVIDER_NAME} ({environment['OPS_OIDC_ISSUER']}), demo people: {people}"
+        )
     if os.environ.get("ENVIRONMENTS"):
         return notes
     password_file = default_home().admin_password_file
+    how = f"people through {OIDC_PROVIDER_NAME}" if len(notes) > 1 else "admin"
     for env in json.loads(environment["ENVIRONMENTS"]):
-        notes.append(f"  superset {env['id']:<6}{env['url']}  (admin: password in {password_file})")
+        notes.append(f"  superset {env['id']:<6}{env['url']}  ({how}; admin's password in {password_file})")
     return notes
 
 
@@ -387,11 +473,20 @@ def main() -> None:
     data_root = args.data_dir.resolve().parent
     with (
         database_url(args.data_dir.resolve()) as url,
-        superset_environments(data_root, args.superset_ports, page_address(os.environ).url, url) as supersets,
+        single_sign_on(data_root, page_address(os.environ).url, args.superset_ports) as sso,
+        superset_environments(
+            data_root,
+            args.superset_ports,
+            page_address(os.environ).url,
+            peer_addresses(os.environ)["AGENT_OPS_URL"],
+            url,
+            sso.supersets,
+        ) as supersets,
     ):
         environment = {
             **os.environ,
             **supersets,
+            **sso.ops,
             "DATABASE_URL": url,
             **local_signing_key(data_root),
             "CONFIRMATION_SECRET": local_secret("CONFIRMATION_SECRET", data_root, "confirmation-secret"),

@@ -14,13 +14,12 @@ import os
 import secrets
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -28,10 +27,13 @@ import httpx
 from sstools.devstack.locks import exclusive
 from sstools.devstack.paths import DATA_DIR, REPO_ROOT
 from sstools.devstack.restarting import command_line as restarting_command
+from sstools.devstack.restarting import stop_group
 
 SUPERSET_REQUIREMENTS = ("apache-superset==6.1.0", "flask-caching<2.5", "cachetools", "rich")
 # Drivers for the databases Superset reads; `superset init` registers nothing of theirs.
 DRIVERS = ("psycopg2-binary",)
+# Sign-in through an OpenID Connect provider (FAB's AUTH_OAUTH registers it with authlib).
+SSO_REQUIREMENTS = ("authlib>=1.3,<2",)
 ADMIN_USERNAME = "admin"
 _log = logging.getLogger(__name__)
 
@@ -50,6 +52,10 @@ FEATURE_FLAGS = {{"TAGGING_SYSTEM": True}}  # dashboards found by tag
 """
 # The agent's drawer on every page, as a production Superset adds it (README): the same file.
 DRAWER_CONFIG = REPO_ROOT / "web" / "superset" / "drawer_config.py"
+# The hook through which ops acts as a person, as a production Superset adds it (README).
+PERSON_CONFIG = REPO_ROOT / "services" / "ops" / "superset" / "sstools_person_config.py"
+# Sign-in through the company's OpenID Connect provider, as a production Superset adds it (README).
+OIDC_CONFIG = REPO_ROOT / "services" / "ops" / "superset" / "sstools_oidc_config.py"
 # The template is rebuilt when what it was made from changes (`superset init` registers the
 # permissions of the features the configuration turns on).
 _TEMPLATE_VERSION = hashlib.sha256("\n".join([_CONFIG, *SUPERSET_REQUIREMENTS]).encode()).hexdigest()[:16]
@@ -111,18 +117,76 @@ def default_home() -> SupersetHome:
     return SupersetHome(Path(os.environ.get("SSTOOLS_SUPERSET_HOME", DATA_DIR / "superset")).resolve())
 
 
-def _write_config(folder: Path, drawer: tuple[str, str] | None = None) -> None:
-    """The instance's configuration; with ``drawer`` (the agent's page URL and this instance's
-    environment id), its pages load the agent's drawer."""
+@dataclass(frozen=True)
+class SupersetSso:
+    """An instance's sign-in through an OpenID Connect provider (sstools_oidc_config.py): its
+    client there, the name FAB routes it by (``/login/<name>``, ``/oauth-authorized/<name>``;
+    the login page's button reads "Sign in with <Name>") and the groups that give roles."""
+
+    issuer: str
+    client_id: str
+    client_secret: str
+    provider_name: str
+    roles_mapping: Mapping[str, Sequence[str]] = field(hash=False)
+    username_claim: str = "preferred_username"
+    groups_claim: str = "groups"
+
+    def redirect_uri(self, superset_url: str) -> str:
+        """The redirect URI to register for this client at the provider."""
+        return f"{superset_url.rstrip('/')}/oauth-authorized/{self.provider_name}"
+
+    def settings(self) -> str:
+        mapping = {group: list(roles) for group, roles in self.roles_mapping.items()}
+        return (
+            f"SSTOOLS_OIDC_ISSUER = {self.issuer!r}\n"
+            f"SSTOOLS_OIDC_CLIENT_ID = {self.client_id!r}\n"
+            f"SSTOOLS_OIDC_CLIENT_SECRET = {self.client_secret!r}\n"
+            f"SSTOOLS_OIDC_PROVIDER_NAME = {self.provider_name!r}\n"
+            f"SSTOOLS_OIDC_ROLES_MAPPING = {mapping!r}\n"
+            f"SSTOOLS_OIDC_USERNAME_CLAIM = {self.username_claim!r}\n"
+            f"SSTOOLS_OIDC_GROUPS_CLAIM = {self.groups_claim!r}\n"
+        )
+
+
+@dataclass(frozen=True)
+class Agent:
+    """What an instance's configuration adds to the template's: its id (in the agent's
+    environments, and in the name of its session cookie), where the agent's page is (the
+    drawer), where ops publishes the keys of the tokens it acts as a person with (the person
+    hook), and the provider people sign in through (``sso``)."""
+
+    env_id: str
+    page_url: str | None = None
+    ops_jwks_url: str | None = None
+    sso: SupersetSso | None = None
+
+
+def session_cookie_name(env_id: str) -> str:
+    """Browsers send 127.0.0.1's cookies to every port: under one name, two instances would
+    overwrite (and, signed with another key, throw away) each other's sessions."""
+    return f"superset_session_{env_id}"
+
+
+def _write_config(folder: Path, agent: Agent | None = None) -> None:
+    """The instance's configuration; with ``agent``, a session cookie of its own, and, as the
+    README tells a production Superset's operator to do: sign-in through the provider (``sso``),
+    the agent's drawer on its pages, and ops acting in it as a person."""
     key_file = folder / "secret-key"
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(42))
     metadata_uri = f"sqlite:///{folder / 'superset.db'}"
     text = _CONFIG.format(secret_key=key_file.read_text().strip(), metadata_uri=metadata_uri)
-    if drawer is not None:
-        agent_url, env_id = drawer
-        settings = f"SSTOOLS_AGENT_URL = {agent_url!r}\nSSTOOLS_ENV_ID = {env_id!r}\n"
-        text += f"\n{settings}{DRAWER_CONFIG.read_text()}"
+    if agent is not None:
+        text += f"\nSSTOOLS_ENV_ID = {agent.env_id!r}\n"
+        text += f"SESSION_COOKIE_NAME = {session_cookie_name(agent.env_id)!r}\n"
+        text += f"REMEMBER_COOKIE_NAME = {f'superset_remember_{agent.env_id}'!r}\n"
+        # Above the person hook, whose security manager then builds on this one's.
+        if agent.sso is not None:
+            text += f"\n{agent.sso.settings()}{OIDC_CONFIG.read_text()}"
+        if agent.page_url is not None:
+            text += f"\nSSTOOLS_AGENT_URL = {agent.page_url!r}\n{DRAWER_CONFIG.read_text()}"
+        if agent.ops_jwks_url is not None:
+            text += f"\nSSTOOLS_OPS_JWKS_URL = {agent.ops_jwks_url!r}\n{PERSON_CONFIG.read_text()}"
     (folder / "superset_config.py").write_text(text)
 
 
@@ -131,7 +195,7 @@ def ensure_installed(home: SupersetHome) -> None:
     (seconds, not minutes). An existing virtualenv is completed in place, so adding a driver
     does not pull the installation from under an instance that is running."""
     stamp = home.venv / ".sstools-requirements"
-    requirements = (*SUPERSET_REQUIREMENTS, *DRIVERS)
+    requirements = (*SUPERSET_REQUIREMENTS, *DRIVERS, *SSO_REQUIREMENTS)
     wanted = "\n".join(requirements)
     if stamp.exists() and stamp.read_text() == wanted:
         return
@@ -182,15 +246,23 @@ def _make_template(home: SupersetHome) -> None:
 
 
 def prepare_instance(
-    home: SupersetHome, folder: Path, env_id: str, port: int, agent_url: str | None = None
+    home: SupersetHome,
+    folder: Path,
+    env_id: str,
+    port: int,
+    agent_url: str | None = None,
+    ops_jwks_url: str | None = None,
+    sso: SupersetSso | None = None,
 ) -> Instance:
     """A Superset instance in ``folder``: the template's metadata on first use, kept afterwards;
-    its pages load the drawer of the agent at ``agent_url`` when one is given."""
+    with a session cookie of its own; its pages load the drawer of the agent at ``agent_url``
+    when one is given, ops (whose keys are at ``ops_jwks_url``) may act in it as a person when
+    that is given, and people sign in through the provider of ``sso`` when that is given."""
     ensure_template(home)
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "superset.db").exists():
         shutil.copyfile(home.template / "superset.db", folder / "superset.db")
-    _write_config(folder, (agent_url, env_id) if agent_url else None)
+    _write_config(folder, Agent(env_id, agent_url, ops_jwks_url, sso))
     return Instance(env_id, folder, port)
 
 
@@ -228,15 +300,8 @@ def _start(home: SupersetHome, instance: Instance) -> "subprocess.Popen[bytes]":
 
 
 def _stop(process: "subprocess.Popen[bytes]") -> None:
-    """SIGTERM to the whole group (the wrapper stops restarting, gunicorn drains), then SIGKILL."""
-    for signum, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, None)):
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signum)
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """The wrapper stops restarting, gunicorn drains; killed if not done in 15 s."""
+    stop_group(process, 15)
 
 
 @contextmanager

@@ -6,7 +6,7 @@ from fastapi.responses import JSONResponse
 from sstools.ops.api.auth import dependencies
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
-from sstools.ops.api.routes import accounts, identity, operations, superset
+from sstools.ops.api.routes import accounts, identity, operations, single_sign_on, superset
 from sstools.ops.errors import OperationError
 
 
@@ -22,6 +22,7 @@ def build_app(ctx: OpsContext) -> FastAPI:
     user_only, agent_for_user = dependencies(ctx.authenticator)
     guard = Guard(ctx.audit, agent_for_user, ctx.supersets.environments, ctx.confirmations, ctx.heavy_reads)
     app.include_router(identity.router(ctx, guard, user_only, agent_for_user))
+    app.include_router(single_sign_on.router(ctx))
     app.include_router(accounts.router(ctx, user_only))
     app.include_router(superset.router(ctx, guard))
     app.include_router(operations.router(ctx, guard, user_only))

@@ -9,8 +9,19 @@ from typing import Annotated
 from fastapi import Depends, Header, HTTPException, status
 
 from sstools.common.catalogue import Role
-from sstools.common.tokens import SERVICE_AUDIENCE, USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
+from sstools.common.tokens import (
+    SERVICE_AUDIENCE,
+    USER_AUDIENCE,
+    PublicKeyCodec,
+    TokenError,
+    TokenType,
+    superset_audience,
+)
 from sstools.ops.store.users import UserStore
+
+# Life of the token that lets ops act in one Superset as a person: minted for each call, so a
+# minute covers a slow one and leaves little to whoever might copy it from a log.
+SUPERSET_TOKEN_TTL = timedelta(seconds=60)
 
 # Internal addresses (Superset's and the LLM's URLs) are told to those who operate them.
 SEES_ADDRESSES = Role.OPERATOR
@@ -59,6 +70,16 @@ class Authenticator:
     def issue_service_token(self, client_id: str) -> str:
         return self.codec.issue(
             client_id, token_type=TokenType.SERVICE, audience=SERVICE_AUDIENCE, ttl=self.service_ttl
+        )
+
+    def issue_superset_token(self, username: str, env_id: str) -> str:
+        """What Superset ``env_id`` takes as this person for one call (its side of the hook
+        checks the signature against ops' JWKS, the audience, the kind and the minute's life)."""
+        return self.codec.issue(
+            username,
+            token_type=TokenType.SUPERSET,
+            audience=superset_audience(env_id),
+            ttl=SUPERSET_TOKEN_TTL,
         )
 
     async def user(self, token: str) -> Caller:

@@ -10,11 +10,13 @@ from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.gitrepo import GitRepository
 from sstools.ops.llm import LlmEndpoint
+from sstools.ops.oidc import OidcClient
 from sstools.ops.signin import SignIns
 from sstools.ops.store.audit import AuditLog
 from sstools.ops.store.idempotency import IdempotencyStore
 from sstools.ops.store.maintenance import MaintenanceStore
 from sstools.ops.store.sessions import RefreshTokens
+from sstools.ops.store.single_sign_on import SingleSignOnStore
 from sstools.ops.store.tasks import TaskStore
 from sstools.ops.superset.registry import Supersets
 from sstools.ops.tasks import TaskWorker
@@ -24,6 +26,14 @@ from sstools.ops.tasks import TaskWorker
 class SqlLimits:
     max_rows: int
     timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class SingleSignOn:
+    """Single sign-on, when it is on: the provider, and how many sign-ins may be under way."""
+
+    client: OidcClient
+    pending_limit: int
 
 
 @dataclass(frozen=True)
@@ -45,3 +55,7 @@ class OpsContext:
     llm: LlmEndpoint
     sql: SqlLimits
     heavy_reads: HeavyReads
+    # One-time rows of single sign-on (kept, and swept, whether or not it is on).
+    sso_store: SingleSignOnStore
+    single_sign_on: SingleSignOn | None = None
+    password_sign_in: bool = True

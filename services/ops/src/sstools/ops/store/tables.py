@@ -133,3 +133,28 @@ refresh_tokens = Table(
     Index("ix_ops_refresh_tokens_family", "family"),
     Index("ix_ops_refresh_tokens_username", "username"),
 )
+
+# Single sign-ons under way: what the browser's return from the provider is checked against. A
+# row lives 10 minutes and is deleted when used, so a state works once.
+oidc_logins = Table(
+    "ops_oidc_logins",
+    metadata,
+    Column("state", Text, primary_key=True),
+    Column("nonce", Text, nullable=False),
+    Column("code_verifier", Text, nullable=False),
+    Column("return_to", Text, nullable=False),
+    Column("prompt_none", Boolean, nullable=False, server_default="false"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_ops_oidc_logins_created_at", "created_at"),
+)
+
+# A finished single sign-on's one-time hand-off to the page (stored as SHA-256 only): the page
+# posts the code it got in the URL's fragment and gets the session; 60 seconds, once.
+oidc_handoffs = Table(
+    "ops_oidc_handoffs",
+    metadata,
+    Column("code_hash", Text, primary_key=True),
+    Column("username", Text, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

@@ -1,7 +1,14 @@
-"""An async client for one Superset environment's REST API.
+"""An async client for one Superset environment's REST API, acting as a person or as ops' service
+account.
 
-Superset wants a JWT from ``/api/v1/security/login`` on every call, and on writes also a CSRF
-token bound to the session cookie. Reads are retried on transport failures and gateway errors;
+A person's call carries a token ops signs for them and this environment alone, for a minute,
+which the hook ops gives Superset (``services/ops/superset/sstools_person_config.py``) accepts
+as that user, so Superset's own roles, dataset access and row-level security decide what they
+see and change, and Superset's log names them. The service account, kept for what must not
+depend on one person's view (whole-environment backups), signs in with its password at
+``/api/v1/security/login``. Writes also need a CSRF token bound to a session cookie: each
+identity keeps its own (the connection pool, shared, keeps no cookies), so one person's Superset
+session never travels with another's calls. Reads are retried on transport failures and gateway errors;
 writes only when the request provably never left (a refused connection). Everything that goes
 wrong becomes a :class:`SupersetError` naming the environment: Superset answers many failures
 with an HTML 500 page, which must not reach the caller as such.
@@ -11,6 +18,8 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Callable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
@@ -57,11 +66,95 @@ class SupersetRejected(SupersetError):
     code = "superset_rejected"
 
 
+class SupersetForbidden(SupersetError):
+    """Superset does not let the person do this: its own permissions decide."""
+
+    status = 403
+    code = "superset_forbidden"
+
+
 class SupersetAuthFailed(SupersetError):
     """Ops' own credentials for this environment were refused: an operator must fix them."""
 
     status = 502
     code = "superset_auth_failed"
+
+
+class SupersetPersonRefused(SupersetError):
+    """Superset would not take ops' token for the person: it has no active user by that name, or
+    its hook does not trust ops' keys."""
+
+    status = 403
+    code = "superset_person_refused"
+
+
+# What Superset's hook recognises a person's token by: FAB reads a Bearer token with a prefix it
+# is configured with (FAB_API_KEY_PREFIXES) as an API key, before its own JWT check.
+PERSON_TOKEN_PREFIX = "sstools-person."
+
+
+class _NoCookies(DefaultCookiePolicy):
+    """The connection pool every identity of an environment shares keeps no cookie."""
+
+    def set_ok(self, cookie: Any, request: Any) -> bool:
+        return False
+
+
+class Credentials:
+    """Who a client's calls run as: the bearer token each carries, and the CSRF token writes need
+    with the session cookie it is bound to (this identity's own)."""
+
+    person: str | None = None
+
+    def __init__(self) -> None:
+        self.csrf: str | None = None
+        self.cookies = httpx.Cookies()
+        self.lock = asyncio.Lock()
+
+    def cookie_header(self) -> dict[str, str]:
+        pairs = "; ".join(f"{cookie.name}={cookie.value}" for cookie in self.cookies.jar)
+        return {"Cookie": pairs} if pairs else {}
+
+    async def bearer(self, client: "SupersetClient") -> str:
+        raise NotImplementedError
+
+    def refused(self) -> bool:
+        """Superset answered 401: forget what a renewal can replace; False if none can."""
+        raise NotImplementedError
+
+
+class ServiceAccount(Credentials):
+    """The environment's configured account, signed in with its password; its JWT is kept until
+    Superset refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token: str | None = None
+
+    async def bearer(self, client: "SupersetClient") -> str:
+        if self.token is None:
+            self.token = await client.sign_in()
+            self.csrf = None
+        return self.token
+
+    def refused(self) -> bool:
+        self.token = None
+        return True
+
+
+class Person(Credentials):
+    """A person: each call carries a fresh token ``mint`` signs for them and this environment."""
+
+    def __init__(self, username: str, mint: Callable[[], str]) -> None:
+        super().__init__()
+        self.person = username
+        self._mint = mint
+
+    async def bearer(self, client: "SupersetClient") -> str:
+        return PERSON_TOKEN_PREFIX + self._mint()
+
+    def refused(self) -> bool:
+        return False  # a new token for the same person would be refused alike
 
 
 class _Transient(Exception):
@@ -77,6 +170,20 @@ def rison(value: Any) -> str:
     return str(prison.dumps(value))
 
 
+def _token_refused(response: httpx.Response) -> bool:
+    """Superset refused the bearer token itself: 401, or the 422 its JWT reader (flask-jwt-extended,
+    ``{"msg": ...}``) answers a token it cannot read, as where the hook is not installed."""
+    if response.status_code == 401:
+        return True
+    if response.status_code != 422 or "json" not in response.headers.get("content-type", ""):
+        return False
+    try:
+        payload = response.json()
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and set(payload) == {"msg"}
+
+
 def _message(response: httpx.Response) -> str:
     if "json" in response.headers.get("content-type", ""):
         try:
@@ -90,6 +197,8 @@ def _message(response: httpx.Response) -> str:
             errors = payload.get("errors")
             if isinstance(errors, list) and errors:
                 return "; ".join(str(error.get("message", error)) for error in errors if error)
+            if isinstance(payload.get("msg"), str):  # flask-jwt-extended's refusals
+                return str(payload["msg"])
     title = _TITLE.search(response.text)
     if title:
         return " ".join(title.group(1).split())
@@ -97,6 +206,9 @@ def _message(response: httpx.Response) -> str:
 
 
 class SupersetClient:
+    """The environment's service account; :meth:`as_person` gives the same connection pool
+    acting as a person."""
+
     def __init__(
         self,
         environment: Environment,
@@ -113,16 +225,30 @@ class SupersetClient:
             base_url=str(environment.url).rstrip("/"),
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             follow_redirects=False,
+            cookies=CookieJar(policy=_NoCookies()),
         )
         if tracer_provider is not None:  # each Superset call a client span of the operation's trace
             instrument_httpx(self._http, tracer_provider)
-        self._token: str | None = None
-        self._csrf: str | None = None
-        self._login_lock = asyncio.Lock()
+        self._credentials: Credentials = ServiceAccount()
+
+    def as_person(self, username: str, mint: Callable[[], str]) -> "SupersetClient":
+        """This environment's client acting as ``username``, each call with a token from ``mint``."""
+        person = object.__new__(SupersetClient)
+        person.environment = self.environment
+        person._read_retries = self._read_retries
+        person._backoff = self._backoff
+        person._http = self._http
+        person._credentials = Person(username, mint)
+        return person
 
     @property
     def env_id(self) -> str:
         return self.environment.id
+
+    @property
+    def person(self) -> str | None:
+        """Whom the calls run as; None for the service account."""
+        return self._credentials.person
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -186,10 +312,11 @@ class SupersetClient:
 
     async def _once(self, method: str, path: str, call: dict[str, Any], *, writing: bool) -> httpx.Response:
         """One call, signing in again once if the token expired or the CSRF session rotated."""
+        credentials = self._credentials
         for renewal in (False, True):
             headers = await self._headers(writing=writing)
             try:
-                response = await self._http.request(method, path, headers=headers, **call)
+                response = await self._send(method, path, headers=headers, **call)
             except httpx.ConnectError as error:
                 raise _Transient(SupersetUnavailable(self.env_id, f"cannot connect: {error}"), True) from None
             except httpx.TimeoutException:
@@ -199,11 +326,12 @@ class SupersetClient:
             except httpx.TransportError as error:
                 unavailable = SupersetUnavailable(self.env_id, f"connection failed: {error!r}")
                 raise _Transient(unavailable, False) from None
-            if response.status_code == 401 and not renewal:
-                self._token = None
+            if response.status_code == 401 and not renewal and credentials.refused():
                 continue
+            if self.person is not None and _token_refused(response):
+                raise self._person_refused(response)
             if response.status_code == 400 and writing and not renewal and "CSRF" in response.text:
-                self._csrf = None
+                credentials.csrf = None
                 continue
             if response.status_code < 400:
                 return response
@@ -213,6 +341,15 @@ class SupersetClient:
             raise failure
         raise AssertionError("unreachable: the renewal loop returns or raises")
 
+    def _person_refused(self, response: httpx.Response) -> SupersetPersonRefused:
+        return SupersetPersonRefused(
+            self.env_id,
+            f"Superset {self.env_id} does not take ops' word that this is {self.person}: it has no "
+            "active user by that name, or its sstools hook is missing or does not trust ops' keys "
+            f"({_message(response)})",
+            response.status_code,
+        )
+
     def _failure(self, method: str, path: str, response: httpx.Response) -> SupersetError:
         message = _message(response)
         status = response.status_code
@@ -220,6 +357,9 @@ class SupersetClient:
             return SupersetUnavailable(self.env_id, f"{method} {path}: {message}", status)
         if status == 404:
             return SupersetNotFound(self.env_id, message, status)
+        if status == 403:
+            who = self.person or "ops' service account"
+            return SupersetForbidden(self.env_id, f"Superset does not let {who} do this: {message}", status)
         if 400 <= status < 500:
             return SupersetRejected(self.env_id, message, status)
         # Superset's 500s are HTML pages; the caller gets their title, the log keeps the start.
@@ -240,26 +380,26 @@ class SupersetClient:
             ) from None
 
     async def _headers(self, *, writing: bool) -> dict[str, str]:
-        async with self._login_lock:
-            if self._token is None:
-                self._token = await self._login()
-                self._csrf = None
-            if writing and self._csrf is None:
-                self._csrf = await self._csrf_token(self._token)
-        headers = {"Authorization": f"Bearer {self._token}"}
+        credentials = self._credentials
+        async with credentials.lock:
+            token = await credentials.bearer(self)
+            if writing and credentials.csrf is None:
+                credentials.csrf = await self._csrf_token(token)
+        headers = {"Authorization": f"Bearer {token}"}
         if writing:
-            assert self._csrf is not None
-            headers["X-CSRFToken"] = self._csrf
+            assert credentials.csrf is not None
+            headers["X-CSRFToken"] = credentials.csrf
             headers["Referer"] = str(self._http.base_url)
         return headers
 
-    async def _login(self) -> str:
+    async def sign_in(self) -> str:
+        """The service account's JWT, from its password."""
         try:
             password = self.environment.password()
         except (EnvironmentConfigError, OSError) as error:
             raise SupersetAuthFailed(self.env_id, f"no password for Superset: {error}") from None
         body = {"username": self.environment.username, "password": password, "provider": "db"}
-        response = await self._send("POST", "/api/v1/security/login", json=body)
+        response = await self._reach("POST", "/api/v1/security/login", json=body)
         if response.status_code in (400, 401):
             raise SupersetAuthFailed(self.env_id, f"Superset refused the sign-in: {_message(response)}")
         if response.status_code >= 400:
@@ -268,13 +408,26 @@ class SupersetClient:
 
     async def _csrf_token(self, token: str) -> str:
         headers = {"Authorization": f"Bearer {token}"}
-        response = await self._send("GET", "/api/v1/security/csrf_token/", headers=headers)
+        response = await self._reach("GET", "/api/v1/security/csrf_token/", headers=headers)
+        if self.person is not None and _token_refused(response):
+            raise self._person_refused(response)
         if response.status_code >= 400:
             raise self._failure("GET", "/api/v1/security/csrf_token/", response)
         return str(self._json(response)["result"])
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, *, headers: dict[str, str], **kwargs: Any
+    ) -> httpx.Response:
+        """One request with this identity's session cookie; what Superset sets is kept for it."""
+        credentials = self._credentials
+        response = await self._http.request(
+            method, path, headers=headers | credentials.cookie_header(), **kwargs
+        )
+        credentials.cookies.extract_cookies(response)
+        return response
+
+    async def _reach(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            return await self._http.request(method, path, **kwargs)
+            return await self._send(method, path, headers=kwargs.pop("headers", {}), **kwargs)
         except httpx.HTTPError as error:
             raise SupersetUnavailable(self.env_id, f"cannot reach Superset: {error!r}") from None

@@ -69,17 +69,18 @@ class Judgement:
 
 class DatabaseFacts:
     """Each database's backend, and the columns of the tables SQL names, as Superset describes
-    them, remembered briefly per environment: every SQL call needs them, and they change only
-    when someone edits the database's connection or a table."""
+    them to the person asking, remembered briefly per environment and person: every SQL call
+    needs them, they change only when someone edits the database's connection or a table, and
+    what one person may see of a database is no answer for another."""
 
     def __init__(self, ttl_seconds: float = FACTS_CACHE_SECONDS) -> None:
         self._ttl = ttl_seconds
-        self._backends: dict[tuple[str, int], tuple[str | None, float]] = {}
-        self._columns: dict[tuple[str, int, str | None, str], tuple[list[str], float]] = {}
+        self._backends: dict[tuple[str, str | None, int], tuple[str | None, float]] = {}
+        self._columns: dict[tuple[str, str | None, int, str | None, str], tuple[list[str], float]] = {}
 
     async def backend(self, client: SupersetClient, database_id: int) -> str | None:
         """``SupersetNotFound`` (404) for a database Superset does not know."""
-        key = (client.env_id, database_id)
+        key = (client.env_id, client.person, database_id)
         now = time.monotonic()
         known = self._backends.get(key)
         if known is not None and known[1] > now:
@@ -96,7 +97,7 @@ class DatabaseFacts:
         writes the schema into ``set search_path = "{schema}"`` on the inspector's connection."""
         if not all(_IDENTIFIER.fullmatch(name) for name in (table.schema or "_", table.name)):
             return None
-        key = (client.env_id, database_id, table.schema, table.name)
+        key = (client.env_id, client.person, database_id, table.schema, table.name)
         now = time.monotonic()
         known = self._columns.get(key)
         if known is not None and known[1] > now:

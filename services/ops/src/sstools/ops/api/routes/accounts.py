@@ -11,10 +11,9 @@ from pydantic import BaseModel, Field
 from sstools.common.catalogue import Role
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
-from sstools.ops.store.users import Account, AccountChangeRefused
+from sstools.ops.store.users import PASSWORD_MIN_CHARS, Account, AccountChangeRefused
 
 ACCOUNTS_PATH = "/api/admin/users"
-PASSWORD_MIN_CHARS = 12
 
 
 class AccountOut(BaseModel):

@@ -121,27 +121,35 @@ def refused_as_429() -> Iterator[None]:
         ) from None
 
 
+def session_out(ctx: OpsContext, username: str, refresh_token: str) -> SessionOut:
+    """A signed-in person's tokens (password sign-in, refresh and single sign-on alike): a new
+    access token, and ``refresh_token`` from :class:`RefreshTokens`."""
+    return SessionOut(
+        access_token=ctx.authenticator.issue_user_token(username),
+        expires_in=int(ctx.authenticator.user_ttl.total_seconds()),
+        refresh_token=refresh_token,
+        refresh_expires_in=int(ctx.sessions.ttl.total_seconds()),
+    )
+
+
 def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: object) -> APIRouter:
     api = APIRouter()
     authenticator = ctx.authenticator
     known_tools = set(tool_names())
 
-    def session(username: str, refresh_token: str) -> SessionOut:
-        return SessionOut(
-            access_token=authenticator.issue_user_token(username),
-            expires_in=int(authenticator.user_ttl.total_seconds()),
-            refresh_token=refresh_token,
-            refresh_expires_in=int(ctx.sessions.ttl.total_seconds()),
-        )
-
     @api.post("/api/auth/login")
     async def login(body: Login, request: Request) -> SessionOut:
+        if not ctx.password_sign_in:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                {"code": "password_sign_in_off", "message": "password sign-in is off: use single sign-on"},
+            )
         address = client_address(request, ctx.trusted_proxies)
         with refused_as_429():
             user = await ctx.sign_ins.password(body.username, body.password, address)
         if user is None:
             raise unauthorized("bad_credentials", "unknown user or wrong password")
-        return session(user.username, await ctx.sessions.issue(user.username))
+        return session_out(ctx, user.username, await ctx.sessions.issue(user.username))
 
     @api.post("/api/auth/refresh")
     async def refresh(body: RefreshIn) -> SessionOut:
@@ -150,7 +158,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: obj
             renewed = await ctx.sessions.renew(body.refresh_token)
         except RefreshRefused as refused:
             raise unauthorized(refused.code, str(refused)) from None
-        return session(renewed.username, renewed.refresh_token)
+        return session_out(ctx, renewed.username, renewed.refresh_token)
 
     @api.post("/api/auth/logout", status_code=status.HTTP_204_NO_CONTENT)
     async def logout(body: RefreshIn) -> None:

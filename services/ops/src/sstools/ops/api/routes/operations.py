@@ -144,8 +144,8 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
 
         async def run() -> tuple[int, Any]:
             await ctx.deployments.ensure_open(env_id)
-            ctx.supersets.client(env_id)
-            await dashboards.get(ctx.supersets.client(body.source_env), body.dashboard_id)
+            ctx.supersets.environment(env_id)
+            await dashboards.get(ctx.supersets.as_person(body.source_env, caller.username), body.dashboard_id)
             return await submit(caller, jobs.DEPLOY, env_id, body.model_dump())
 
         return await once(ctx.idempotency, caller, f"deploy:{env_id}", idempotency_key, body, run)
@@ -162,8 +162,8 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
 
         async def run() -> tuple[int, Any]:
             await ctx.deployments.ensure_open(env_id)
-            ctx.supersets.client(env_id)
-            ctx.supersets.client(body.source_env)
+            ctx.supersets.environment(env_id)
+            ctx.supersets.environment(body.source_env)
             return await submit(caller, jobs.MIGRATION, env_id, body.model_dump())
 
         return await once(ctx.idempotency, caller, f"migration:{env_id}", idempotency_key, body, run)
@@ -177,7 +177,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
         """run_backup: every dashboard of the environment into a timestamped zip."""
 
         async def run() -> tuple[int, Any]:
-            ctx.supersets.client(env_id)
+            ctx.supersets.environment(env_id)
             return await submit(caller, jobs.BACKUP, env_id, {})
 
         return await once(ctx.idempotency, caller, f"backup:{env_id}", idempotency_key, {}, run)
@@ -225,7 +225,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
         """run_llm_validation: a report on the dashboard, kept with the task."""
 
         async def run() -> tuple[int, Any]:
-            await dashboards.get(ctx.supersets.client(env_id), dashboard_id)
+            await dashboards.get(ctx.supersets.as_person(env_id, caller.username), dashboard_id)
             return await submit(caller, jobs.LLM_VALIDATION, env_id, {"dashboard_id": dashboard_id})
 
         return await once(
@@ -242,7 +242,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
         """run_llm_documentation: descriptions written into the dashboard's charts."""
 
         async def run() -> tuple[int, Any]:
-            await dashboards.get(ctx.supersets.client(env_id), dashboard_id)
+            await dashboards.get(ctx.supersets.as_person(env_id, caller.username), dashboard_id)
             return await submit(caller, jobs.LLM_DOCUMENTATION, env_id, {"dashboard_id": dashboard_id})
 
         request = {"id": dashboard_id}
@@ -265,7 +265,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
         """start_maintenance: deploys and migrations into the environment are refused until it ends."""
 
         async def run() -> tuple[int, Any]:
-            ctx.supersets.client(env_id)
+            ctx.supersets.environment(env_id)
             try:
                 window = await ctx.maintenance.start(env_id, body.reason, caller.username)
             except AlreadyUnderMaintenance as error:
@@ -336,7 +336,9 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
         """commit_changes: the dashboards' current export from an environment, committed on a branch."""
 
         async def run() -> tuple[int, Any]:
-            archive = await dashboards.export(ctx.supersets.client(body.env_id), body.dashboard_ids)
+            archive = await dashboards.export(
+                ctx.supersets.as_person(body.env_id, caller.username), body.dashboard_ids
+            )
             files = export_files(archive, body.env_id)
             return 201, await ctx.git.commit(body.branch, files, body.message, caller.username)
 

@@ -133,7 +133,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         caller: Annotated[Caller, guard.permit("search_dashboards")],
     ) -> dashboards.DashboardPage:
         """search_dashboards: by title or slug, owner, tag; paged."""
-        client = supersets.client(env_id)
+        client = supersets.as_person(env_id, caller.username)
         return await dashboards.search(
             client,
             text=search.query,
@@ -150,7 +150,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         caller: Annotated[Caller, guard.permit("search_dashboards", audited_as="dashboard_titles")],
     ) -> DashboardTitlesOut:
         """The titles of some dashboards by id: what a confirmation card names its object by."""
-        found = await dashboards.titles(supersets.client(env_id), named.dashboard_ids)
+        found = await dashboards.titles(supersets.as_person(env_id, caller.username), named.dashboard_ids)
         return DashboardTitlesOut(env_id=env_id, titles=found)
 
     @api.get(ENDPOINTS["get_health_summary"].path)
@@ -171,7 +171,9 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
                     "user_role": caller.role.value,
                 },
             )
-        summary = await health.summary(supersets.client(env_id), only.dashboard_ids, force=only.force)
+        summary = await health.summary(
+            supersets.as_person(env_id, caller.username), only.dashboard_ids, force=only.force
+        )
         runs = await ctx.tasks.latest("llm_validation", env_id, limit=10)
         return HealthOut(**summary.model_dump(), last_validations=[_validation_run(task) for task in runs])
 
@@ -184,7 +186,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         """Whether a statement only reads, judged in its database's dialect: the agent asks
         before it decides on a card and a role, and gets the very judgement execute_sql uses."""
         judged = await sqllab.judge(
-            supersets.client(env_id), facts, body.database_id, body.sql, body.schema_name
+            supersets.as_person(env_id, caller.username), facts, body.database_id, body.sql, body.schema_name
         )
         return SqlShapeOut(
             env_id=env_id,
@@ -208,7 +210,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         """superset_execute_sql: one read-only statement for analysts; anything else only for
         the roles the policy names, and only once the person confirmed it. SQL Lab is sent the
         statement as it was judged, rendered again in the database's dialect."""
-        client = supersets.client(env_id)
+        client = supersets.as_person(env_id, caller.username)
         if body.schema_name is not None:  # Superset writes the schema into SQL of its own
             await sqllab.known_schema(client, body.database_id, body.schema_name)
         judged = await sqllab.judge(client, facts, body.database_id, body.sql, body.schema_name)
@@ -252,7 +254,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 {"code": "invalid_request", "message": "a schema needs database_id; a table needs a schema"},
             )
-        return await sqllab.explore(supersets.client(env_id), database_id, schema, table)
+        return await sqllab.explore(supersets.as_person(env_id, caller.username), database_id, schema, table)
 
     @api.get(ENDPOINTS["superset_audit_permissions"].path)
     async def audit_permissions(
@@ -267,7 +269,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 {"code": "invalid_request", "message": "give exactly one of dashboard_id or dataset_id"},
             )
-        client = supersets.client(env_id)
+        client = supersets.as_person(env_id, caller.username)
         if dashboard_id is not None:
             return await permissions.dashboard_access(client, dashboard_id)
         assert dataset_id is not None
@@ -281,7 +283,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
         """superset_create_dashboard."""
-        client = supersets.client(env_id)
+        client = supersets.as_person(env_id, caller.username)
 
         async def run() -> tuple[int, Any]:
             return 201, await dashboards.create(client, body.title, body.slug, body.published)
@@ -297,7 +299,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
         """superset_copy_dashboard: a new dashboard with the original's layout."""
-        client = supersets.client(env_id)
+        client = supersets.as_person(env_id, caller.username)
 
         async def run() -> tuple[int, Any]:
             return 201, await dashboards.copy(client, dashboard_id, body.title, body.duplicate_charts)
@@ -313,7 +315,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
         """superset_create_dataset: a physical table registered as a dataset."""
-        client = supersets.client(env_id)
+        client = supersets.as_person(env_id, caller.username)
         if body.schema_name is not None:
             await sqllab.known_schema(client, body.database_id, body.schema_name)
             await sqllab.known_table(client, body.database_id, body.schema_name, body.table_name)
