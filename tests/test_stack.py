@@ -16,7 +16,14 @@ from sstools.devstack import browser, running
 from sstools.devstack.demo import POSTGRES_DATABASE
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
-from sstools.devstack.stack import POSTGRES_DEMO, SETTINGS, ServiceAddress, addresses, is_ready, page_address
+from sstools.devstack.stack import (
+    POSTGRES_DEMO,
+    SETTINGS,
+    ServiceAddress,
+    addresses,
+    is_ready,
+    page_address,
+)
 from sstools.devstack.testing import framing_allowed, free_port, sign_in
 
 

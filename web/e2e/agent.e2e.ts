@@ -4,7 +4,8 @@
  * stack's token key, to make a session that ends mid-test); E2E_SUPERSET_DEV and E2E_SUPERSET_PASSWORD
  * (the stack's dev Superset, whose pages load the drawer, and its admin's password for its API);
  * E2E_SSO_NAME and E2E_OIDC_PEOPLE (the stack's sign-in provider: its name on the button, and its
- * people file, which a test rewrites to move a person to another group). */
+ * people file, which a test rewrites to move a person to another group), both empty where the stack
+ * runs no provider: people then sign in with passwords alone, in the page and in Superset. */
 
 import { createHash, createPrivateKey, createPublicKey, randomUUID, sign } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -46,8 +47,8 @@ const SUPERSET_DEV = required("E2E_SUPERSET_DEV");
 const SUPERSET_ADMIN = { username: "admin", password: required("E2E_SUPERSET_PASSWORD") };
 const ANALYST = { username: required("E2E_ANALYST_USERNAME"), password: required("E2E_ANALYST_PASSWORD") };
 type Person = typeof ADMIN;
-const SSO_NAME = required("E2E_SSO_NAME");
-const OIDC_PEOPLE = required("E2E_OIDC_PEOPLE");
+const SSO_NAME = process.env.E2E_SSO_NAME ?? "";
+const OIDC_PEOPLE = process.env.E2E_OIDC_PEOPLE ?? "";
 // People of the stack's provider (demo passwords, tools/devstack oidc.DEMO_PEOPLE): the groups
 // they are in give their roles in the agent and in both Supersets.
 const ANA = { username: "ana", password: "ana-demo" }; // analysts
@@ -668,7 +669,23 @@ describe("what Superset and its databases hold is shown as text, never fetched o
   });
 });
 
-describe("single sign-on through the company's provider", () => {
+const withProvider = SSO_NAME ? describe : describe.skip;
+const withoutProvider = SSO_NAME ? describe.skip : describe;
+
+withoutProvider("with no provider configured", () => {
+  it("offers the password form alone, and nothing of single sign-on", async () => {
+    const page = await newPage();
+    await page.goto(`${BASE_URL}/agent?envId=dev`);
+    await page.waitForURL(/\/login/);
+    await expect.poll(() => page.locator('input[name="password"]').count()).toBe(1);
+    expect(await page.getByTestId("sso-sign-in").count()).toBe(0);
+    const methods = await page.evaluate(async () => (await fetch("/api/auth/methods")).json());
+    expect(methods).toEqual({ password: true, sso: null });
+    await signIn(page, ADMIN);
+  });
+});
+
+withProvider("single sign-on through the company's provider", () => {
   it("signs in with the provider, with the role the person's group maps to, and a new group at the next sign-in", async () => {
     const page = await newPage();
     await page.goto(`${BASE_URL}/agent?envId=dev`);
@@ -713,7 +730,8 @@ describe("single sign-on through the company's provider", () => {
 
 describe("the drawer inside Superset", () => {
   /** Dev Superset at `path`, signed in there through the provider as `who`, with the drawer open
-   * and signed in to the agent by that sign-in alone: no form of the agent's is ever shown. */
+   * and signed in to the agent by that sign-in alone: no form of the agent's is ever shown. With
+   * no provider, Superset's admin and the agent's, each with their own password. */
   async function inSuperset(path: string, who: Person = ADAM): Promise<{ page: Page; drawer: FrameLocator }> {
     const page = await newPage();
     const agentPages: string[] = [];
@@ -722,9 +740,15 @@ describe("the drawer inside Superset", () => {
     });
     await page.goto(`${SUPERSET_DEV}/login/`);
     expect(await page.locator("#sstools-drawer").count()).toBe(0); // not before Superset knows who it is
-    expect(await page.locator("#password").count()).toBe(0); // Superset signs people in through the provider
-    await page.getByText(/sign in with sso/i).click();
-    await providerSignIn(page, who);
+    if (SSO_NAME) {
+      expect(await page.locator("#password").count()).toBe(0); // Superset signs people in through the provider
+      await page.getByText(/sign in with sso/i).click();
+      await providerSignIn(page, who);
+    } else {
+      await page.locator("#username").fill(SUPERSET_ADMIN.username);
+      await page.locator("#password").fill(SUPERSET_ADMIN.password);
+      await page.locator('[data-test="login-button"]').click();
+    }
     // signed in once Superset sends the browser to its welcome page; that page's own load (its
     // bundles, cold in a fresh Superset, on a busy machine) is not what this waits for
     await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit" });
@@ -732,8 +756,14 @@ describe("the drawer inside Superset", () => {
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
     await page.locator("#sstools-drawer .toggle").click();
     const drawer = page.frameLocator("#sstools-drawer iframe");
+    if (!SSO_NAME) {
+      // no provider: the agent's own accounts, its own form
+      await drawer.locator('input[name="username"]').fill(ADMIN.username);
+      await drawer.locator('input[name="password"]').fill(ADMIN.password);
+      await drawer.locator('button[type="submit"]').click();
+    }
     await expect.poll(() => drawer.getByTestId("connection").getAttribute("data-state"), { timeout: 30_000 }).toBe("connected");
-    expect(agentPages).not.toContain("/login"); // signed in silently, no second password
+    if (SSO_NAME) expect(agentPages).not.toContain("/login"); // signed in silently, no second password
     return { page, drawer };
   }
 

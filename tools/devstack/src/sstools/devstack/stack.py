@@ -292,6 +292,7 @@ def process_environment(name: str, environment: Mapping[str, str]) -> dict[str, 
 # `make run`'s sign-in provider: its demo people's groups give these roles in the agent and in
 # both Supersets (one identity everywhere); a person in no such group is refused by both.
 OIDC_PORT = 9010
+LOCAL_SSO_SWITCH = "SSTOOLS_LOCAL_SSO"  # "off": no local provider, passwords alone
 OIDC_PROVIDER_NAME = "Local SSO"
 OIDC_AGENT_CLIENT = "sstools-agent"
 SUPERSET_SSO_NAME = "sso"  # FAB routes a provider by name: /login/sso, /oauth-authorized/sso
@@ -318,8 +319,9 @@ def single_sign_on(
     data_root: Path, page_url: str, superset_ports: Mapping[str, int]
 ) -> Iterator[SingleSignOn]:
     """A local OpenID Connect provider (tools/oidc) with the demo people, and ops and both
-    Supersets as its clients; nothing where OPS_OIDC_ISSUER names a provider of one's own."""
-    if os.environ.get("OPS_OIDC_ISSUER"):
+    Supersets as its clients; nothing where OPS_OIDC_ISSUER names a provider of one's own, or
+    SSTOOLS_LOCAL_SSO=off asks for none (people then sign in with passwords alone)."""
+    if os.environ.get("OPS_OIDC_ISSUER") or os.environ.get(LOCAL_SSO_SWITCH) == "off":
         yield SingleSignOn({}, {})
         return
     port = int(os.environ.get("SSTOOLS_OIDC_PORT", OIDC_PORT))
