@@ -754,7 +754,15 @@ describe("the drawer inside Superset", () => {
     await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit" });
     await page.goto(`${SUPERSET_DEV}${path}`);
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
-    await page.locator("#sstools-drawer .toggle").click();
+    await page
+      .locator("#sstools-drawer .toggle")
+      .click()
+      .catch(async (error: unknown) => {
+        // where Superset left the browser, and whether its page carried the drawer (a case that
+        // once failed here under load, with nothing in Superset's log to say why)
+        const tagged = (await page.content()).includes("/drawer.js");
+        throw new Error(`no drawer on ${page.url()} (drawer script in the page: ${tagged}): ${String(error)}`);
+      });
     const drawer = page.frameLocator("#sstools-drawer iframe");
     if (!SSO_NAME) {
       // no provider: the agent's own accounts, its own form
