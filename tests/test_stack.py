@@ -17,6 +17,7 @@ from sstools.devstack.demo import POSTGRES_DATABASE
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
 from sstools.devstack.stack import (
+    LOCAL_SSO_SWITCH,
     POSTGRES_DEMO,
     SETTINGS,
     ServiceAddress,
@@ -100,6 +101,35 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
     finally:
         assert second.interrupt(hang_up_first=True) == 0
     assert [process.pid for process in started if _alive(process)] == []
+
+
+@pytest.mark.timeout(1200)
+def test_with_no_provider_people_sign_in_with_passwords_in_the_page_and_in_superset(
+    data_dir: Path, stack_environment: dict[str, str], stacks: Callable[[], RunningStack], tmp_path: Path
+) -> None:
+    """`make run` with SSTOOLS_LOCAL_SSO=off: no sign-in provider; the agent's own accounts and
+    Superset's passwords, and the browser suite passes all the same (its single sign-on cases,
+    which need a provider, are the ones it skips)."""
+    stack_environment[LOCAL_SSO_SWITCH] = "off"
+    stack = stacks()
+    try:
+        stack.wait_until_ready()
+        assert "Local SSO" not in stack.output
+        database = f"postgresql://postgres@/sstools?host={data_dir}"
+        asyncio.run(browser.add_analyst(database))
+        suite = browser.run_suite(
+            stack_environment, data_dir.parent, database, stack.supersets, tmp_path / "shots"
+        )
+        assert suite.returncode == 0, suite.output[-9000:]
+        skipped = {name for name, outcome in suite.outcomes.items() if outcome != "passed"}
+        assert skipped == {
+            "signs in with the provider, with the role the person's group maps to, "
+            "and a new group at the next sign-in",
+            "refuses a person in no mapped group, saying why",
+        }, suite.outcomes
+        assert suite.outcomes["offers the password form alone, and nothing of single sign-on"] == "passed"
+    finally:
+        assert stack.interrupt() == 0
 
 
 def _a_killed_service_is_started_again(stack: RunningStack, environment: dict[str, str]) -> None:

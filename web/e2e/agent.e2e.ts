@@ -754,9 +754,11 @@ describe("the drawer inside Superset", () => {
     await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit" });
     await page.goto(`${SUPERSET_DEV}${path}`);
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
+    // Superset's own bundles load first, cold in a fresh Superset: beside another suite on two
+    // cores that took more than the default 30 s
     await page
       .locator("#sstools-drawer .toggle")
-      .click()
+      .click({ timeout: 120_000 })
       .catch(async (error: unknown) => {
         // where Superset left the browser, and whether its page carried the drawer (a case that
         // once failed here under load, with nothing in Superset's log to say why)
