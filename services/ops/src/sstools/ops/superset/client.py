@@ -15,6 +15,7 @@ with an HTML 500 page, which must not reach the caller as such.
 """
 
 import asyncio
+import copy
 import json
 import logging
 import re
@@ -233,11 +234,7 @@ class SupersetClient:
 
     def as_person(self, username: str, mint: Callable[[], str]) -> "SupersetClient":
         """This environment's client acting as ``username``, each call with a token from ``mint``."""
-        person = object.__new__(SupersetClient)
-        person.environment = self.environment
-        person._read_retries = self._read_retries
-        person._backoff = self._backoff
-        person._http = self._http
+        person = copy.copy(self)  # the same pool and settings; credentials of its own
         person._credentials = Person(username, mint)
         return person
 
