@@ -82,7 +82,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
             connection.execute("INSERT INTO reports.monthly_revenue VALUES ('2026-04-01', 'East', 12.5)")
         _board_and_alerts_query_only_exported_metrics(services)
         asyncio.run(browser.add_analyst(database))
-        _the_page_works_in_a_browser(stack_environment, data_dir.parent, database, first.supersets)
+        _the_page_works_in_a_browser(stack_environment, data_dir.parent, database, first)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -120,7 +120,7 @@ def test_with_no_provider_people_sign_in_with_passwords_in_the_page_and_in_super
         suite = browser.run_suite(
             stack_environment, data_dir.parent, database, stack.supersets, tmp_path / "shots"
         )
-        assert suite.returncode == 0, suite.output[-9000:]
+        assert suite.returncode == 0, _failed(suite, stack)
         skipped = {name for name, outcome in suite.outcomes.items() if outcome != "passed"}
         assert skipped == {
             "signs in with the provider, with the role the person's group maps to, "
@@ -233,13 +233,14 @@ def _postgres_demo_read(environment: dict[str, str], data_root: Path, demo: str)
 
 
 def _the_page_works_in_a_browser(
-    environment: dict[str, str], data_root: Path, database: str, supersets: dict[str, str]
+    environment: dict[str, str], data_root: Path, database: str, stack: RunningStack
 ) -> None:
     """web/e2e in Debian's Chromium against this stack's proxy and its Supersets (screenshots of
     each state kept in web/test-results/screenshots); then the dashboards the page and the drawer
     inside dev Superset deployed are in prod Superset."""
     ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
     headers = _ops_headers(environment, data_root)
+    supersets = stack.supersets
 
     def titles(env: str) -> dict[int, str]:
         found = httpx.get(
@@ -258,7 +259,7 @@ def _the_page_works_in_a_browser(
     deployed = {titles("dev")[1], titles("dev")[2]}  # the page's and the drawer's
     assert not deployed & set(titles("prod").values())  # the deploys are what bring them
     suite = browser.run_suite(environment, data_root, database, supersets)
-    assert suite.returncode == 0, suite.output[-9000:]
+    assert suite.returncode == 0, _failed(suite, stack)
     for _ in range(60):  # a deploy runs as a task
         if deployed <= set(titles("prod").values()):
             break
@@ -277,6 +278,11 @@ def _the_page_works_in_a_browser(
         *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),
         "12-second-tab-desktop.png",
     }
+
+
+def _failed(suite: browser.SuiteRun, stack: RunningStack) -> str:
+    """What the page showed and what the services logged meanwhile: the what and the why."""
+    return f"{suite.output[-9000:]}\nwhat the services logged:\n{stack.problems()[-6000:]}"
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -74,6 +74,8 @@ from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
 from sstools.common.catalogue import Role
 
 _log = logging.getLogger(__name__)
+# Refusals whose cause is a service the agent needs, not the person: each is logged as well.
+UNAVAILABLE_PEERS = frozenset({"CONVO_UNAVAILABLE", "OPS_UNAVAILABLE"})
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,8 @@ class ChatService:
             finally:
                 self._sessions.discard(session)
         except Refusal as refusal:
+            if refusal.code in UNAVAILABLE_PEERS:  # the person sees the cause; operators the detail
+                _log.warning("turn refused", extra={"code": refusal.code, "error": str(refusal)})
             yield error(refusal.code, str(refusal), **refusal.details())
             yield state(refusal.state)
 

@@ -31,7 +31,7 @@ from sstools.common.db import create_engine
 from sstools.convo.main import assemble as assemble_convo
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
-from sstools.devstack.demo import PASSWORD_ENV, client, environments
+from sstools.devstack.demo import LOCAL_CONVO_TIMEOUT_SECONDS, PASSWORD_ENV, client, environments
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
@@ -360,10 +360,7 @@ async def running_stack(
             "docparse_target": f"127.0.0.1:{docparse.ports['grpc']}",
             # suites drive many turns a minute as one user; the limit has tests of its own
             "turns_per_user": 10_000,
-            # a fresh stack's first convo call (its account check with ops, a cold pool) can take
-            # more than the default 2 s beside another worker's stack on two cores; no suite
-            # tests this timeout
-            "convo_timeout_seconds": 10.0,
+            "convo_timeout_seconds": LOCAL_CONVO_TIMEOUT_SECONDS,
         }
         agent_settings = AgentSettings(**(agent_values | agent_overrides))
         agent = await stack.enter_async_context(

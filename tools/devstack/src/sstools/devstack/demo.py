@@ -58,6 +58,10 @@ SUPERSET_PEOPLE: dict[str, tuple[str, ...]] = {
 }
 # Where ops finds the local instances' admin password (ENVIRONMENTS names the variable).
 PASSWORD_ENV = "SUPERSET_ADMIN_PASSWORD"
+# One machine runs every service beside two Supersets and, in tests, a browser and other suites:
+# a convo call there (its account check with ops, a cold pool) can take more than the 2 s a
+# cluster's default allows. No suite tests this timeout; its own tests set theirs.
+LOCAL_CONVO_TIMEOUT_SECONDS = 10.0
 POSTGRES_DATABASE = "demo_postgres"  # the PostgreSQL demo's name in both Supersets
 POSTGRES_SCHEMAS = ("public", "reports")
 POSTGRES_DATASET = ("reports", "monthly_revenue")  # a dataset in dev

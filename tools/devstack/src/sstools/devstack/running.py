@@ -98,6 +98,14 @@ class RunningStack:
             if time.monotonic() > deadline or not self._read(1):
                 break
 
+    def problems(self) -> str:
+        """The warnings and errors its services logged so far, for the message of a test that
+        failed while the stack ran (what the page showed says what, these say why)."""
+        while self._read(0.1) and select.select([self._output_fd], [], [], 0)[0]:
+            pass
+        marks = ('"level": "warning"', '"level": "error"', '"level": "critical"', "Traceback")
+        return "\n".join(line for line in self.output.splitlines() if any(mark in line for mark in marks))
+
     def wait_for(self, text: str, timeout: float) -> None:
         self._read_until(text, timeout=timeout)
         assert text in self.output, f"no {text!r} in stack output ({machine_load()}):\n{self.output}"

@@ -38,7 +38,7 @@ from sstools.common.settings import DatabaseSettings, ServiceSettings, environme
 from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack import oidc
-from sstools.devstack.demo import PASSWORD_ENV, environments, local_supersets
+from sstools.devstack.demo import LOCAL_CONVO_TIMEOUT_SECONDS, PASSWORD_ENV, environments, local_supersets
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url, ensure_owned_database
 from sstools.devstack.restarting import command_line as restarting_command
@@ -496,6 +496,9 @@ def main() -> None:
             "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
             "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),
             "OPS_GIT_REPO": os.environ.get("OPS_GIT_REPO", str(data_root / "ops" / "exports")),
+            "AGENT_CONVO_TIMEOUT_SECONDS": os.environ.get(
+                "AGENT_CONVO_TIMEOUT_SECONDS", str(LOCAL_CONVO_TIMEOUT_SECONDS)
+            ),
             "PATH": on_venv_path(os.environ.get("PATH")),
             "PYTHONUNBUFFERED": "1",
         }
