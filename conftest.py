@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sstools.devstack.demo import local_supersets
-from sstools.devstack.keys import serving_jwks
+from sstools.devstack.keys import PublishedKeys, serving_jwks
 from sstools.devstack.paths import on_venv_path
 from sstools.devstack.superset import Instance, default_home
 from sstools.devstack.testing import free_port, scratch_database, scratch_owned_database
@@ -74,11 +74,17 @@ def demo_postgres(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def ops_jwks_url() -> Iterator[str]:
+def published_keys() -> Iterator[PublishedKeys]:
     """Where the session's Superset instances find the keys of the tokens ops acts as a person
-    with: the run's keys, which every ops of the session signs with."""
-    with serving_jwks() as url:
-        yield url
+    with: the run's keys, which every ops of the session signs with (and, while a test follows
+    one, an ops' own)."""
+    with serving_jwks() as published:
+        yield published
+
+
+@pytest.fixture(scope="session")
+def ops_jwks_url(published_keys: PublishedKeys) -> str:
+    return published_keys.url
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 from sstools.common.catalogue import ALWAYS_OFFERED, TOOLS
 from sstools.common.routing.keywords import KeywordIndex
@@ -75,6 +77,20 @@ class RouterProcess:
         self.process = subprocess.Popen([str(Path(sys.executable).parent / "sstools-router")], env=env)
         self.ready_seconds = round(wait_ready(self.metrics_port), 2)
 
+    def wait_measured(self, timeout: float = 120.0) -> None:
+        """Until its SC-001 replay after start has run: a measurement before would share the
+        inference thread with it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            page = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+            for family in text_string_to_metric_families(page):
+                if family.name == "sstools_router_tool_selection_checked_timestamp_seconds" and any(
+                    sample.value > 0 for sample in family.samples
+                ):
+                    return
+            time.sleep(0.2)
+        raise TimeoutError("the router's accuracy replay did not finish")
+
     def rss_mib(self) -> float:
         rss: int = psutil.Process(self.process.pid).memory_info().rss
         return round(rss / 2**20, 1)
@@ -107,6 +123,7 @@ def grpc_runs(queries: list[str], requests: int) -> dict[str, Any]:
     for label, cache_size in (("query_cache_on", "4096"), ("query_cache_off", "0")):
         server = RouterProcess({"ROUTER_EMBEDDING_CACHE_SIZE": cache_size})
         try:
+            server.wait_measured()
             report[label] = {
                 f"{clients}_clients": asyncio.run(
                     grpc_round_trips(server.grpc_port, queries, clients, requests)

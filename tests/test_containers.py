@@ -3,10 +3,12 @@
 Every image is built with podman (`make images`: podman and its base image set up where missing).
 Then the whole stack runs as plain containers on the host's network: each as its image's user
 (uid 10001, never root) on a read-only root filesystem, migrated by its own image's `migrate`,
-answering /healthz, /readyz and gRPC health, its HEALTHCHECK healthy. Then the chart, rendered
-with values-single-host.yaml, runs under `podman kube play` — its migration Job, its Deployments,
-their env, secret references and security contexts as rendered — and one chat turn that lists
-dashboards and one confirmed deploy go through those containers to real Superset.
+answering /healthz, /readyz and gRPC health, its HEALTHCHECK healthy. Then the README's cluster
+install runs as written (issue 35) and the release it asks for, with what values-single-host.yaml
+adds for one host, runs under `podman kube play` — its migration Job, its Deployments, their env,
+secret references and security contexts as rendered — and the admin its Secret names signs in, and
+one chat turn that lists dashboards and one confirmed deploy go through those containers to real
+Superset.
 """
 
 import json
@@ -26,11 +28,11 @@ from gradio_client import Client
 
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
-from sstools.devstack import containers, images, kubeplay
+from sstools.devstack import containers, images, install, kubeplay
 from sstools.devstack.containers import Container
 from sstools.devstack.demo import PASSWORD_ENV, client, environments
-from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS
-from sstools.devstack.manifests import CHART, render
+from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, PublishedKeys
+from sstools.devstack.manifests import CHART
 from sstools.devstack.running import free_listeners
 from sstools.devstack.stack import SETTINGS, ServiceAddress, addresses, is_ready, page_address, peer_addresses
 from sstools.devstack.superset import Instance
@@ -40,7 +42,6 @@ from sstools.ops.superset import dashboards
 pytestmark = pytest.mark.timeout(1500)  # the first build of six images on a fresh machine
 UID = "10001"
 READY_SECONDS = 180.0  # the router's model loads before its /readyz says 200
-SUPERSET_PASSWORD_KEY = "superset-admin-password"  # its key in the chart's Secret
 
 
 @pytest.fixture(scope="module")
@@ -143,48 +144,54 @@ def _of(messages: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     ]
 
 
-def _single_host_values(folder: Path, ports: dict[str, str], supersets: dict[str, Instance]) -> Path:
-    """What this host adds to values-single-host.yaml: free ports, its Superset instances and
-    the Secret key of their admin password."""
-    values: dict[str, Any] = {"web": {"ports": {"http": int(ports["WEB_PORT"])}}}
+def _single_host_values(folder: Path, ports: dict[str, str]) -> Path:
+    """What one host adds to the operator's values, as values-single-host.yaml says (the host
+    network, loopback peers, one pod of each), with free ports; the Secret stays the operator's."""
+    values: dict[str, Any] = yaml.safe_load((CHART / "values-single-host.yaml").read_text())
+    del values["secrets"]
+    values["web"]["ports"] = {"http": int(ports["WEB_PORT"])}
     for name, settings_class in SETTINGS.items():
         listeners = [field for field in settings_class.model_fields if field.endswith("_port")]
-        values[name] = {
-            "ports": {
-                field.removesuffix("_port"): int(ports[f"{name.upper()}_{field.upper()}"])
-                for field in listeners
-            }
+        values[name]["ports"] = {
+            field.removesuffix("_port"): int(ports[f"{name.upper()}_{field.upper()}"]) for field in listeners
         }
-    values["ops"] |= {
-        "env": {"ENVIRONMENTS": environments(supersets, PASSWORD_ENV)},
-        "extraSecretEnv": {PASSWORD_ENV: SUPERSET_PASSWORD_KEY},
-    }
     path = folder / "values-this-host.yaml"
     path.write_text(yaml.safe_dump(values))
     return path
 
 
-async def test_the_charts_manifests_run_under_podman_and_a_confirmed_deploy_goes_through_them(
-    built: dict[str, float], fresh_database_url: str, supersets: dict[str, Instance], tmp_path: Path
+async def test_the_documented_install_runs_under_podman_and_a_person_signs_in_and_deploys(
+    built: dict[str, float],
+    fresh_database_url: str,
+    supersets: dict[str, Instance],
+    published_keys: PublishedKeys,
+    tmp_path: Path,
 ) -> None:
+    """The README's cluster steps as written (sstools.devstack.install), its my-values.yaml naming
+    this host's Supersets, played by podman: the admin the Secret names signs in, and a chat turn
+    lists dashboards and a confirmed deploy reaches prod through those containers (the Supersets
+    trusting the key the steps made, as they read it from that ops)."""
     ports = free_listeners()
-    single_host = CHART / "values-single-host.yaml"
-    documents = render(
-        values_files=[single_host, _single_host_values(tmp_path, ports, supersets)], release="sstools-agent"
-    )
-    chart_values = yaml.safe_load((CHART / "values.yaml").read_text())
-    keys = {**chart_values["secrets"]["keys"], PASSWORD_ENV: SUPERSET_PASSWORD_KEY}
-    given = _secrets(fresh_database_url)
-    secret = yaml.safe_load(single_host.read_text())["secrets"]["existingSecret"]
+    operator = {
+        "DATABASE_URL": fresh_database_url,
+        "ADMIN_PASSWORD": secrets.token_urlsafe(16),
+        "SUPERSET_PASSWORD": os.environ[PASSWORD_ENV],
+    }
+    ours = install.my_values(install.README.read_text(), environments(supersets, PASSWORD_ENV))
+    (tmp_path / install.MY_VALUES).write_text(yaml.safe_dump(ours))
+    documented = install.run_steps(tmp_path, operator)
+    documents = documented.rendered([_single_host_values(tmp_path, ports)])
+    assert install.what_would_not_work(documented, documents) == []
+    ((secret, keys),) = documented.secrets.items()
+    fullname = f"{documented.release.name}-sstools-agent"
 
     dev = client(supersets["dev"], PASSWORD_ENV)
     prod = client(supersets["prod"], PASSWORD_ENV)
     try:
         title = f"Shipped {uuid.uuid4().hex[:8]}"
         dashboard_id = (await dashboards.create(dev, title, None, True)).id
-        with kubeplay.played(
-            documents, secret, {keys[name]: value for name, value in given.items()}
-        ) as played:
+        ops_keys = f"http://127.0.0.1:{ports['OPS_HTTP_PORT']}/.well-known/jwks.json"
+        with kubeplay.played(documents, secret, keys) as played, published_keys.following(ops_keys):
 
             def explain() -> str:
                 return "\n".join(
@@ -204,9 +211,7 @@ async def test_the_charts_manifests_run_under_podman_and_a_confirmed_deploy_goes
             assert drawer.text.startswith("(function(){")
             assert sorted(framing_allowed(policy)) == sorted(instance.url for instance in supersets.values())
             # the Deployments' pods, one container each, as rendered: non-root, read-only root
-            assert sorted(played.pods) == sorted(
-                f"sstools-agent-{name}" for name in [*images.IMAGES, "migrate"]
-            )
+            assert sorted(played.pods) == sorted(f"{fullname}-{name}" for name in [*images.IMAGES, "migrate"])
             for name in played.pods:
                 for container in played.containers(name):
                     if name.endswith("-migrate"):
@@ -214,7 +219,9 @@ async def test_the_charts_manifests_run_under_podman_and_a_confirmed_deploy_goes
                     assert container.inspect()["HostConfig"]["ReadonlyRootfs"] is True, container.name
                     assert container.exec("id", "-u").stdout.strip() == UID, container.name
 
-            token = sign_in(f"http://127.0.0.1:{ports['OPS_HTTP_PORT']}", given["OPS_ADMIN_PASSWORD"])
+            # as the README says: `admin`, with the password the Secret holds (at ops itself: the
+            # ingress that routes the page's origin to it is a cluster's)
+            token = sign_in(f"http://127.0.0.1:{ports['OPS_HTTP_PORT']}", operator["ADMIN_PASSWORD"])
             chat = chat_client(
                 f"http://127.0.0.1:{ports['AGENT_HTTP_PORT']}{CHAT_PATH}/",
                 {"Authorization": f"Bearer {token}"},

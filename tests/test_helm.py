@@ -1,8 +1,8 @@
 """The Helm chart as CI can check it without a cluster: a real helm lints it strictly and
 renders it with the default, production, development and single-host values; every rendered manifest passes
-strict schema validation; broken templates make those checks fail; and the chart keeps the
+strict schema validation; broken templates and values make those checks fail; and the chart keeps the
 promises the deployment rests on (secrets only by reference, the router scaled on its own,
-network isolation, every setting documented)."""
+network isolation, every setting documented and typed, no pod with a Kubernetes API token)."""
 
 import json
 import os
@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ import yaml
 
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.settings import environment_variables
+from sstools.devstack.chartdocs import readme
 from sstools.devstack.helm import HELM_VERSION
 from sstools.devstack.manifests import CHART, DASHBOARD, HelmFailed, lint, problems, queried_metrics, render
 from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.stack import SETTINGS
+from sstools.ops.environments import EnvironmentConfigError, parse_environments
 
 FIXTURES = Path(__file__).parent / "fixtures" / "broken-chart"
 SECRET = {"secrets.existingSecret": "sstools-secrets"}
@@ -148,7 +151,7 @@ def test_production_values_render_the_operator_resources_and_they_validate(
     monitors = _of(production, "ServiceMonitor")
     assert {_component(monitor) for monitor in monitors} == set(SETTINGS)
     (rule,) = _of(production, "PrometheusRule")
-    assert {"SSToolsFirstTokenSlow", "SSToolsRouterSlow"} == {
+    assert {"SSToolsFirstTokenSlow", "SSToolsRouterSlow"} <= {
         alert["alert"] for group in rule["spec"]["groups"] for alert in group["rules"]
     }
     assert [problem for document in [*monitors, rule] for problem in problems(document)] == []
@@ -356,7 +359,7 @@ def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loop
     assert env["convo"]["CONVO_OPS_URL"] == "http://127.0.0.1:18000"
     assert env["web"] == {"WEB_PORT": "8080", "WEB_FRAME_ANCESTORS": ""}  # no Superset's drawer: none
     # nothing that needs a cluster: no autoscaler, no ingress, no policies, one pod of each
-    assert {document["kind"] for document in documents} == {"Deployment", "Service", "Job"}
+    assert {document["kind"] for document in documents} == {"Deployment", "Service", "Job", "ServiceAccount"}
     assert {
         _component(document): document["spec"]["replicas"] for document in _of(documents, "Deployment")
     } == {name: 1 for name in ("agent", "router", "docparse", "convo", "ops", "web")}
@@ -372,28 +375,52 @@ def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loop
     assert [pod for pod in cluster_pods if "hostNetwork" in pod] == []
 
 
-def test_only_the_supersets_that_carry_the_drawer_may_frame_the_page(tmp_path: Path) -> None:
-    def entry(env_id: str, **more: str) -> dict[str, str]:
-        return {
-            "id": env_id,
-            "name": env_id,
-            "url": f"http://superset-{env_id}:8088",
-            "password_env": "P",
-            **more,
-        }
+def _environment(env_id: str, **more: object) -> dict[str, object]:
+    """One ENVIRONMENTS entry with what ops requires."""
+    return {
+        "id": env_id,
+        "name": env_id,
+        "url": f"http://superset-{env_id}:8088",
+        "password_env": "P",
+        **more,
+    }
 
+
+def _without(entry: dict[str, object], key: str) -> dict[str, object]:
+    return {name: value for name, value in entry.items() if name != key}
+
+
+# The two ways to give ops its Supersets: the list (checked by values.schema.json) and the JSON
+# string older values files set.
+ENVIRONMENTS_AS: dict[str, Callable[[list[dict[str, object]]], dict[str, Any]]] = {
+    "a list": lambda listed: {"ops": {"environments": listed}},
+    "a JSON string": lambda listed: {"ops": {"env": {"ENVIRONMENTS": json.dumps(listed)}}},
+}
+
+
+def _env_of(documents: list[dict[str, Any]], component: str) -> dict[str, str | None]:
+    (container,) = _containers(documents)[component]
+    return {variable["name"]: variable.get("value") for variable in container["env"]}
+
+
+@pytest.mark.parametrize("given_as", list(ENVIRONMENTS_AS))
+def test_only_the_supersets_that_carry_the_drawer_may_frame_the_page(tmp_path: Path, given_as: str) -> None:
     listed = [
-        entry("prod", browser_url="https://bi.example.com/superset/welcome/"),
-        entry("dev", browser_url="https://dev-bi.example.com:8443"),
-        entry("staging"),  # no drawer there: its internal address frames nothing
-        entry("live", browser_url="https://bi.example.com"),  # the same Superset again
+        _environment("prod", browser_url="https://bi.example.com/superset/welcome/"),
+        _environment("dev", browser_url="https://dev-bi.example.com:8443"),
+        _environment("staging"),  # no drawer there: its internal address frames nothing
+        _environment("live", browser_url="https://bi.example.com"),  # the same Superset again
     ]
     values = tmp_path / "environments.yaml"
-    values.write_text(yaml.safe_dump({"ops": {"env": {"ENVIRONMENTS": json.dumps(listed)}}}))
+    values.write_text(yaml.safe_dump(ENVIRONMENTS_AS[given_as](listed)))
     files, given = VALUE_SETS["default"]
-    (web,) = _containers(render(values_files=[*files, values], set_values=given))["web"]
-    frames = {variable["name"]: variable.get("value") for variable in web["env"]}["WEB_FRAME_ANCESTORS"]
-    assert frames == "https://bi.example.com https://dev-bi.example.com:8443"
+    documents = render(values_files=[*files, values], set_values=given)
+    assert (
+        _env_of(documents, "web")["WEB_FRAME_ANCESTORS"]
+        == "https://bi.example.com https://dev-bi.example.com:8443"
+    )
+    # ops reads the same list, whichever way it was given
+    assert json.loads(_env_of(documents, "ops")["ENVIRONMENTS"] or "") == listed
 
 
 def test_values_document_every_variable_the_services_read() -> None:
@@ -420,7 +447,7 @@ def test_every_service_has_probes_resources_and_runs_as_non_root(
         assert container["securityContext"]["allowPrivilegeEscalation"] is False, component
 
 
-def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools_metrics(
+def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_the_services_metrics(
     production: list[dict[str, Any]],
 ) -> None:
     (board_map,) = [
@@ -433,7 +460,11 @@ def test_the_grafana_board_ships_for_the_sidecar_and_every_panel_queries_sstools
     for panel in board["panels"]:
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
-            assert re.search(r"\bsstools_[a-z_]+", target["expr"]), (panel["title"], target["expr"])
+            # ours, or OpenTelemetry's GenAI names for the model server the agent calls
+            assert re.search(r"\b(sstools|gen_ai_client)_[a-z_]+", target["expr"]), (
+                panel["title"],
+                target["expr"],
+            )
     queried = queried_metrics(documents=production)
     for needed in ("sstools_agent_first_token_seconds_bucket", "sstools_router_route_seconds_bucket"):
         assert {"alert SSToolsFirstTokenSlow", "alert SSToolsRouterSlow"} & queried[needed], needed
@@ -463,3 +494,316 @@ def test_skaffold_builds_every_image_and_deploys_the_chart_with_dev_and_prod_val
         for profile in config["profiles"]
     }
     assert added == {"dev": [CHART / "values-dev.yaml"], "prod": [CHART / "values-prod.yaml"]}
+
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+VALUES_FILES = ["values.yaml", "values-prod.yaml", "values-dev.yaml", "values-single-host.yaml"]
+
+
+def _resolved(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema with its local $ref followed (values.schema.json keeps shared parts in definitions)."""
+    while "$ref" in schema:
+        schema = SCHEMA["definitions"][schema["$ref"].removeprefix("#/definitions/")]
+    return schema
+
+
+def _untyped(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+    """Where ``value`` has a key or an item the schema does not describe with a type."""
+    schema = _resolved(schema)
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            child = schema.get("properties", {}).get(key, schema.get("additionalProperties"))
+            if isinstance(child, dict):  # not absent, not `true`: something the schema types
+                found += _untyped(item, child, f"{path}.{key}")
+            else:
+                found.append(f"{path}.{key}")
+        return found
+    if isinstance(value, list):
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            return [f"{path}[]"]
+        return [
+            found for index, item in enumerate(value) for found in _untyped(item, items, f"{path}[{index}]")
+        ]
+    return [] if {"type", "enum", "const", "anyOf"} & set(schema) else [path]
+
+
+@pytest.mark.parametrize("values_file", VALUES_FILES)
+def test_the_values_schema_types_every_key_of_every_values_file(values_file: str) -> None:
+    values = yaml.safe_load((CHART / values_file).read_text())
+    assert _untyped(values, SCHEMA, values_file.removesuffix(".yaml")) == []
+    # that each file passes the schema as well: helm lint checks it (test_the_chart_lints_strictly)
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        ("wrong-type.yaml", "at '/agent/replicas': got string, want integer"),
+        ("unknown-key.yaml", "at '/router': additional properties 'replicaCount' not allowed"),
+        (
+            "misspelt-variable.yaml",
+            "at '/agent/env': additional properties 'AGENT_CONVO_TIMEOUT_SECOND' not allowed",
+        ),
+        ("environment-without-url.yaml", "at '/ops/environments/0': missing property 'url'"),
+    ],
+)
+def test_values_the_schema_refuses_fail_lint_and_render_with_its_message(broken: str, said: str) -> None:
+    files = [FIXTURES / "values" / broken]
+    with pytest.raises(HelmFailed, match="values don't meet the specifications of the schema") as linted:
+        lint(values_files=files, set_values=SECRET)
+    assert said in str(linted.value)
+    with pytest.raises(HelmFailed, match="values don't meet the specifications of the schema") as rendered:
+        render(values_files=files, set_values=SECRET)
+    assert said in str(rendered.value)
+
+
+# Environments both the schema and ops judge: the schema takes what ops takes and refuses what it
+# refuses, so a values file that renders gives ops an ENVIRONMENTS it starts with.
+ENVIRONMENT_CASES = {
+    "the least ops needs": (_environment("prod"), True),
+    "every field": (
+        _environment("bi-prod", username="sstools", production=True, browser_url="https://bi.example.com"),
+        True,
+    ),
+    "a password file instead": (
+        {**_without(_environment("dev"), "password_env"), "password_file": "/run/p"},
+        True,
+    ),
+    "no url": (_without(_environment("prod"), "url"), False),
+    "no name": (_without(_environment("prod"), "name"), False),
+    "no password": (_without(_environment("prod"), "password_env"), False),
+    "two passwords": (_environment("prod", password_file="/run/p"), False),
+    "an id that is no id": (_environment("Prod!"), False),
+    "a url that is not http": (_environment("prod", url="ftp://superset"), False),
+}
+
+
+@pytest.mark.parametrize("case", list(ENVIRONMENT_CASES))
+def test_the_schema_judges_an_environment_as_ops_does(tmp_path: Path, case: str) -> None:
+    entry, valid = ENVIRONMENT_CASES[case]
+    values = tmp_path / "environments.yaml"
+    values.write_text(yaml.safe_dump({"ops": {"environments": [entry]}}))
+    try:
+        render(values_files=[values], set_values=SECRET)
+        refusal = ""
+    except HelmFailed as failed:
+        refusal = str(failed)
+    try:
+        parse_environments(json.dumps([entry]))
+        ops_took = True
+    except EnvironmentConfigError:
+        ops_took = False
+    assert (refusal == "", ops_took) == (valid, valid)
+    assert valid or "at '/ops/environments/0" in refusal  # the entry's fault, not another's
+
+
+def test_environments_given_both_ways_refuse_to_render(tmp_path: Path) -> None:
+    values = tmp_path / "environments.yaml"
+    values.write_text(
+        yaml.safe_dump({"ops": {"environments": [_environment("prod")], "env": {"ENVIRONMENTS": "[]"}}})
+    )
+    render(values_files=[values], set_values=SECRET)  # "[]" is the default: not a second list
+    both = {
+        "ops": {
+            "environments": [_environment("prod")],
+            "env": {"ENVIRONMENTS": json.dumps([_environment("dev")])},
+        }
+    }
+    values.write_text(yaml.safe_dump(both))
+    with pytest.raises(HelmFailed, match="give the Superset environments once"):
+        render(values_files=[values], set_values=SECRET)
+
+
+def _pod_templates(documents: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each workload's pod template (metadata and spec) by kind and component."""
+    return {
+        (document["kind"], _component(document)): document["spec"]["template"]
+        for document in documents
+        if document["kind"] in {"Deployment", "StatefulSet", "Job"}
+    }
+
+
+def test_every_component_runs_as_its_own_service_account_without_a_token(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    value_set, documents = rendered
+    accounts = {account["metadata"]["name"]: account for account in _of(documents, "ServiceAccount")}
+    used = {}
+    for (kind, component), template in _pod_templates(documents).items():
+        pod = template["spec"]
+        assert pod["automountServiceAccountToken"] is False, (value_set, kind, component)
+        if component == "postgresql":  # the bundled trial database keeps the namespace's default
+            assert "serviceAccountName" not in pod
+            continue
+        used[component] = pod["serviceAccountName"]
+    assert set(used) == {name for _, name in SERVICES | MIGRATIONS}
+    assert len(set(used.values())) == len(used)  # one each
+    assert set(used.values()) == set(accounts)  # every account made is used, every one used is made
+    for component, name in used.items():
+        assert accounts[name]["automountServiceAccountToken"] is False
+        assert _component(accounts[name]) == component
+
+
+def test_service_accounts_take_names_and_annotations_or_are_left_to_the_cluster() -> None:
+    documents = render(
+        set_values={
+            **SECRET,
+            "serviceAccount.annotations.iam\\.example\\.com/role": "every-service",
+            "ops.serviceAccount.annotations.iam\\.example\\.com/role": "backups",
+            "ops.serviceAccount.name": "sstools-ops",
+        }
+    )
+    accounts = {account["metadata"]["name"]: account for account in _of(documents, "ServiceAccount")}
+    roles = {
+        name: account["metadata"]["annotations"]["iam.example.com/role"] for name, account in accounts.items()
+    }
+    assert roles.pop("sstools-ops") == "backups"  # its own wins over the global one
+    assert set(roles.values()) == {"every-service"}
+    assert _pod_templates(documents)[("Deployment", "ops")]["spec"]["serviceAccountName"] == "sstools-ops"
+    # not made by the chart: a named one must exist, the rest run as the namespace's default
+    documents = render(
+        set_values={**SECRET, "serviceAccount.create": "false", "web.serviceAccount.name": "page"}
+    )
+    assert _of(documents, "ServiceAccount") == []
+    names = {
+        key: template["spec"]["serviceAccountName"] for key, template in _pod_templates(documents).items()
+    }
+    assert names.pop(("Deployment", "web")) == "page"
+    assert set(names.values()) == {"default"}
+
+
+def test_extra_volumes_reach_every_pod_and_a_services_own_only_its_pods(tmp_path: Path) -> None:
+    values = tmp_path / "volumes.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "extraVolumes": [{"name": "ca", "configMap": {"name": "ca-bundle"}}],
+                "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/extra", "readOnly": True}],
+                "ops": {
+                    "extraVolumes": [{"name": "superset-password", "secret": {"secretName": "superset"}}],
+                    "extraVolumeMounts": [{"name": "superset-password", "mountPath": "/run/superset"}],
+                },
+                "migrations": {
+                    "extraVolumes": [{"name": "sql", "emptyDir": {}}],
+                    "extraVolumeMounts": [{"name": "sql", "mountPath": "/run/sql"}],
+                },
+            }
+        )
+    )
+    documents = render(values_files=[values], set_values=SECRET)
+    own = {("Deployment", "ops"): "superset-password", ("Job", "migrate"): "sql"}
+    templates = _pod_templates(documents)
+    assert set(templates) == SERVICES | MIGRATIONS
+    for key, template in templates.items():
+        extra = {"ca", *([own[key]] if key in own else [])}
+        volumes = {volume["name"] for volume in template["spec"]["volumes"]}
+        assert volumes & {"ca", *own.values()} == extra, key
+        for container in [*template["spec"].get("initContainers", []), *template["spec"]["containers"]]:
+            mounts = {mount["name"] for mount in container["volumeMounts"]}
+            assert mounts & {"ca", *own.values()} == extra, (key, container["name"])
+    assert [problem for document in documents for problem in problems(document)] == []
+
+
+def test_common_labels_mark_every_object_and_pod_labels_every_pod_without_touching_selectors(
+    tmp_path: Path,
+) -> None:
+    values = tmp_path / "labels.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                # the name label is the chart's (selectors use it): a common label cannot change it
+                "commonLabels": {"team": "bi", "app.kubernetes.io/name": "other"},
+                "podLabels": {"tier": "app"},
+                "podAnnotations": {"example.com/owner": "bi"},
+                "ops": {"podLabels": {"tier": "operations"}, "podAnnotations": {"example.com/owner": "ops"}},
+            }
+        )
+    )
+    documents = render(
+        values_files=[CHART / "values-prod.yaml", values], set_values={"postgresql.enabled": "true"}
+    )
+    assert {"ServiceAccount", "ServiceMonitor", "PrometheusRule", "ConfigMap", "StatefulSet"} <= {
+        document["kind"] for document in documents
+    }
+    for document in documents:
+        labels = document["metadata"]["labels"]
+        assert labels["team"] == "bi", (document["kind"], document["metadata"]["name"])
+        assert labels["app.kubernetes.io/name"] == "sstools-agent"
+        selector = document.get("spec", {}).get("selector", {})
+        assert "team" not in selector.get("matchLabels", selector)
+    for (kind, component), template in _pod_templates(documents).items():
+        metadata = template["metadata"]
+        assert metadata["labels"]["team"] == "bi"
+        assert metadata["labels"]["app.kubernetes.io/component"] == component
+        tier, owner = ("operations", "ops") if component == "ops" else ("app", "bi")
+        assert metadata["labels"]["tier"] == tier, (kind, component)
+        assert metadata["annotations"]["example.com/owner"] == owner, (kind, component)
+    assert [problem for document in documents for problem in problems(document)] == []
+
+
+def _checksums(documents: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        _component(deployment): deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        for deployment in _of(documents, "Deployment")
+    }
+
+
+def test_a_services_pods_roll_when_its_rendered_config_changes_and_only_its_own(tmp_path: Path) -> None:
+    checksums = _checksums(render(set_values=SECRET))
+    assert set(checksums) == {name for _, name in SERVICES}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", checksum) for checksum in checksums.values())
+
+    def changed(values: dict[str, Any]) -> set[str]:
+        path = tmp_path / "changed.yaml"
+        path.write_text(yaml.safe_dump(values))
+        after = _checksums(render(values_files=[path], set_values=SECRET))
+        return {name for name in checksums if checksums[name] != after[name]}
+
+    assert changed({"convo": {"env": {"CONVO_LEASE_TTL_SECONDS": "90"}}}) == {"convo"}
+    # a drawer's Superset: ops reads ENVIRONMENTS, the page lets its origin frame it
+    drawer = _environment("prod", browser_url="https://bi.example.com")
+    assert changed({"ops": {"environments": [drawer]}}) == {"ops", "web"}
+    # a Secret's content is not rendered, only the references by name: another key, another config
+    assert changed({"secrets": {"keys": {"JWT_PUBLIC_KEYS": "public-keys"}}}) == set(checksums) - {"web"}
+
+
+def test_operator_resources_render_only_where_the_cluster_serves_them() -> None:
+    files = [CHART / "values-prod.yaml"]
+    everything = render(values_files=files)
+    assert _of(everything, "ServiceMonitor")
+    assert _of(everything, "PrometheusRule")
+    # no Prometheus Operator: an install would fail on kinds the cluster does not know
+    without = render(values_files=files, api_versions=())
+    assert _of(without, "ServiceMonitor") == []
+    assert _of(without, "PrometheusRule") == []
+    assert _of(
+        without, "ConfigMap"
+    )  # the board: a ConfigMap any cluster takes, so it follows its switch alone
+    monitors_only = render(values_files=files, api_versions=["monitoring.coreos.com/v1/ServiceMonitor"])
+    assert {_component(monitor) for monitor in _of(monitors_only, "ServiceMonitor")} == set(SETTINGS)
+    boards = [
+        document
+        for document in render(values_files=files, set_values={"grafanaDashboard.enabled": "false"})
+        if document["kind"] == "ConfigMap"
+    ]
+    assert boards == []
+
+
+def test_the_chart_readme_values_table_is_fresh() -> None:
+    assert (CHART / "README.md").read_text() == readme(), "python -m sstools.devstack.chartdocs"
+
+
+def test_a_values_comment_changed_without_the_readme_is_caught(broken_chart: Path) -> None:
+    values = broken_chart / "values.yaml"
+    values.write_text(values.read_text().replace("# -- Old ReplicaSets kept for rollback.", "# -- Kept."))
+    fresh = readme(broken_chart)
+    assert fresh != (broken_chart / "README.md").read_text()
+    assert "| `revisionHistoryLimit` | int | `5` | Kept. |" in fresh
+
+
+def test_the_chart_readme_names_every_key_of_the_secret() -> None:
+    """Its table of the Secret's keys, written by hand, against values.yaml's secrets.keys."""
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| `([A-Z0-9_]+)` \|", (CHART / "README.md").read_text(), re.M)
+    keys = yaml.safe_load((CHART / "values.yaml").read_text())["secrets"]["keys"]
+    assert {variable: key for key, variable in rows} == keys

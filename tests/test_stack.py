@@ -1,9 +1,12 @@
 """`make run`'s supervisor end to end: embedded database, every service ready, data kept, clean stop."""
 
 import asyncio
+import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -12,7 +15,7 @@ import pytest
 
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
-from sstools.devstack import browser, running
+from sstools.devstack import browser, monitoring, running
 from sstools.devstack.demo import POSTGRES_DATABASE
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
@@ -65,6 +68,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
     first = stacks()
     try:
         first.wait_until_ready()
+        ready_at = time.monotonic()
         services = addresses(stack_environment)
         assert {service.name for service in services} == set(SETTINGS)
         assert all(is_ready(service) for service in services)
@@ -83,6 +87,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         _board_and_alerts_query_only_exported_metrics(services)
         asyncio.run(browser.add_analyst(database))
         _the_page_works_in_a_browser(stack_environment, data_dir.parent, database, first)
+        _the_board_shows_what_the_stack_did(stack_environment, data_dir.parent, ready_at)
     finally:
         returncode = first.interrupt()
     assert returncode == 0, first.output
@@ -153,12 +158,20 @@ def _a_killed_service_is_started_again(stack: RunningStack, environment: dict[st
 
 def _board_and_alerts_query_only_exported_metrics(services: list[ServiceAddress]) -> None:
     """Every series the Helm chart's Grafana board and alert rules query is one a running
-    service exports (read from their /metrics, not from the code)."""
+    service exports (read from their /metrics, not from the code), or one named here as coming
+    from elsewhere in a cluster."""
+    external = {
+        "up": "Prometheus itself, one per scrape target (SSToolsServiceDown)",
+        "kube_job_status_failed": "kube-state-metrics (SSToolsMigrationFailed)",
+    }
     exported = set().union(
         *(exported_series(httpx.get(service.metrics, timeout=10).text) for service in services)
     )
     queried = queried_metrics(documents=render(values_files=[CHART / "values-prod.yaml"]))
-    assert {name: sorted(where) for name, where in queried.items() if name not in exported} == {}
+    unexported = {name: sorted(where) for name, where in queried.items() if name not in exported}
+    assert {name: where for name, where in unexported.items() if name not in external} == {}
+    assert set(external) <= set(queried)  # none listed that nothing queries any more
+    assert not set(external) & exported  # nor one a service exports: it would be checked
     assert len(queried) >= 10
 
 
@@ -273,11 +286,86 @@ def _the_page_works_in_a_browser(
         *("11-permission-denied", "12-stopped", "13-connection-lost", "14-session-ended", "15-queued"),
         *("16-drawer", "17-drawer-confirm", "18-idle"),
         *("19-sso-login", "20-sso-provider", "21-sso-signed-in", "22-sso-refused"),
+        *("23-admin-people", "24-admin-audit", "25-admin-record", "26-admin-refused"),
     )
     assert {path.name for path in browser.SCREENSHOTS.iterdir()} == {
         *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),
         "12-second-tab-desktop.png",
     }
+
+
+BROKEN_BOARD = Path(__file__).parent / "fixtures" / "broken-board" / "grafana-dashboard.json"
+# Board queries that may show nothing after the stack test's turns, and why: each counts a
+# failure a healthy stack does not have.
+MAY_SHOW_NOTHING = {
+    "SC-008 router fallback rate / router unreachable (agent's own keyword tier)": "the router stays up",
+    "Document parse errors / worker restart: {{reason}}": "no docparse worker dies",
+    "Error rate per service / {{job}} HTTP 5xx": "no service answers 5xx",
+    "Error rate per service / {{job}} gRPC server errors": "no gRPC call fails on the server",
+    "Model server / errors: {{error_type}} /s": "the offline model does not fail",
+    # a 404 for a dashboard Superset does not have is an answer (ok): only a 5xx or no answer is not
+    "Superset calls per environment / {{env}} {{outcome}} /s": "every Superset answers",
+}
+
+
+def _the_board_shows_what_the_stack_did(
+    environment: dict[str, str], data_root: Path, ready_at: float
+) -> None:
+    """Beside what the browser suite did (both router tiers, confirmations, a denial, a PDF read):
+    a tool that fails (a deploy of a dashboard dev does not have) and a file docparse cannot read,
+    through the page's origin. Then, once
+    Prometheus has scraped, every query of the chart's Grafana board, as Grafana sends it: none
+    may be refused, and each shows something unless MAY_SHOW_NOTHING says why not. A board with
+    a broken query and one that shows nothing is found wrong."""
+    page = page_address(environment).url
+    token = _user_token(environment, data_root)
+    chat = chat_client(f"{page}{CHAT_PATH}/", {"Authorization": f"Bearer {token}"})
+
+    def turn(text: str, conversation: str, action: str = "send", files: str = "") -> list[dict[str, Any]]:
+        job = chat.submit(text, conversation, action, "dev", "", files, api_name="/chat")
+        return [message.get("metadata") or {} for message in job.result(timeout=180)]
+
+    # the router's keyword tier alone (three tools named); the suite's questions reach its hybrid tier
+    assert {"type": "routing", "tier": "keyword"} in [
+        {key: event.get(key) for key in ("type", "tier")}
+        for event in turn("покажи дашборды, графики и датасеты в dev", "")
+    ]
+    conversation = str(uuid.uuid4())  # a deploy of a dashboard dev does not have, confirmed
+    (card,) = [
+        event
+        for event in turn("задеплой дашборд 987654 из dev в prod", conversation)
+        if event.get("type") == "confirm_required"
+    ]
+    answer = json.dumps({"call_id": card["call_id"], "digest": card["digest"], "args": {}})
+    assert [
+        event["tool"] for event in turn(answer, conversation, "confirm") if event.get("type") == "tool_error"
+    ] == ["deploy_dashboard"]
+    conversation = str(uuid.uuid4())  # a "PDF" docparse cannot read
+    upload = httpx.post(
+        f"{page}/api/assistant/conversations/{conversation}/uploads",
+        params={"name": "broken.pdf"},
+        content=b"%PDF-1.7 not a document",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert upload.status_code == 201, upload.text
+    events = turn("что в этом файле?", conversation, files=json.dumps([upload.json()["upload_id"]]))
+    assert "UPLOAD_MALFORMED" in [event.get("code") for event in events], events
+
+    prometheus = f"http://127.0.0.1:{environment['SSTOOLS_PROMETHEUS_PORT']}"
+    time.sleep(2 * monitoring.SCRAPE_SECONDS + 1)
+    window = int(time.monotonic() - ready_at) + 60
+    evaluated = monitoring.evaluate(prometheus, monitoring.board_queries(), window)
+    assert len(evaluated) >= 30
+    (tiers,) = [result for result in evaluated if result.query.panel == "Router latency per tier (p99)"]
+    assert len(tiers.values) == 2, tiers  # keyword and hybrid
+    assert monitoring.board_problems(evaluated, MAY_SHOW_NOTHING) == []
+    broken = monitoring.evaluate(prometheus, monitoring.board_queries(BROKEN_BOARD), window)
+    problems = monitoring.board_problems(broken, {})
+    assert [problem.split(":")[0] for problem in problems] == [
+        "Does not parse / unbalanced",
+        "Shows nothing / misspelt",
+    ], problems
 
 
 def _failed(suite: browser.SuiteRun, stack: RunningStack) -> str:

@@ -844,3 +844,195 @@ describe("the drawer inside Superset", () => {
     // the stack test then finds "Orders and Events" in prod Superset
   });
 });
+
+describe("the admin console", () => {
+  // How long the agent and convo trust ops' word that a person is active (README "The agent and
+  // ops": AGENT_ACCOUNT_CHECK_SECONDS / CONVO_ACCOUNT_CHECK_SECONDS, 5 s, which the stack keeps):
+  // past it, every request of a disabled person's is refused.
+  const ACCOUNT_CHECK_MS = 5_000;
+  const CSV_HEADER = "id,created_at,user,tool,env,decision,outcome,task_id,conversation_id,thread_id,service_identity,latency_seconds,tool_args";
+
+  /** From the chat to the console, by the header's link (an admin's page has one). */
+  async function openConsole(page: Page): Promise<void> {
+    await page.getByTestId("admin-link").click();
+    await page.waitForURL(/\/agent\/admin$/);
+  }
+
+  /** `at` as a `datetime-local` input takes it: the browser's local time, to the minute (floored). */
+  function localMinute(at: Date): string {
+    const pad = (value: number) => String(value).padStart(2, "0");
+    return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  }
+
+  /** The status and body of a call the page's signed-in person makes with their own token. */
+  function answerTo(page: Page, path: string): Promise<string> {
+    return page.evaluate(async (url) => {
+      const { token } = JSON.parse(sessionStorage.getItem("sstools.session") ?? "{}") as { token: string };
+      const answer = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+      return `${answer.status} ${(await answer.text()).slice(0, 300)}`;
+    }, path);
+  }
+
+  it("adds a person with a role, changes it, and disabling them ends the session they have open", async () => {
+    const page = await signedIn(ADMIN);
+    await openConsole(page);
+    const person = { username: `pat-${Date.now()}`, password: "pat-console-pass-123" };
+    const form = page.getByTestId("add-person");
+    const add = async () => {
+      await form.locator('input[name="new-username"]').fill(person.username);
+      await form.locator('select[name="new-role"]').selectOption("analyst");
+      await form.locator('input[name="new-password"]').fill(person.password);
+      await form.locator('input[name="new-password-again"]').fill(person.password);
+      await form.getByTestId("add-person-submit").click();
+    };
+    await add();
+    await expect.poll(() => page.getByTestId("add-person-note").textContent()).toBe(`Добавлен(а): ${person.username} (аналитик)`);
+    await add(); // the name is taken now: said in words
+    await expect.poll(() => page.getByTestId("add-person-note").textContent()).toBe("Такое имя уже занято.");
+
+    await page.getByTestId("people-search").fill(person.username.slice(0, -2)); // a part of the name
+    const row = page.locator(`[data-testid="person"][data-username="${person.username}"]`);
+    await expect.poll(() => page.getByTestId("person").count()).toBe(1);
+    expect(await row.getAttribute("data-role")).toBe("analyst");
+    expect(await row.getByTestId("person-last-sign-in").textContent()).toContain("не входил(а)");
+    await row.getByTestId("person-role").selectOption("operator");
+    await expect.poll(() => row.getByTestId("person-note").textContent()).toBe("Сохранено");
+    expect(await row.getAttribute("data-role")).toBe("operator");
+
+    // they sign in with the password given, with the role as changed: an operator, no console
+    const theirs = await signedIn(person);
+    expect(await roleOf(theirs)).toBe("operator");
+    await expect.poll(() => theirs.getByTestId("example").count()).toBeGreaterThan(0); // ops' /me has answered
+    expect(await theirs.getByTestId("admin-link").count()).toBe(0);
+
+    // the admin sees how they last signed in (the role filter asks ops again)
+    await page.getByTestId("people-role-filter").selectOption("operator");
+    const lastSignIn = row.getByTestId("person-last-sign-in");
+    await expect.poll(() => lastSignIn.getAttribute("data-method")).toBe("password");
+    expect(await lastSignIn.textContent()).toMatch(/по паролю, .+\s+с адреса \S+/);
+    await shoot(page, "23-admin-people");
+
+    // disabling is asked first; "cancel" leaves them be
+    await row.getByTestId("person-disable").click();
+    await row.getByTestId("confirm-disable").waitFor();
+    await row.getByTestId("confirm-disable-no").click();
+    expect(await row.getAttribute("data-active")).toBe("true");
+    await row.getByTestId("person-disable").click();
+    await row.getByTestId("confirm-disable-yes").click();
+    await expect.poll(() => row.getAttribute("data-active")).toBe("false");
+    const disabled = Date.now();
+    expect(await row.getByTestId("person-status").textContent()).toBe("отключён");
+
+    // their open page: past the bound, what they do is refused and they are back at sign-in
+    await new Promise((resolve) => setTimeout(resolve, disabled + ACCOUNT_CHECK_MS + 1000 - Date.now()));
+    await theirs.getByTestId("composer").fill("покажи дашборды в dev");
+    await theirs.getByTestId("composer").press("Enter");
+    await theirs.waitForURL(/\/login/, { timeout: 15_000 });
+    await theirs.getByTestId("session-ended").waitFor();
+    expect(await theirs.evaluate(() => sessionStorage.getItem("sstools.session"))).toBeNull();
+    expect(await theirs.getByTestId("assistant-message").count()).toBe(0); // nothing was answered
+
+    // each change is in ops' own trail, by the admin who made it
+    await page.getByTestId("tab-ops-audit").click();
+    const trail = page.getByTestId("admin-ops-audit");
+    await trail.locator('input[name="user"]').fill(ADMIN.username);
+    await trail.locator('input[name="action"]').fill("user.change");
+    await trail.getByTestId("ops-audit-show").click();
+    const changes = trail.locator('[data-testid="ops-audit-row"]', { hasText: person.username });
+    await expect.poll(() => changes.count()).toBe(2); // the role, then disabled
+    expect(await changes.first().locator("td.detail").textContent()).toContain('"active":false');
+  });
+
+  it("finds a confirmed prod deploy by person and environment, opens its record, and exports it as CSV", async () => {
+    const started = new Date();
+    const page = await signedIn(ADMIN);
+    await ask(page, "покажи дашборды в dev"); // a command of theirs in another environment
+    await expectState(page, "success");
+    await ask(page, DEPLOY_TO_PROD);
+    await expectState(page, "needs_confirmation");
+    await page.getByTestId("confirm-card").getByTestId("confirm").click({ timeout: 15_000 });
+    await expectState(page, "started");
+    const chip = page.getByTestId("assistant-message").last().getByTestId("task-chip");
+    const taskId = ((await chip.locator("code").textContent()) ?? "").trim();
+    expect(taskId).not.toBe("");
+    await expect.poll(() => chip.getAttribute("data-status"), { timeout: 60_000 }).toBe("success");
+
+    await openConsole(page);
+    await page.getByTestId("tab-agent-audit").click();
+    const filters = page.getByTestId("audit-filters");
+    await filters.locator('input[name="user"]').fill(ADMIN.username);
+    await filters.locator('select[name="env"]').selectOption("prod");
+    await filters.locator('input[name="since"]').fill(localMinute(started));
+    await filters.getByTestId("audit-show").click();
+    const rows = page.getByTestId("audit-row");
+    const row = page.locator(`[data-testid="audit-row"][data-task="${taskId}"]`);
+    // what the filters name alone (the whole listing first shown gives way to it): the admin's
+    // commands in prod since the test began, this deploy among them
+    const shown = async () => [...new Set(await rows.evaluateAll((found) => found.map((each) => `${each.dataset.user}@${each.dataset.env}`)))];
+    await expect.poll(shown).toEqual([`${ADMIN.username}@prod`]);
+    await row.waitFor();
+    expect(await row.getAttribute("data-tool")).toBe("deploy_dashboard");
+    expect(await row.getAttribute("data-decision")).toBe("confirmed");
+    expect(await row.getAttribute("data-outcome")).toBe("started");
+    await shoot(page, "24-admin-audit");
+
+    await row.click();
+    const record = page.getByTestId("audit-record");
+    const recordId = (await row.getAttribute("data-id")) ?? "";
+    await expect.poll(() => record.getAttribute("data-id")).toBe(recordId);
+    expect(await record.getByTestId("record-task").textContent()).toBe(taskId);
+    expect(await record.getByTestId("record-user").textContent()).toBe(ADMIN.username);
+    expect(JSON.parse((await record.getByTestId("record-args").textContent()) ?? "{}")).toMatchObject({ dashboard_id: 1, env_id: "prod" });
+    await shoot(page, "25-admin-record");
+
+    // the CSV of the filters shown: its header, the rows shown, this deploy among them
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByTestId("audit-export").click()]);
+    expect(download.suggestedFilename()).toBe("assistant-audit.csv");
+    const [header, ...lines] = readFileSync(await download.path(), "utf8").trim().split("\r\n");
+    expect(header).toBe(CSV_HEADER);
+    expect(lines.map((line) => line.split(",")[0])).toEqual(await rows.evaluateAll((found) => found.map((each) => each.dataset.id)));
+    const ours = lines.find((line) => line.startsWith(`${recordId},`)) ?? "";
+    expect(ours.split(",").slice(2, 8)).toEqual([ADMIN.username, "deploy_dashboard", "prod", "confirmed", "started", taskId]);
+  });
+
+  it("shows a record's arguments as the characters typed, never as markup", async () => {
+    const started = new Date();
+    const page = await signedIn(ADMIN);
+    // a new dashboard's title holding markup, turned down on its card: nothing is made
+    const markup = "<b>bold</b><img src=x>";
+    await ask(page, `Создай новый дашборд «${markup}» на деве`);
+    await expectState(page, "needs_confirmation");
+    await page.getByTestId("confirm-card").getByTestId("reject").click();
+    await expectState(page, "cancelled");
+
+    await openConsole(page);
+    await page.getByTestId("tab-agent-audit").click();
+    const filters = page.getByTestId("audit-filters");
+    await filters.locator('input[name="user"]').fill(ADMIN.username);
+    await filters.locator('input[name="tool"]').fill("superset_create_dashboard");
+    await filters.locator('select[name="decision"]').selectOption("needs_confirmation");
+    await filters.locator('input[name="since"]').fill(localMinute(started));
+    await filters.getByTestId("audit-show").click();
+    const card = page.locator('[data-testid="audit-row"][data-tool="superset_create_dashboard"][data-decision="needs_confirmation"]');
+    await card.first().click();
+    const args = page.getByTestId("audit-record").getByTestId("record-args");
+    await expect.poll(async () => JSON.parse((await args.textContent()) ?? "{}")).toMatchObject({ env_id: "dev", title: markup });
+    expect(await args.locator("*").count()).toBe(0); // characters, not elements
+  });
+
+  it("a non-admin is not offered the console, and its address tells them it is for admins", async () => {
+    const page = await signedIn(ANALYST);
+    await expect.poll(() => page.getByTestId("example").count()).toBeGreaterThan(0); // ops' /me has answered
+    expect(await page.getByTestId("admin-link").count()).toBe(0);
+    await page.goto(`${BASE_URL}/agent/admin`);
+    const refused = page.getByTestId("admin-refused");
+    await refused.waitFor();
+    expect(await refused.textContent()).toContain("Эта страница — только для администраторов. Ваша роль: аналитик");
+    expect(await page.getByTestId("admin-people").count()).toBe(0);
+    expect(await page.getByTestId("tab-people").count()).toBe(0);
+    // and what the console would read refuses them too
+    expect(await answerTo(page, "/api/admin/users")).toMatch(/^403 .*"permission_denied"/);
+    expect(await answerTo(page, "/api/assistant/audit")).toMatch(/^403 .*"permission_denied"/);
+    await shoot(page, "26-admin-refused");
+  });
+});

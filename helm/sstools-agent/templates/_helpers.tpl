@@ -43,19 +43,83 @@ without a component (for objects that belong to no one service).
 {{- define "sstools-agent.selectorLabels" -}}
 {{- $root := ternary .root . (hasKey . "root") }}
 {{- include "sstools-agent.releaseSelectorLabels" $root }}
-{{- if hasKey . "root" }}
+{{- if hasKey . "name" }}
 app.kubernetes.io/component: {{ .name }}
 {{- end }}
 {{- end }}
 
-{{/* Labels of every object: selector labels plus version and provenance. Same arguments as selectorLabels. */}}
+{{/*
+Labels of every object: selector labels, version and provenance, then commonLabels (never in a
+selector: those are immutable) and an optional "extra" dict of the object's own. Same arguments
+as selectorLabels, plus "extra". One dict, so a label given twice is one key: the chart's win,
+then the object's own, then commonLabels.
+*/}}
 {{- define "sstools-agent.labels" -}}
 {{- $root := ternary .root . (hasKey . "root") }}
-{{- include "sstools-agent.selectorLabels" . }}
-app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
-app.kubernetes.io/part-of: {{ include "sstools-agent.name" $root }}
-app.kubernetes.io/managed-by: {{ $root.Release.Service }}
-helm.sh/chart: {{ include "sstools-agent.chart" $root }}
+{{- $chart := include "sstools-agent.selectorLabels" . | fromYaml }}
+{{- $_ := set $chart "app.kubernetes.io/version" (toString $root.Chart.AppVersion) }}
+{{- $_ := set $chart "app.kubernetes.io/part-of" (include "sstools-agent.name" $root) }}
+{{- $_ := set $chart "app.kubernetes.io/managed-by" $root.Release.Service }}
+{{- $_ := set $chart "helm.sh/chart" (include "sstools-agent.chart" $root) }}
+{{- toYaml (merge $chart (deepCopy (.extra | default dict)) (deepCopy ($root.Values.commonLabels | default dict))) }}
+{{- end }}
+
+{{/* Where a component's settings live in values: its own block, the migration Job's in `migrations`. */}}
+{{- define "sstools-agent.valuesKey" -}}
+{{- ternary "migrations" .name (eq .name "migrate") }}
+{{- end }}
+
+{{/*
+Labels and annotations of a component's pod template: (dict "root" $ "name" "agent"), with
+"config" (what its pods read from the chart) for a long-running one. Labels: the object's, then
+the component's and the global podLabels (selector labels always win, or the pods would leave
+their Deployment). Annotations: a checksum of "config", then the component's and the global
+podAnnotations.
+*/}}
+{{- define "sstools-agent.podMetadata" -}}
+{{- $values := index .root.Values (include "sstools-agent.valuesKey" .) }}
+{{- $labels := include "sstools-agent.labels" (dict "root" .root "name" .name) | fromYaml }}
+{{- $labels = merge $labels (deepCopy ($values.podLabels | default dict)) (deepCopy (.root.Values.podLabels | default dict)) }}
+{{- $annotations := dict }}
+{{- with .config }}
+{{- /* env is in the pod template already, so a change to it rolls the pods by itself; the
+     checksum names the rendered configuration a pod runs, and keeps rolling them should it ever
+     move into a ConfigMap. Secrets are referenced, never rendered: their content is not in it. */}}
+{{- $_ := set $annotations "checksum/config" (sha256sum .) }}
+{{- end }}
+{{- $annotations = merge $annotations (deepCopy ($values.podAnnotations | default dict)) (deepCopy (.root.Values.podAnnotations | default dict)) -}}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ServiceAccount a component's pods run as: (dict "root" $ "name" "agent"). Its own
+serviceAccount.name, else <fullname>-<component> when the chart makes them, else the namespace's
+"default".
+*/}}
+{{- define "sstools-agent.serviceAccountName" -}}
+{{- $account := (index .root.Values (include "sstools-agent.valuesKey" .)).serviceAccount | default dict }}
+{{- if .root.Values.serviceAccount.create }}
+{{- $account.name | default (include "sstools-agent.componentName" .) }}
+{{- else }}
+{{- $account.name | default "default" }}
+{{- end }}
+{{- end }}
+
+{{/*
+A component's extra volumes or mounts: the global list, then its own. Call with
+(dict "root" $ "name" "agent" "key" "extraVolumes" "indent" 8); renders the list's items on new
+lines at that indent, or nothing at all.
+*/}}
+{{- define "sstools-agent.extras" -}}
+{{- $values := index .root.Values (include "sstools-agent.valuesKey" .) }}
+{{- with concat (index .root.Values .key | default list) (index $values .key | default list) }}
+{{- toYaml . | nindent $.indent }}
+{{- end }}
 {{- end }}
 
 {{/* repository:tag of a service's image; the tag defaults to the chart's appVersion. */}}
@@ -178,6 +242,9 @@ DATABASE_URL always comes from the Secret, the bundled PostgreSQL's too: no secr
 {{- $_ := set $env "AGENT_DOCPARSE_TARGET" (include "sstools-agent.peer" (dict "root" $root "name" "docparse" "port" "grpc")) }}
 {{- $_ := set $env "AGENT_OPS_URL" (printf "http://%s" (include "sstools-agent.peer" (dict "root" $root "name" "ops" "port" "http"))) }}
 {{- end }}
+{{- if eq $name "ops" }}
+{{- $_ := set $env "ENVIRONMENTS" (include "sstools-agent.environments" $root) }}
+{{- end }}
 {{- if eq $name "convo" }}
 {{- /* convo asks ops whether a signed-in user is still active */}}
 {{- $_ := set $env "CONVO_OPS_URL" (printf "http://%s" (include "sstools-agent.peer" (dict "root" $root "name" "ops" "port" "http"))) }}
@@ -223,20 +290,26 @@ optional "dns" (a resolver prefix) and "suffix" (of the Service name); 127.0.0.1
 {{- end }}
 {{- end }}
 
-{{/* Pod-level settings shared by the Deployments and the migration Job. */}}
+{{/*
+Pod-level settings shared by the Deployments and the migration Job: (dict "root" $ "name" "agent").
+No pod calls the Kubernetes API, so none gets a token, whichever account it runs as.
+*/}}
 {{- define "sstools-agent.podSettings" -}}
+serviceAccountName: {{ include "sstools-agent.serviceAccountName" . }}
 automountServiceAccountToken: false
-{{- if .Values.singleHost }}
+{{- with .root.Values }}
+{{- if .singleHost }}
 hostNetwork: true
 # the release's own names still resolve through the cluster's DNS, where there is one
 dnsPolicy: ClusterFirstWithHostNet
 {{- end }}
-{{- with .Values.global.imagePullSecrets }}
+{{- with .global.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 securityContext:
-  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+  {{- toYaml .podSecurityContext | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{- /* Where the agent serves its Gradio chat (sstools.agent.ui.app.CHAT_PATH): the same path on
@@ -255,11 +328,25 @@ securityContext:
   {{- end }}
 {{- end }}
 
+{{- /* ENVIRONMENTS as ops reads it (JSON): ops.environments (a list values.schema.json checks
+     entry by entry), or the older JSON string in ops.env.ENVIRONMENTS; one of the two. */}}
+{{- define "sstools-agent.environments" -}}
+{{- $given := .Values.ops.env.ENVIRONMENTS | default "" }}
+{{- with .Values.ops.environments }}
+{{- if not (has (trim $given) (list "" "[]")) }}
+{{- fail "give the Superset environments once: ops.environments (a list) or ops.env.ENVIRONMENTS (a JSON string), not both" }}
+{{- end }}
+{{- toJson . }}
+{{- else }}
+{{- $given }}
+{{- end }}
+{{- end }}
+
 {{- /* The Superset origins that may frame the page (the drawer inside each Superset): every
      ENVIRONMENTS entry's browser_url, as one space-separated CSP source list. */}}
 {{- define "sstools-agent.frameAncestors" -}}
 {{- $origins := list }}
-{{- range fromJsonArray (.Values.ops.env.ENVIRONMENTS | default "[]") }}
+{{- range fromJsonArray (include "sstools-agent.environments" . | default "[]") }}
 {{- with .browser_url }}
 {{- $url := urlParse . }}
 {{- $origins = append $origins (printf "%s://%s" $url.scheme $url.host) }}

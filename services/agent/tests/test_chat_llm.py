@@ -1,18 +1,26 @@
 """The same flows with ChatOpenAI against a scripted OpenAI-compatible server on a socket:
-streamed tokens, streamed tool calls, the confirmation pause, and the model's failures."""
+streamed tokens, streamed tool calls, the confirmation pause, the model's failures, and the
+metrics of the model server and of the turns streaming."""
 
 import asyncio
 import json
 import re
 import uuid
 
+import httpx
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from prometheus_client.parser import text_string_to_metric_families
 
 from sstools.devstack.agentstack import AgentStack, dump
 from sstools.devstack.demo import PASSWORD_ENV, client
-from sstools.devstack.fake_llm import FakeLlm, Reply, ToolCall
+from sstools.devstack.fake_llm import FakeLlm, Reply, Shape, ToolCall
 from sstools.devstack.superset import Instance
+from sstools.devstack.testing import wait_until
 from sstools.ops.superset import dashboards
+
+DURATION = "gen_ai_client_operation_duration_seconds"
+TOKENS = "gen_ai_client_token_usage"
+ACTIVE_TURNS = "sstools_agent_active_turns"
 
 
 async def test_streamed_tool_calls_run_and_the_answer_streams(
@@ -214,3 +222,77 @@ async def test_a_model_s_question_to_the_person_ends_as_needs_clarification(
     assert reply.of("tool_start") == [], dump(reply)
     assert reply.of("confirm_required") == []
     assert reply.state == "needs_clarification"
+
+
+def _chat(model: str, **labels: str) -> frozenset[tuple[str, str]]:
+    return frozenset({"gen_ai_operation_name": "chat", "gen_ai_request_model": model, **labels}.items())
+
+
+async def test_each_model_call_is_timed_and_its_reported_tokens_recorded_as_genai_metrics(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    before = await llm_stack.metrics()
+    answer = "В dev всё в порядке."
+    llm.says(Reply(content=answer, shape=Shape.OPENAI))  # OpenAI's shape ends with a usage chunk
+    reply = await llm_stack.say("как там dev?", str(uuid.uuid4()))
+    assert reply.state == "success", dump(reply)
+    answered = await llm_stack.metrics()
+    llm.says(Reply(status=500), Reply(status=500))  # the client's one retry fails too
+    failed = await llm_stack.say("а сейчас?", str(uuid.uuid4()))
+    assert failed.state == "failed", dump(failed)
+    after = await llm_stack.metrics()
+
+    def grew(since: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+        key = (name, _chat(llm.model, **labels))
+        return after.get(key, 0.0) - since.get(key, 0.0)
+
+    assert llm.requests[-3]["stream_options"] == {"include_usage": True}
+    assert grew(before, f"{DURATION}_count", error_type="") == 1
+    assert grew(answered, f"{DURATION}_count", error_type="500") == 1
+    assert 0 < grew(before, f"{DURATION}_sum", error_type="") < 30
+    # the usage chunk of the fake: 10 tokens read, about four characters a token written
+    assert grew(before, f"{TOKENS}_count", gen_ai_token_type="input") == 1
+    assert grew(before, f"{TOKENS}_sum", gen_ai_token_type="input") == 10
+    assert grew(before, f"{TOKENS}_sum", gen_ai_token_type="output") == len(answer) // 4 + 1
+    assert grew(answered, f"{TOKENS}_count", gen_ai_token_type="output") == 0  # a failure used none
+
+
+def _active_turns(stack: AgentStack) -> float:
+    """The gauge, read from a thread that drives a turn (no event loop there)."""
+    exposition = httpx.get(stack.metrics_url, timeout=5).text
+    (family,) = [
+        family for family in text_string_to_metric_families(exposition) if family.name == ACTIVE_TURNS
+    ]
+    return float(family.samples[0].value)
+
+
+async def test_active_turns_count_the_turns_streaming_until_they_end_or_are_stopped(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    slow = Reply(content="слово " * 200, chunk_size=6, chunk_delay=0.01)
+    llm.says(slow, slow)
+
+    def streaming_then(stop: bool) -> float:
+        """Start a turn; once it streams, read the gauge, then stop the turn or let it end."""
+        job = llm_stack.client().submit(
+            "расскажи длинно", str(uuid.uuid4()), "send", "dev", "", "", api_name="/chat"
+        )
+        for output in job:
+            if any((message.get("metadata") or {}).get("type") == "token" for message in output):
+                during = _active_turns(llm_stack)
+                if stop:
+                    job.cancel()
+                else:
+                    job.result(timeout=120)
+                return during
+        raise AssertionError(f"no token streamed: {job.outputs()[-1:]}")
+
+    assert await asyncio.to_thread(_active_turns, llm_stack) == 0
+    assert await asyncio.to_thread(streaming_then, False) == 1
+    assert await asyncio.to_thread(_active_turns, llm_stack) == 0
+    assert await asyncio.to_thread(streaming_then, True) == 1
+
+    async def stopped() -> bool:
+        return await asyncio.to_thread(_active_turns, llm_stack) == 0
+
+    await wait_until(stopped, 10, "the stopped turn leaving the gauge")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.common.grpc_auth import as_user
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack import documents
@@ -80,6 +81,15 @@ async def test_metrics_count_decisions_denials_tool_outcomes_and_first_tokens(
     streamed = [reply for reply in (denied, paused, rejected, answered) if reply.text]
     assert answered in streamed
     assert grew("sstools_agent_first_token_seconds_count") == len(streamed)
+    assert grew("sstools_agent_first_event_seconds_count") == 4  # every turn streamed something
+    # the offline model is measured as a model server is, its tokens estimated
+    offline = {"gen_ai_operation_name": "chat", "gen_ai_request_model": OFFLINE_MODEL_NAME}
+    calls = grew("gen_ai_client_operation_duration_seconds_count", **offline, error_type="")
+    assert calls >= 1
+    for token_type in ("input", "output"):
+        assert grew("gen_ai_client_token_usage_count", **offline, gen_ai_token_type=token_type) == calls
+        assert grew("gen_ai_client_token_usage_sum", **offline, gen_ai_token_type=token_type) > 0
+    assert after[("sstools_agent_active_turns", frozenset())] == 0
 
 
 async def test_an_explicit_command_goes_to_confirmation_without_the_model(

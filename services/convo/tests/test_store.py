@@ -4,7 +4,8 @@ from datetime import timedelta
 
 import pytest
 
-from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, NewMessage
+from sstools.common.paging import BadCursor
+from sstools.convo.store.queries import ConversationNotFound, ConversationStore, NewMessage
 
 
 def _message(client_id: str, content: str = "", role: str = "user") -> NewMessage:

@@ -7,11 +7,14 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
 
+from sstools.common.metrics import GenAiClientMetrics
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.fake_llm import FakeLlm, Reply
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, serving
+from sstools.ops.llm import LlmEndpoint, LlmUnavailable
 
 from .conftest import OpsApi, running_ops
 
@@ -129,3 +132,23 @@ async def test_an_unreachable_llm_shows_in_its_status(
         assert status["error"] == "ConnectError"  # what failed, not where: a viewer sees no address
         detailed = (await ops.http.get("/api/llm/status", headers=ops.headers("oleg"))).json()
         assert detailed["error"].startswith("ConnectError(")
+
+
+async def test_each_call_to_the_llm_is_measured_as_a_genai_client_operation(llm: FakeLlm) -> None:
+    registry = CollectorRegistry()
+    llm.says(Reply(content="Looks fine."), Reply(status=503))
+    async with serving(llm.app()) as url:
+        endpoint = LlmEndpoint(f"{url}/v1", "test-key", "review-model", 10.0, GenAiClientMetrics(registry))
+        assert await endpoint.complete("review", "dashboard") == "Looks fine."
+        with pytest.raises(LlmUnavailable):
+            await endpoint.complete("review", "dashboard")
+    chat = {"gen_ai_operation_name": "chat", "gen_ai_request_model": "review-model"}
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {**chat, **labels})
+
+    assert value("gen_ai_client_operation_duration_seconds_count", error_type="") == 1
+    assert value("gen_ai_client_operation_duration_seconds_count", error_type="503") == 1
+    # the scripted server's answer reports usage (of nothing): recorded as reported, once
+    assert value("gen_ai_client_token_usage_count", gen_ai_token_type="input") == 1
+    assert value("gen_ai_client_token_usage_count", gen_ai_token_type="output") == 1

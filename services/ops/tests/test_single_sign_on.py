@@ -23,7 +23,7 @@ from sstools.devstack.testing import free_port
 from sstools.ops.store.tables import audit, oidc_handoffs, oidc_logins
 from sstools.ops.store.users import UserStore
 
-from .conftest import ops_on
+from .conftest import ops_on, password
 
 CLIENT_ID = "sstools-ops"
 CLIENT_SECRET = "ops-client-secret-for-tests"
@@ -309,6 +309,38 @@ async def test_a_group_change_gives_the_new_role_at_the_next_sign_in(
     assert (await me(ops, second["access_token"]))["role"] == "viewer"
 
 
+async def test_an_admin_sees_the_sso_sign_in_and_may_not_give_that_account_a_password(
+    ops: httpx.AsyncClient, browser: Browser, people: RunningProvider, database: str
+) -> None:
+    people.write_people([replace(MOVER, groups=("viewers", "unmapped", "operators", "analysts"))])
+    await session(ops, await browser.sign_in(MOVER))
+    root = await ops.post("/api/auth/login", json={"username": "root", "password": password("root")})
+    admin = {"Authorization": f"Bearer {root.json()['access_token']}"}
+    shown = (await ops.get("/api/admin/users/mo", headers=admin)).json()
+    assert (shown["role"], shown["sso_only"]) == ("operator", True)
+    last = shown["last_sign_in"]
+    # the operators group gave the role: the highest mapped one
+    assert (last["method"], last["address"], last["group"]) == ("sso", "127.0.0.1", "operators")
+
+    # the provider alone lets this account in: an admin may not give it a password
+    new_password = {"password": "mo-local-password"}
+    refused = await ops.post("/api/admin/users/mo/password", json=new_password, headers=admin)
+    assert (refused.status_code, refused.json()["detail"]["code"]) == (409, "sso_only")
+    login = await ops.post("/api/auth/login", json={"username": "mo", **new_password})
+    assert login.status_code == 401
+    # the command line may (the way in when nothing else works); then it is a local account too
+    async with users_of(database) as users:
+        await users.reset_password("mo", new_password["password"], refuse_sso_only=False)
+        account = await users.account("mo")
+    assert account is not None
+    assert account.sso_only is False
+    login = await ops.post("/api/auth/login", json={"username": "mo", **new_password})
+    assert login.status_code == 200
+    assert (await ops.get("/api/admin/users/mo", headers=admin)).json()["last_sign_in"][
+        "method"
+    ] == "password"
+
+
 async def test_a_person_in_no_mapped_group_is_refused(
     ops: httpx.AsyncClient, browser: Browser, database: str
 ) -> None:
@@ -331,6 +363,11 @@ async def test_with_a_default_role_a_person_in_no_mapped_group_gets_it(
     ):
         tokens = await session(ops, await browser.sign_in(OUTSIDER))
         assert (await me(ops, tokens["access_token"]))["role"] == "viewer"
+        async with users_of(database) as users:
+            otto = await users.account("otto")
+        assert otto is not None
+        assert otto.last_sign_in is not None
+        assert otto.last_sign_in.group is None  # no group gave the role: the default did
         # a mapped group still wins over the default
         async with new_browser(ops, ops_port) as other:
             boss = await session(ops, await other.sign_in(BOSS))

@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CollectorRegistry
 
 from sstools.devstack.demo import PASSWORD_ENV, environments
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import serving
+from sstools.devstack.testing import free_port, serving
 from sstools.ops.environments import Environment, parse_environments
 from sstools.ops.superset import dashboards
-from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetUnavailable
+from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetNotFound, SupersetUnavailable
+from sstools.ops.telemetry import SupersetMetrics
 
 
 async def test_an_html_500_from_superset_becomes_a_typed_error_with_its_title(
@@ -84,9 +86,11 @@ def password(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLAKY_SUPERSET_PASSWORD", "secret")
 
 
-def _client(url: str, retries: int) -> SupersetClient:
-    environment = Environment(id="staging", name="Staging", url=url, password_env="FLAKY_SUPERSET_PASSWORD")
-    return SupersetClient(environment, read_retries=retries, backoff=0.01)
+def _client(
+    url: str, retries: int, env_id: str = "staging", metrics: SupersetMetrics | None = None
+) -> SupersetClient:
+    environment = Environment(id=env_id, name=env_id, url=url, password_env="FLAKY_SUPERSET_PASSWORD")
+    return SupersetClient(environment, read_retries=retries, backoff=0.01, metrics=metrics)
 
 
 @pytest.mark.usefixtures("password")
@@ -121,3 +125,35 @@ async def test_an_expired_token_is_renewed_once() -> None:
         assert superset.logins == 2
         assert [auth for _, auth in superset.calls] == ["Bearer token-1", "Bearer token-1", "Bearer token-2"]
         await client.aclose()
+
+
+@pytest.mark.usefixtures("password")
+async def test_every_request_to_superset_is_counted_for_its_environment_by_outcome() -> None:
+    """What SSToolsSupersetUnreachable reads: a Superset nobody listens on counts as unreachable
+    for its environment alone; one that answers counts as ok, a 404 too (Superset working), and
+    its 5xx as http_error."""
+    registry = CollectorRegistry()
+    metrics = SupersetMetrics(registry)
+
+    def count(env_id: str, outcome: str) -> float:
+        sample = registry.get_sample_value(
+            "sstools_ops_superset_request_seconds_count", {"env": env_id, "outcome": outcome}
+        )
+        return sample or 0.0
+
+    silent = _client(f"http://127.0.0.1:{free_port()}", retries=2, env_id="prod", metrics=metrics)
+    with pytest.raises(SupersetUnavailable):
+        await silent.get("/api/v1/dashboard/")  # its sign-in gets no answer: no retry
+    assert not await silent.health()
+    await silent.aclose()
+    assert count("prod", "unreachable") == 2
+
+    superset = FlakySuperset(failures=1)
+    async with serving(superset.app()) as url:
+        client = _client(url, retries=1, metrics=metrics)
+        await client.get("/api/v1/dashboard/")  # sign-in, a 502, then the retry
+        with pytest.raises(SupersetNotFound):
+            await client.get("/api/v1/chart/1")
+        await client.aclose()
+    assert [count("staging", outcome) for outcome in ("ok", "http_error", "unreachable")] == [3, 1, 0]
+    assert [count("prod", outcome) for outcome in ("ok", "http_error")] == [0, 0]

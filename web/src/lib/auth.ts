@@ -2,6 +2,8 @@
  * session. The access token is short-lived: the refresh token renews it without the person
  * noticing (`renewSession`), until ops refuses (expired, signed out, disabled). */
 
+import type { SessionTokens } from "./chat/types.ts";
+
 const KEY = "sstools.session";
 
 export interface Session {
@@ -129,6 +131,31 @@ async function renewed(current: Session | null): Promise<Session | null> {
     body: JSON.stringify({ refresh_token: current.refreshToken }),
   });
   return response.ok ? keep(current.username, (await response.json()) as Issued) : null;
+}
+
+const RENEW_BEFORE_END_MS = 60_000;
+
+/** The kept session's tokens for the page's calls: an access token near its end (or of unknown
+ * end) is renewed before use; `onEnded` runs once, when the session is over (signed out,
+ * disabled, expired). */
+export function sessionTokens(onEnded: () => void): SessionTokens {
+  let over = false;
+  return {
+    async current() {
+      const kept = currentSession();
+      if (!kept) return null;
+      if ((kept.expiresAt ?? 0) - Date.now() > RENEW_BEFORE_END_MS) return kept.token;
+      return (await renewSession(kept.token))?.token ?? kept.token;
+    },
+    async renew(failed) {
+      return (await renewSession(failed))?.token ?? null;
+    },
+    ended() {
+      if (over) return;
+      over = true;
+      onEnded();
+    },
+  };
 }
 
 export interface EnvironmentChoice {

@@ -1,8 +1,9 @@
-"""Prometheus metrics: one registry per process, gRPC and HTTP server metrics, the /metrics
-response.
+"""Prometheus metrics: one registry per process, gRPC and HTTP server metrics, calls to a model
+server, the /metrics response.
 
 Names follow the project convention: ``sstools_`` prefix, base units, ``_seconds`` histograms,
-``_total`` counters, and never a user id in a label.
+``_total`` counters, and never a user id in a label; calls to a model server are named as the
+OpenTelemetry GenAI conventions name them instead (``gen_ai_``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -212,3 +214,67 @@ class _ObservedHttp:
             # those of a mounted app alike); its template keeps ids out of the labels.
             route = getattr(scope.get("route"), "path", None) or UNMATCHED_ROUTE
             self._metrics.observe(self._listener, scope["method"], route, code, time.perf_counter() - started)
+
+
+# The bucket boundaries the OpenTelemetry GenAI semantic conventions advise for
+# gen_ai.client.operation.duration (seconds, doubling) and gen_ai.client.token.usage (×4).
+GEN_AI_DURATION_BUCKETS = tuple(0.01 * 2**power for power in range(14))  # 0.01 … 81.92
+GEN_AI_TOKEN_BUCKETS = tuple(4**power for power in range(14))  # 1 … 67 108 864
+GEN_AI_CHAT = "chat"
+
+
+@dataclass
+class TokenUsage:
+    """The tokens the model server said one call used; None where it did not say."""
+
+    input: int | None = None
+    output: int | None = None
+
+
+def gen_ai_error_type(error: BaseException) -> str:
+    """The HTTP status the model server answered with, else the exception's class name."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return str(status) if isinstance(status, int) else type(error).__name__
+
+
+class GenAiClientMetrics:
+    """Calls to a model server, as the OpenTelemetry GenAI semantic conventions measure a client
+    (``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``), in the names their
+    Prometheus exporter gives them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._duration = Histogram(
+            "gen_ai_client_operation_duration_seconds",
+            "Time of one call to the model server, by operation, requested model and error type "
+            "(empty when it answered; else its HTTP status or the exception's class).",
+            ["gen_ai_operation_name", "gen_ai_request_model", "error_type"],
+            buckets=GEN_AI_DURATION_BUCKETS,
+            registry=registry,
+        )
+        self._tokens = Histogram(
+            "gen_ai_client_token_usage",
+            "Tokens one call to the model server used, as it reported them, by operation, requested "
+            "model and token type (input, output).",
+            ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
+            buckets=GEN_AI_TOKEN_BUCKETS,
+            registry=registry,
+        )
+
+    @contextmanager
+    def chat(self, model: str) -> Iterator[TokenUsage]:
+        """Time the chat call the block makes; the usage the block sets is recorded once it
+        answered. A call cut short (the turn was stopped) is neither an answer nor the server's
+        error: it is left out."""
+        usage = TokenUsage()
+        started = time.perf_counter()
+        try:
+            yield usage
+        except Exception as error:
+            self._duration.labels(GEN_AI_CHAT, model, gen_ai_error_type(error)).observe(
+                time.perf_counter() - started
+            )
+            raise
+        self._duration.labels(GEN_AI_CHAT, model, "").observe(time.perf_counter() - started)
+        for token_type, count in (("input", usage.input), ("output", usage.output)):
+            if isinstance(count, int):  # what the server sent: a count it left out or garbled is not one
+                self._tokens.labels(GEN_AI_CHAT, model, token_type).observe(count)

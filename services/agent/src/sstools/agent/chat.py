@@ -196,18 +196,24 @@ class ChatService:
         attributes = {"sstools.conversation_id": turn.conversation_id, "sstools.action": turn.action}
         started = time.monotonic()
         seen: list[Event] = []
+        first_event: float | None = None
         first_token: float | None = None
-        with self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes):
+        with (
+            self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes),
+            self._metrics.active_turns.track_inprogress(),
+        ):
             try:
                 async for said in self._admitted(turn):
                     event = in_language(said, turn.lang)
+                    if first_event is None:
+                        first_event = time.monotonic() - started
                     if first_token is None and event.metadata["type"] == "token":
                         first_token = time.monotonic() - started
                     seen.append(event)
                     yield event
             finally:
                 record = self._record(turn, seen, time.monotonic() - started)
-                self._metrics.observe(record, (event.metadata for event in seen), first_token)
+                self._metrics.observe(record, (event.metadata for event in seen), first_event, first_token)
                 await asyncio.shield(self._audit(record, turn.user_token))
 
     async def refuse(self, turn: Turn, code: str, message: str, **facts: str) -> AsyncIterator[Event]:
@@ -217,7 +223,7 @@ class ChatService:
         for event in events:
             yield event
         record = self._record(turn, events, time.monotonic() - started)
-        self._metrics.observe(record, (event.metadata for event in events), None)
+        self._metrics.observe(record, (event.metadata for event in events), None, None)
         await self._audit(record, turn.user_token)
 
     def _record(self, turn: Turn, events: list[Event], latency_seconds: float) -> AuditRecord:

@@ -42,6 +42,7 @@ from sstools.agent.fence import OUTSIDE_DATA, model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.prefetch import PREFETCH_KEY
 from sstools.agent.tools import USER_TOKEN, Passes
+from sstools.common.metrics import GenAiClientMetrics
 
 CONTEXT_TOKENS = 4000
 
@@ -127,13 +128,18 @@ class ModelMalformed(Exception):
     """The model's output could not be read, twice in a row."""
 
 
-async def _well_formed_answer(model: Any, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
+async def _well_formed_answer(
+    model: Any, messages: list[BaseMessage], config: RunnableConfig, measured: GenAiClientMetrics, name: str
+) -> AIMessage:
     """The model's answer, asked again once if it came back unreadable (a broken stream, tool
-    arguments that are not JSON)."""
+    arguments that are not JSON); each call is measured."""
     problem = ""
     for _attempt in (1, 2):
         try:
-            answer = await model.ainvoke(messages, config)
+            with measured.chat(name) as usage:
+                answer = await model.ainvoke(messages, config)
+                reported = getattr(answer, "usage_metadata", None) or {}
+                usage.input, usage.output = reported.get("input_tokens"), reported.get("output_tokens")
         except (ValueError, openai.APIResponseValidationError) as error:  # JSON that does not parse
             problem = repr(error)[:300]
             continue
@@ -154,6 +160,7 @@ def build_graph(
     tracer: Tracer,
     model_name: str,
     provider_name: str,
+    model_metrics: GenAiClientMetrics,
 ) -> CompiledStateGraph[Any]:
     async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         names = (config.get("configurable") or {}).get("tool_names") or list(tools)
@@ -182,7 +189,7 @@ def build_graph(
         with tracer.start_as_current_span(
             f"chat {model_name}", kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
-            answer = await _well_formed_answer(bound, window, config)
+            answer = await _well_formed_answer(bound, window, config, model_metrics, model_name)
             usage = getattr(answer, "usage_metadata", None) or {}
             if usage:
                 span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))

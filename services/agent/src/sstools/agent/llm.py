@@ -84,6 +84,9 @@ def chat_model(
         timeout=settings.llm_timeout_seconds,
         max_retries=1,
         streaming=True,
+        # Ask for the usage chunk (stream_options.include_usage) that the GenAI token metrics
+        # read: LangChain asks only of OpenAI's own URL. Servers without it just leave it out.
+        stream_usage=True,
         http_async_client=http,
     )
     return model, settings.llm_model, "openai"

@@ -25,6 +25,7 @@ from sstools.agent.ui.app import CHAT_PATH, chat_blocks
 from sstools.agent.ui.closed import ClosedGradioUploads
 from sstools.common.accounts import Accounts
 from sstools.common.confirmation import ConfirmationCodec
+from sstools.common.metrics import GenAiClientMetrics
 from sstools.common.runtime import Service, service_main
 
 
@@ -58,6 +59,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
     llm_http = openai.DefaultAsyncHttpxClient(timeout=settings.llm_timeout_seconds)
     model, model_name, provider_name = chat_model(settings, llm_http)
     tracer = service.tracer_provider.get_tracer("sstools.agent")
+    model_metrics = GenAiClientMetrics(service.registry)
     passes = Passes(ConfirmationCodec(settings.confirmation_secret.get_secret_value()))
     tools = build_tools(
         ops,
@@ -83,6 +85,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
                     tracer=tracer,
                     model_name=model_name,
                     provider_name=provider_name,
+                    model_metrics=model_metrics,
                 )
             )
         return compiled[0]

@@ -1,10 +1,11 @@
 """The agent's Prometheus metrics, read off each turn's stream: what people wait for (SC-002
-first token), what was decided (SC-003 confirmations, SC-004 denials) and what the tools did."""
+first token), what was decided (SC-003 confirmations, SC-004 denials), what the tools did, and
+how many turns stream now. (Its calls to the model server: :class:`GenAiClientMetrics`.)"""
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sstools.agent.clients.convo import AuditRecord
 
@@ -20,6 +21,18 @@ class TurnMetrics:
             "Chat commands by decision (allowed, needs_confirmation, confirmed, rejected, denied, "
             "refused) and final state.",
             ["decision", "outcome"],
+            registry=registry,
+        )
+        self.active_turns = Gauge(
+            "sstools_agent_active_turns",
+            "Turns streaming now in this process (stopped and failed ones leave it as they end).",
+            registry=registry,
+        )
+        self.first_event_seconds = Histogram(
+            "sstools_agent_first_event_seconds",
+            "Time from a command reaching the agent to the first event of its stream (the page's "
+            "first sign of life; budget: p99 100 ms).",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5),
             registry=registry,
         )
         self.first_token_seconds = Histogram(
@@ -52,11 +65,14 @@ class TurnMetrics:
         self,
         record: AuditRecord,
         events: Iterable[Mapping[str, Any]],
+        first_event_seconds: float | None,
         first_token_seconds: float | None,
     ) -> None:
         """One command: its audit record, the metadata of the events it streamed, and when its
-        first token came (None when it had none)."""
+        first event and its first token came (None when it had none, or was refused at the edge)."""
         self.commands.labels(record.decision, record.outcome).inc()
+        if first_event_seconds is not None:
+            self.first_event_seconds.observe(first_event_seconds)
         if first_token_seconds is not None:
             self.first_token_seconds.observe(first_token_seconds)
         for event in events:

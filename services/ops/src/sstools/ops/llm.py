@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from sstools.common.metrics import GenAiClientMetrics
 from sstools.ops.errors import OperationError
 from sstools.ops.superset import dashboards, health
 from sstools.ops.superset.client import SupersetClient
@@ -56,6 +57,7 @@ class LlmEndpoint:
     api_key: str
     model: str
     timeout_seconds: float
+    metrics: GenAiClientMetrics
 
     @property
     def configured(self) -> bool:
@@ -117,12 +119,17 @@ class LlmEndpoint:
             "temperature": 0,
         }
         try:
-            async with httpx.AsyncClient(timeout=self.timeout_seconds) as http:
-                response = await http.post(
-                    f"{self.base_url.rstrip('/')}/chat/completions", json=body, headers=self._headers()
-                )
-                response.raise_for_status()
-                return str(response.json()["choices"][0]["message"]["content"]).strip()
+            with self.metrics.chat(self.model) as usage:
+                async with httpx.AsyncClient(timeout=self.timeout_seconds) as http:
+                    response = await http.post(
+                        f"{self.base_url.rstrip('/')}/chat/completions", json=body, headers=self._headers()
+                    )
+                    response.raise_for_status()
+                answer = response.json()
+                text = str(answer["choices"][0]["message"]["content"]).strip()
+                if isinstance(counted := answer.get("usage"), dict):  # servers may leave it out
+                    usage.input, usage.output = counted.get("prompt_tokens"), counted.get("completion_tokens")
+                return text
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
             raise LlmUnavailable(f"the LLM at {self.base_url} failed: {error!r}"[:500]) from None
 

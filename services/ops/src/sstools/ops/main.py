@@ -9,11 +9,13 @@ import logging
 from datetime import timedelta
 
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.confirmation import ConfirmationCodec
 from sstools.common.db import create_engine
+from sstools.common.metrics import GenAiClientMetrics
 from sstools.common.runtime import Service, service_main
 from sstools.ops import jobs
 from sstools.ops.api.app import build_app
@@ -40,14 +42,22 @@ from sstools.ops.store.single_sign_on import SingleSignOnStore
 from sstools.ops.store.tasks import TaskStore
 from sstools.ops.store.users import UserStore
 from sstools.ops.superset.registry import Supersets
-from sstools.ops.tasks import TaskWorker
+from sstools.ops.tasks import TaskMetrics, TaskWorker
+from sstools.ops.telemetry import SupersetMetrics
 
 _log = logging.getLogger(__name__)
 
 SWEEP_SECONDS = 600
 
 
-def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: TracerProvider) -> OpsContext:
+def build_context(
+    settings: OpsSettings,
+    engine: AsyncEngine,
+    tracer_provider: TracerProvider,
+    superset_metrics: SupersetMetrics | None = None,
+    task_metrics: TaskMetrics | None = None,
+    llm_metrics: GenAiClientMetrics | None = None,
+) -> OpsContext:
     """Every part of ops, wired once from the settings (no I/O happens here)."""
     users = UserStore(engine)
     authenticator = Authenticator(
@@ -62,6 +72,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
         timeout=settings.superset_timeout_seconds,
         read_retries=settings.superset_read_retries,
         tracer_provider=tracer_provider,
+        metrics=superset_metrics,
     )
     maintenance = MaintenanceStore(engine)
     backups = Backups(supersets, BackupStore(engine), settings.backup_dir)
@@ -71,6 +82,7 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
         settings.llm_api_key.get_secret_value(),
         settings.llm_model,
         settings.llm_timeout_seconds,
+        llm_metrics if llm_metrics is not None else GenAiClientMetrics(CollectorRegistry()),
     )
     tasks = TaskStore(engine)
     handlers = jobs.handlers(supersets, backups, deployments, llm)
@@ -91,7 +103,9 @@ def build_context(settings: OpsSettings, engine: AsyncEngine, tracer_provider: T
         audit=AuditLog(engine),
         supersets=supersets,
         tasks=tasks,
-        worker=TaskWorker(tasks, handlers, lease=timedelta(seconds=settings.task_lease_seconds)),
+        worker=TaskWorker(
+            tasks, handlers, lease=timedelta(seconds=settings.task_lease_seconds), metrics=task_metrics
+        ),
         idempotency=IdempotencyStore(engine, timedelta(seconds=settings.idempotency_retention_seconds)),
         maintenance=maintenance,
         backups=backups,
@@ -124,7 +138,14 @@ def sign_in_policy(settings: OpsSettings) -> SignInPolicy:
 
 def assemble(settings: OpsSettings, service: Service) -> None:
     engine = create_engine(settings.database_url)
-    context = build_context(settings, engine, service.tracer_provider)
+    context = build_context(
+        settings,
+        engine,
+        service.tracer_provider,
+        SupersetMetrics(service.registry),
+        TaskMetrics(service.registry),
+        GenAiClientMetrics(service.registry),
+    )
     users = context.authenticator.users
 
     async def bootstrap_admin() -> None:

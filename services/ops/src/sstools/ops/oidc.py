@@ -201,6 +201,12 @@ def role_for(groups: tuple[str, ...], mapping: Mapping[str, Role], default: Role
     return max(roles, key=lambda role: role.rank) if roles else default
 
 
+def group_giving(role: Role, groups: tuple[str, ...], mapping: Mapping[str, Role]) -> str | None:
+    """The first of ``groups`` whose mapping gives ``role``; None when none does (the default
+    role gave it)."""
+    return next((group for group in groups if mapping.get(group) is role), None)
+
+
 @dataclass(frozen=True)
 class OidcConfig:
     issuer: str
@@ -262,6 +268,7 @@ class Identity:
     username: str
     groups: tuple[str, ...]
     role: Role
+    role_group: str | None  # the group that gave the role (None: the default role)
 
 
 class OidcClient:
@@ -401,7 +408,7 @@ class OidcClient:
                 username=username,
                 detail={"groups": list(groups)},
             )
-        return Identity(username, groups, role)
+        return Identity(username, groups, role, group_giving(role, groups, self.config.role_mapping))
 
     async def _signing_key(self, kid: str | None, algorithm: str) -> Any:
         jwks = await self._keys(refresh=False)

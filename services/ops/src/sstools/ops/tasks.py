@@ -3,15 +3,19 @@ it runs, so that a task whose ops died is picked up again by the next one to sta
 
 A handler gets the task and a ``report`` callable for progress, and returns the result. What it
 raises becomes the task's error: typed errors keep their code; anything else is logged and
-reported as ``internal``.
+reported as ``internal``. Every task that ends is counted by kind and outcome, and the time it
+ran here is measured.
 """
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from sstools.ops.errors import OperationError
 from sstools.ops.store.tasks import Task, TaskStore
@@ -20,6 +24,25 @@ Report = Callable[[int], Awaitable[None]]
 Handler = Callable[[Task, Report], Awaitable[dict[str, Any]]]
 
 _log = logging.getLogger(__name__)
+
+
+class TaskMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.ended = Counter(
+            "sstools_ops_tasks_total",
+            "Tasks that ended, by kind and outcome (success, failed).",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.seconds = Histogram(
+            "sstools_ops_task_seconds",
+            "Time a task ran, from a worker taking it to its end, by kind (a task failed unrun — "
+            "unknown kind, interrupted too often — is counted, not timed).",
+            ["kind"],
+            # backups, deployments and migrations of whole dashboards: seconds to many minutes
+            buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0),
+            registry=registry,
+        )
 
 
 class TaskWorker:
@@ -31,6 +54,7 @@ class TaskWorker:
         lease: timedelta = timedelta(seconds=30),
         poll_seconds: float = 1.0,
         max_attempts: int = 3,
+        metrics: TaskMetrics | None = None,
     ) -> None:
         self._store = store
         self._handlers = dict(handlers)
@@ -38,6 +62,7 @@ class TaskWorker:
         self._poll = poll_seconds
         self._max_attempts = max_attempts
         self._wake = asyncio.Event()
+        self._metrics = metrics if metrics is not None else TaskMetrics(CollectorRegistry())
 
     @property
     def kinds(self) -> set[str]:
@@ -66,29 +91,47 @@ class TaskWorker:
             return False
         if task.attempts > self._max_attempts:
             message = f"interrupted {task.attempts - 1} times (ops restarted while it ran); not retried"
-            await self._store.finish(task.id, error={"code": "interrupted", "message": message})
+            await self._finish(task, error={"code": "interrupted", "message": message})
             return True
         handler = self._handlers.get(task.kind)
         if handler is None:
-            await self._store.finish(task.id, error={"code": "unknown_task_kind", "message": task.kind})
+            await self._finish(task, error={"code": "unknown_task_kind", "message": task.kind})
             return True
 
         async def report(percent: int) -> None:
             await self._store.progress(task.id, percent, self._lease)
 
+        started = time.perf_counter()
         heartbeat = asyncio.create_task(self._heartbeat(task))
         try:
             result = await handler(task, report)
         except OperationError as error:
-            await self._store.finish(task.id, error=error.body())
+            await self._finish(task, error=error.body(), started=started)
         except Exception as error:  # noqa: BLE001 — a task must end failed, never stay running
             _log.exception("task failed", extra={"task_id": str(task.id), "kind": task.kind})
-            await self._store.finish(task.id, error={"code": "internal", "message": repr(error)[:500]})
+            await self._finish(
+                task, error={"code": "internal", "message": repr(error)[:500]}, started=started
+            )
         else:
-            await self._store.finish(task.id, result=result)
+            await self._finish(task, result=result, started=started)
         finally:
             heartbeat.cancel()
         return True
+
+    async def _finish(
+        self,
+        task: Task,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        started: float | None = None,
+    ) -> None:
+        """End the task, then count it (once: a task whose end was not stored runs again); timed
+        from ``started``, when it ran."""
+        outcome = await self._store.finish(task.id, result=result, error=error)
+        self._metrics.ended.labels(task.kind, outcome.value).inc()
+        if started is not None:
+            self._metrics.seconds.labels(task.kind).observe(time.perf_counter() - started)
 
     async def _heartbeat(self, task: Task) -> None:
         while True:

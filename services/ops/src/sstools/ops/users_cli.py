@@ -214,7 +214,11 @@ async def execute(args: argparse.Namespace, engine: AsyncEngine, console: Consol
     elif args.command == "reset-password":
         if await _account(users, username) is None:  # before asking for a password in vain
             raise AccountChangeRefused("user_not_found", f"no user named {username!r}")
-        account = await users.reset_password(username, read_password(console, args.password_stdin))
+        # the way in when nothing else works: an account only single sign-on let in may be given
+        # a password here (the admin API refuses that)
+        account = await users.reset_password(
+            username, read_password(console, args.password_stdin), refuse_sso_only=False
+        )
         action, said = "user.reset_password", f"new password for {username}; their sessions are ended"
     else:  # pragma: no cover — argparse allows only the commands above
         raise Refused(f"unknown command {args.command!r}")

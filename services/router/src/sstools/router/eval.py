@@ -4,6 +4,9 @@ Each line of FILE: {"q", "lang", "kind", "needed": [tools], "forbidden": [tools]
 recall of the needed tools (per tool and per whole case), mean tools offered, how often a
 forbidden (negated) tool was offered, schema tokens offered against the full catalogue, and
 the same per language and per kind. Routes in-process, configured by ROUTER_* like the service.
+
+The holdout set (``HOLDOUT``) ships inside this package: the router replays it while it serves
+(:mod:`sstools.router.accuracy`).
 """
 
 import argparse
@@ -14,6 +17,8 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,8 @@ from sstools.router.settings import RouterSettings
 from sstools.router.warmup import build_router
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+# Written apart from services/router/eval/dev.jsonl (the set the keyword rules were tuned on).
+HOLDOUT = resources.files("sstools.router") / "samples" / "holdout.jsonl"
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class Case:
     forbidden: frozenset[str]
 
 
-def load_cases(path: Path) -> list[Case]:
+def load_cases(path: Traversable) -> list[Case]:
     cases = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -61,6 +68,11 @@ def schema_tokens() -> dict[str, int]:
     return costs
 
 
+def case_recall(cases: Sequence[Case], offered: Sequence[Iterable[str]]) -> float:
+    """The share of cases whose needed tools were all offered."""
+    return sum(case.needed <= set(tools) for case, tools in zip(cases, offered, strict=True)) / len(cases)
+
+
 def _summary(
     cases: Sequence[Case], offered: Sequence[Sequence[str]], costs: dict[str, int]
 ) -> dict[str, Any]:
@@ -71,9 +83,7 @@ def _summary(
     return {
         "cases": len(cases),
         "recall": round(found / needed_total, 4) if needed_total else None,
-        "case_recall": round(
-            sum(case.needed <= set(tools) for case, tools in zip(cases, offered, strict=True)) / len(cases), 4
-        ),
+        "case_recall": round(case_recall(cases, offered), 4),
         "mean_tools_offered": round(statistics.mean(len(tools) for tools in offered), 2),
         "forbidden_offered": sum(bool(case.forbidden & set(tools)) for case, tools in negations),
         "negation_cases": len(negations),

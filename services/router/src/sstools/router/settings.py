@@ -38,6 +38,12 @@ class RouterSettings(ServiceSettings, CallerSettings):
         ),
         description="Where a non-default model's catalogue vectors are kept between starts; empty: not kept.",
     )
+    accuracy_interval_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="How often the router replays its packaged labelled sample to export tool-selection "
+        "accuracy (SC-001); it always does once it is ready; 0: only then.",
+    )
 
     @field_validator("vector_dir", mode="before")
     @classmethod

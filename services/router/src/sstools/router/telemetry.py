@@ -45,6 +45,27 @@ class RouterMetrics:
             "Start-ups at which the embedding model could not be loaded.",
             registry=registry,
         )
+        self.tool_selection_accuracy = Gauge(
+            "sstools_router_tool_selection_accuracy",
+            "Share of the packaged labelled sample's cases whose needed tools were all offered, at the "
+            "last replay (SC-001).",
+            registry=registry,
+        )
+        self.tool_selection_cases = Gauge(
+            "sstools_router_tool_selection_cases",
+            "Cases of the labelled sample the last accuracy replay routed.",
+            registry=registry,
+        )
+        self.tool_selection_checked = Gauge(
+            "sstools_router_tool_selection_checked_timestamp_seconds",
+            "When the last accuracy replay ended (Unix time).",
+            registry=registry,
+        )
+
+    def record_accuracy(self, accuracy: float, cases: int) -> None:
+        self.tool_selection_accuracy.set(accuracy)
+        self.tool_selection_cases.set(cases)
+        self.tool_selection_checked.set_to_current_time()
 
     def record_model(self, load_seconds: float | None) -> None:
         """What start-up found: the model's load time, or that it could not be loaded."""

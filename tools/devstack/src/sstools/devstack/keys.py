@@ -1,6 +1,7 @@
 """The Ed25519 key pair of a test run: ops signs with it, every other service trusts its public
 half, and tests mint with it the tokens a signed-in person (or the agent) would hold."""
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
+import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.grpc_auth import Callers, FixedServiceToken
@@ -65,29 +67,55 @@ def forged_token(
     return codec.issue(subject, token_type=token_type, audience=audience, ttl=timedelta(hours=1))
 
 
+class PublishedKeys:
+    """The run's public keys as ops publishes them (``/.well-known/jwks.json``), at ``url``, on a
+    loopback port of their own, for the session's Superset instances: the test stacks' ops come
+    and go on ports of their own, their keys stay. An ops with a key of its own (made by the
+    README's install steps) is followed for as long as :meth:`following` holds: its keys are
+    served beside the run's, as a Superset would read them from that ops."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._followed: list[str] = []
+
+    def document(self) -> bytes:
+        keys = list(jwks(ISSUER.trusted.values())["keys"])
+        for url in list(self._followed):
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                keys += httpx.get(url, timeout=5).json()["keys"]
+        return json.dumps({"keys": keys}).encode()
+
+    @contextmanager
+    def following(self, ops_jwks_url: str) -> Iterator[None]:
+        self._followed.append(ops_jwks_url)
+        try:
+            yield
+        finally:
+            self._followed.remove(ops_jwks_url)
+
+
 @contextmanager
-def serving_jwks() -> Iterator[str]:
-    """The run's public keys as ops publishes them (``/.well-known/jwks.json``), on a loopback
-    port of their own, for the session's Superset instances: the test stacks' ops come and go on
-    ports of their own, their keys stay. Yields the document's URL."""
-    document = json.dumps(jwks(ISSUER.trusted.values())).encode()
+def serving_jwks() -> Iterator[PublishedKeys]:
+    """The run's keys served (:class:`PublishedKeys`) until the block ends."""
+    published: PublishedKeys | None = None
 
     class Keys(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            found = self.path == "/.well-known/jwks.json"
+            found = self.path == "/.well-known/jwks.json" and published is not None
             self.send_response(200 if found else 404)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            self.wfile.write(document if found else b"{}")
+            self.wfile.write(published.document() if found and published is not None else b"{}")
 
         def log_message(self, format: str, *args: object) -> None:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
+    published = PublishedKeys(f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json"
+        yield published
     finally:
         server.shutdown()
         server.server_close()

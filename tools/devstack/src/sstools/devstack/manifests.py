@@ -25,8 +25,18 @@ OPERATOR_KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): ServiceMonitor,
     ("monitoring.coreos.com/v1", "PrometheusRule"): PrometheusRule,
 }
+# What ``helm template`` tells the chart the cluster serves: the Prometheus Operator's kinds, as
+# in the clusters the production values are for (the PrometheusRule renders only where they are).
+OPERATOR_API_VERSIONS = tuple(f"{api_version}/{kind}" for api_version, kind in OPERATOR_KINDS)
 DASHBOARD = "files/grafana-dashboard.json"
-_METRIC = re.compile(r"\b(sstools_[a-z0-9_]+)\b")  # every metric the services export has the prefix
+# PromQL, read just far enough to find the series a query selects: strings, label matchers,
+# ranges and the label lists of by/without/on/ignoring/group_* go first; what is left that is a
+# name, not called as a function and not a keyword, is a series.
+_PROMQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_PROMQL_BRACKETS = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]")
+_PROMQL_LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_PROMQL_NAME = re.compile(r"(?<![\w.:])([a-zA-Z_:][\w:]*)(?![\w:])(?!\s*\()")
+_PROMQL_KEYWORDS = {"and", "or", "unless", "bool", "offset", "group_left", "group_right", "inf", "nan"}
 
 
 class HelmFailed(Exception):
@@ -56,9 +66,14 @@ def render(
     values_files: Iterable[Path] = (),
     set_values: Mapping[str, str] | None = None,
     release: str = "sstools",
+    api_versions: Iterable[str] = OPERATOR_API_VERSIONS,
 ) -> list[dict[str, Any]]:
-    """``helm template``'s documents, parsed (empty ones dropped)."""
-    output = helm("template", release, str(chart), *_value_arguments(values_files, set_values or {}))
+    """``helm template``'s documents, parsed (empty ones dropped), for a cluster that serves
+    ``api_versions`` besides the built-in ones."""
+    capabilities = [argument for version in api_versions for argument in ("--api-versions", version)]
+    output = helm(
+        "template", release, str(chart), *capabilities, *_value_arguments(values_files, set_values or {})
+    )
     return [document for document in yaml.safe_load_all(output) if document]
 
 
@@ -120,9 +135,16 @@ def queried_metrics(chart: Path = CHART, documents: Iterable[Mapping[str, Any]] 
             ]
     found: dict[str, set[str]] = {}
     for where, expression in queries:
-        for name in _METRIC.findall(expression):
+        for name in series_names(expression):
             found.setdefault(name, set()).add(where)
     return found
+
+
+def series_names(expression: str) -> set[str]:
+    """The series a PromQL expression selects: ``rate(a_total{code="5.."}[5m]) / on (job) up``
+    selects ``a_total`` and ``up``."""
+    bare = _PROMQL_LABEL_LIST.sub(" ", _PROMQL_BRACKETS.sub(" ", _PROMQL_STRING.sub('""', expression)))
+    return {name for name in _PROMQL_NAME.findall(bare) if name.lower() not in _PROMQL_KEYWORDS}
 
 
 def exported_series(exposition: str) -> set[str]:

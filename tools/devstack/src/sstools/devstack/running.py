@@ -29,15 +29,19 @@ _GIVEN = (
 
 
 def free_listeners() -> dict[str, str]:
-    """Every listener's variable (``<SERVICE>_<LISTENER>_PORT``, the page's ``WEB_PORT`` and the
-    sign-in provider's ``SSTOOLS_OIDC_PORT``), each set to a free port."""
+    """Every listener's variable (``<SERVICE>_<LISTENER>_PORT``, the page's ``WEB_PORT``, the
+    sign-in provider's ``SSTOOLS_OIDC_PORT`` and Prometheus' ``SSTOOLS_PROMETHEUS_PORT``), each set
+    to a free port."""
     listeners = {
         f"{name.upper()}_{field.upper()}": str(free_port())
         for name, settings_class in SETTINGS.items()
         for field in settings_class.model_fields
         if field.endswith("_port")
     }
-    return {**listeners, "WEB_PORT": str(free_port()), "SSTOOLS_OIDC_PORT": str(free_port())}
+    return {
+        **listeners,
+        **{name: str(free_port()) for name in ("WEB_PORT", "SSTOOLS_OIDC_PORT", "SSTOOLS_PROMETHEUS_PORT")},
+    }
 
 
 def stack_environment() -> dict[str, str]:

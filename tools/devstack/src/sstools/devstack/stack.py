@@ -39,6 +39,7 @@ from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack import oidc
 from sstools.devstack.demo import LOCAL_CONVO_TIMEOUT_SECONDS, PASSWORD_ENV, environments, local_supersets
+from sstools.devstack.monitoring import local_prometheus
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url, ensure_owned_database
 from sstools.devstack.restarting import command_line as restarting_command
@@ -68,8 +69,12 @@ class ServiceAddress:
         return f"http://{self.host}:{self.ports['metrics_port']}/readyz"
 
     @property
+    def metrics_target(self) -> str:
+        return f"{self.host}:{self.ports['metrics_port']}"
+
+    @property
     def metrics(self) -> str:
-        return f"http://{self.host}:{self.ports['metrics_port']}/metrics"
+        return f"http://{self.metrics_target}/metrics"
 
     @property
     def grpc_target(self) -> str | None:
@@ -247,11 +252,12 @@ class ReadinessWatch(threading.Thread):
 
 
 def banner(services: list[Listening], notes: list[str]) -> str:
-    lines = ["", READY_BANNER, f"  {'service':<10}{'listener':<14}address"]
+    width = max(len("service"), *(len(service.name) for service in services)) + 2
+    lines = ["", READY_BANNER, f"  {'service':<{width}}{'listener':<14}address"]
     for service in services:
         for listener, port in service.ports.items():
             scheme = "" if listener == "grpc_port" else "http://"
-            lines.append(f"  {service.name:<10}{listener:<14}{scheme}{service.host}:{port}")
+            lines.append(f"  {service.name:<{width}}{listener:<14}{scheme}{service.host}:{port}")
     lines += [*notes, "Ctrl-C stops every service and the embedded database.", ""]
     return "\n".join(lines)
 
@@ -519,6 +525,14 @@ def main() -> None:
         page = page_address(environment)
         notes = [f"  the /agent page: {page.url}/agent", *sign_in_notes(environment, data_root)]
         listening: list[Listening] = [*addresses(environment), page]
+        targets = {service.name: service.metrics_target for service in addresses(environment)}
+        prometheus = local_prometheus(environment, data_root / "prometheus", targets)
+        if prometheus is None:
+            notes.append("  no Prometheus (apt-get install prometheus: make run then scrapes every service)")
+        else:
+            manager.add_process("prometheus", restarting("prometheus", prometheus.command), env=environment)
+            listening.append(prometheus)
+            notes.append(f"  Prometheus scraping every service: {prometheus.url}")
         watch = ReadinessWatch(manager, listening, args.ready_timeout, output, notes)
         watch.start()
         manager.loop()  # returns when every process has stopped (Ctrl-C, SIGTERM, or a crash)

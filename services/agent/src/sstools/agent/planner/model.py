@@ -16,8 +16,9 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import BaseTool
 from pydantic import Field
@@ -110,6 +111,7 @@ class OfflinePlanner(BaseChatModel):
     ) -> ChatResult:
         message = self.plan(messages)
         message.id = f"run-{uuid.uuid4().hex}"
+        message.usage_metadata = _usage(messages, message)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _stream(
@@ -119,7 +121,7 @@ class OfflinePlanner(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        yield from _chunks(self.plan(messages))
+        yield from _chunks(messages, self.plan(messages))
 
     async def _astream(
         self,
@@ -128,7 +130,7 @@ class OfflinePlanner(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in _chunks(self.plan(messages)):
+        for chunk in _chunks(messages, self.plan(messages)):
             if chunk.text and self.words_per_second:
                 await asyncio.sleep(1 / self.words_per_second)
             if run_manager is not None and chunk.text:
@@ -158,13 +160,26 @@ def _document_answer(documents: Sequence[HumanMessage]) -> str:
     return "\n".join(lines)
 
 
-def _chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
-    """The answer word by word, then its tool calls, all under one message id."""
+def _usage(prompt: Sequence[BaseMessage], answer: AIMessage) -> UsageMetadata:
+    """The tokens a model would have read and written, estimated (~4 characters a token): the
+    planner has none, and the model-server metrics of an offline stack show these."""
+    read, written = count_tokens_approximately(prompt), count_tokens_approximately([answer])
+    return UsageMetadata(input_tokens=read, output_tokens=written, total_tokens=read + written)
+
+
+def _chunks(prompt: Sequence[BaseMessage], message: AIMessage) -> Iterator[ChatGenerationChunk]:
+    """The answer word by word, then its tool calls, all under one message id; the last chunk
+    carries the usage."""
     message_id = f"run-{uuid.uuid4().hex}"
     for word in re.findall(r"\S+\s*", str(message.content)):
         yield ChatGenerationChunk(message=AIMessageChunk(content=word, id=message_id))
     for index, call in enumerate(message.tool_calls):
         chunk = tool_call_chunk(name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index)
         yield ChatGenerationChunk(message=AIMessageChunk(content="", id=message_id, tool_call_chunks=[chunk]))
-    closing = AIMessageChunk(content="", id=message_id, response_metadata=dict(message.response_metadata))
+    closing = AIMessageChunk(
+        content="",
+        id=message_id,
+        response_metadata=dict(message.response_metadata),
+        usage_metadata=_usage(prompt, message),
+    )
     yield ChatGenerationChunk(message=closing)

@@ -4,6 +4,11 @@ Someone else's conversation answers 404, exactly like a missing one, so ids reve
 ``CONVO_OPS_URL`` set, ops is also asked whether the user is still active (its yes kept
 ``CONVO_ACCOUNT_CHECK_SECONDS``): a disabled user is refused within that, not when the token ends.
 
+The audit trail, every user's commands, is for admins alone: ``GET /api/assistant/audit`` (a page,
+filtered), ``/api/assistant/audit.csv`` (all of it as CSV) and ``/api/assistant/audit/{id}``. The
+token carries no role, so ops is asked for it afresh at each such call; anyone else is refused
+(403 ``permission_denied``), and so is everyone when convo has no ops to ask.
+
 Uploads: the raw file is the body of ``POST .../conversations/{id}/uploads?name=...``. The token,
 the name, the declared length and the user's quota are checked before a byte of the body is
 read; the body is read only up to the limit, and kept only whole.
@@ -14,18 +19,25 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
+from sqlalchemy.engine import RowMapping
 
 from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
+from sstools.common.catalogue import Role, tool_names
+from sstools.common.csv_export import csv_response
+from sstools.common.paging import PAGE_MAX, BadCursor, Page, PageQuery, Period, every_row
 from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
+from sstools.common.tool_args import EnvId
 from sstools.convo.checkpoints import CheckpointJanitor
-from sstools.convo.store.queries import BadCursor, ConversationNotFound, ConversationStore, Page
+from sstools.convo.store.queries import AuditFilter, ConversationNotFound, ConversationStore
+from sstools.convo.store.tables import AuditDecision
 from sstools.convo.store.uploads import UploadQuotaExceeded, UploadStore
 
 _bearer = HTTPBearer(auto_error=False)
 UPLOAD_NAME_MAX_CHARS = 255
+AUDIT_PATH = "/api/assistant/audit"
 
 
 class ConversationOut(BaseModel):
@@ -78,6 +90,71 @@ class ActiveLease(BaseModel):
     active: bool
 
 
+_TOOLS = frozenset(tool_names())
+
+
+def _known_tool(name: str) -> str:
+    if name not in _TOOLS:
+        raise ValueError(f"no tool named {name!r}")
+    return name
+
+
+class AuditFilters(Period):
+    """Which audit records an admin reads (query parameters; each one left out matches all)."""
+
+    user: str | None = Field(default=None, min_length=1, max_length=200)
+    tool: Annotated[str, AfterValidator(_known_tool)] | None = None
+    env: EnvId | None = None
+    decision: AuditDecision | None = None
+    outcome: str | None = Field(default=None, pattern=r"^[a-z_]{1,40}$")
+
+    def wanted(self) -> AuditFilter:
+        return AuditFilter(
+            user=self.user,
+            tool=self.tool,
+            env=self.env,
+            decision=self.decision,
+            outcome=self.outcome,
+            since=self.since,
+            until=self.until,
+        )
+
+
+class AuditPageQuery(AuditFilters, PageQuery):
+    pass
+
+
+class AuditRecordOut(BaseModel):
+    """One command the agent took: who, which tool with which arguments, where, what was decided
+    and how it ended."""
+
+    id: uuid.UUID
+    created_at: datetime
+    user: str
+    tool: str
+    env: str
+    decision: str
+    outcome: str
+    task_id: str
+    conversation_id: uuid.UUID | None
+    thread_id: str
+    service_identity: str
+    latency_seconds: float
+    tool_args: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: RowMapping) -> "AuditRecordOut":
+        return cls.model_validate({**row, "user": row["user_id"], "tool": row["tool_name"]})
+
+
+class AuditPage(BaseModel):
+    items: list[AuditRecordOut]
+    next_cursor: str | None
+
+
+AUDIT_CSV_COLUMNS = tuple(AuditRecordOut.model_fields)
+
+
 def _unauthorized(detail: dict[str, str]) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
 
@@ -108,26 +185,54 @@ def build_app(
 ) -> FastAPI:
     app = FastAPI(title="SS-Tools conversations", version="0.1.0")
 
-    async def current_user(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> str:
+    def verified(credentials: HTTPAuthorizationCredentials | None) -> tuple[str, str]:
+        """The user a valid user token names, and the token."""
         if credentials is None:
             raise _unauthorized({"code": "token_missing"})
         try:
             claims = codec.verify(credentials.credentials, audience=USER_AUDIENCE, token_type=TokenType.USER)
         except TokenError as error:
             raise _unauthorized({"code": error.code, "message": str(error)}) from None
+        return claims.subject, credentials.credentials
+
+    async def role_of(user: str, token: str, ops: Accounts, *, fresh: bool) -> Role:
+        try:
+            return await ops.role(user, token, fresh=fresh)
+        except AccountRefused as refused:
+            raise _unauthorized({"code": refused.code, "message": str(refused)}) from None
+        except AccountUnknown as problem:  # nothing else would stop a disabled user here
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                {"code": "account_check_unavailable", "message": str(problem)},
+            ) from None
+
+    async def current_user(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> str:
+        user, token = verified(credentials)
         if accounts is not None:
-            try:
-                await accounts.role(claims.subject, credentials.credentials)
-            except AccountRefused as refused:
-                raise _unauthorized({"code": refused.code, "message": str(refused)}) from None
-            except AccountUnknown as problem:  # nothing else would stop a disabled user here
-                raise HTTPException(
-                    status.HTTP_503_SERVICE_UNAVAILABLE,
-                    {"code": "account_check_unavailable", "message": str(problem)},
-                ) from None
-        return claims.subject
+            await role_of(user, token, accounts, fresh=False)
+        return user
+
+    async def admin(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> str:
+        """An admin, as ops says now: the token carries no role, and a remembered yes would let
+        a demoted admin read everyone's trail a while longer. Without ops to ask, nobody is one."""
+        user, token = verified(credentials)
+        role = await role_of(user, token, accounts, fresh=True) if accounts else None
+        if role is not Role.ADMIN:
+            why = "admins only" if accounts else "roles are unknown here: CONVO_OPS_URL is not set"
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                {
+                    "code": "permission_denied",
+                    "required_role": Role.ADMIN.value,
+                    "user_role": role.value if role else None,
+                    "message": why,
+                },
+            )
+        return user
 
     @app.exception_handler(ConversationNotFound)
     async def not_found(request: Request, error: ConversationNotFound) -> JSONResponse:
@@ -233,6 +338,34 @@ def build_app(
         return UploadOut(
             upload_id=stored.id, name=stored.name, size_bytes=stored.size_bytes, expires_at=stored.expires_at
         )
+
+    @app.get(AUDIT_PATH)
+    async def audit_listing(
+        _: Annotated[str, Depends(admin)], query: Annotated[AuditPageQuery, Query()]
+    ) -> AuditPage:
+        """Every user's commands that the filters name, newest first, a page at a time."""
+        page = await store.audit_page(query.wanted(), limit=query.limit, cursor=query.cursor)
+        return AuditPage(items=[AuditRecordOut.of(row) for row in page.items], next_cursor=page.next_cursor)
+
+    @app.get(AUDIT_PATH + ".csv")
+    async def audit_csv(
+        _: Annotated[str, Depends(admin)], query: Annotated[AuditFilters, Query()]
+    ) -> StreamingResponse:
+        """The same records as CSV, all of them, newest first."""
+        wanted = query.wanted()
+
+        async def page(cursor: str | None) -> Page:
+            return await store.audit_page(wanted, limit=PAGE_MAX, cursor=cursor)
+
+        records = (AuditRecordOut.of(row) async for row in every_row(page))
+        return csv_response("assistant-audit.csv", AUDIT_CSV_COLUMNS, records)
+
+    @app.get(AUDIT_PATH + "/{audit_id}")
+    async def audit_record(audit_id: uuid.UUID, _: Annotated[str, Depends(admin)]) -> AuditRecordOut:
+        row = await store.audit_record(audit_id)
+        if row is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, {"code": "audit_record_not_found"})
+        return AuditRecordOut.of(row)
 
     @app.get("/api/agent/conversations/{conversation_id}/active")
     async def active(conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]) -> ActiveLease:

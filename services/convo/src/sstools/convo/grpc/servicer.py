@@ -9,9 +9,10 @@ from sqlalchemy.engine import RowMapping
 
 import grpc
 from sstools.common.grpc_auth import Callers, user_of
+from sstools.common.paging import BadCursor
+from sstools.common.tool_args import is_env_id
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import (
-    BadCursor,
     ConversationNotFound,
     ConversationStore,
     LeaseState,
@@ -47,6 +48,13 @@ def _maybe_uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError:
         return None
+
+
+def _target_env(tool_args: dict[str, Any]) -> str:
+    """The environment a command targeted: its arguments' ``env_id`` (a deployment's too: its
+    ``source_env`` is where the dashboard comes from), or none."""
+    env_id = tool_args.get("env_id")
+    return env_id if isinstance(env_id, str) and is_env_id(env_id) else ""
 
 
 def _status_codes(method: Handler) -> Handler:
@@ -173,13 +181,15 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         user = await self._user(context, late=True)
         if not request.decision:
             _invalid("decision is required")
+        tool_args = json_format.MessageToDict(request.tool_args)
         audit_id = await self._store.record_audit(
             conversation_id=_uuid(request.conversation_id) if request.conversation_id else None,
             user_id=user,
             service_identity=request.service_identity,
             decision=request.decision,
             tool_name=request.tool_name,
-            tool_args=json_format.MessageToDict(request.tool_args),
+            tool_args=tool_args,
+            env=_target_env(tool_args),
             outcome=request.outcome,
             task_id=request.task_id,
             thread_id=request.thread_id,

@@ -2,22 +2,28 @@
 
 A conversation is visible only to its owner: each call names the user it acts for, and a
 conversation of someone else is reported as not found, exactly like one that does not exist.
+The audit trail is read whole, and only by admins: the REST edge checks the caller's role.
 """
 
-import base64
-import binascii
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, text, update
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from sstools.common.paging import (
+    Page,
+    decode_cursor,
+    encode_cursor,
+    newest_first,
+    newest_first_page,
+    substring_pattern,
+)
 from sstools.common.windows import WindowCount, count_in_window
 from sstools.convo.store.tables import (
     audit,
@@ -38,10 +44,6 @@ class ConversationNotFound(LookupError):
     """No conversation with that id belongs to that user."""
 
 
-class BadCursor(ValueError):
-    """A page token this service did not issue."""
-
-
 @dataclass(frozen=True)
 class NewMessage:
     client_message_id: str
@@ -52,9 +54,16 @@ class NewMessage:
 
 
 @dataclass(frozen=True)
-class Page:
-    items: list[RowMapping]
-    next_cursor: str | None
+class AuditFilter:
+    """Which audit records an admin reads: each field left None matches every record."""
+
+    user: str | None = None
+    tool: str | None = None
+    env: str | None = None
+    decision: str | None = None
+    outcome: str | None = None
+    since: datetime | None = None  # inclusive
+    until: datetime | None = None  # exclusive
 
 
 @dataclass(frozen=True)
@@ -67,20 +76,6 @@ class LeaseState:
 
 def make_title(first_message: str) -> str:
     return " ".join(first_message.split())[:TITLE_LENGTH]
-
-
-def _encode_cursor(*values: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(values, default=str).encode()).decode()
-
-
-def _decode_cursor(cursor: str, size: int) -> list[Any]:
-    try:
-        values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise BadCursor("page token is not valid") from None
-    if not isinstance(values, list) or len(values) != size:
-        raise BadCursor("page token is not valid")
-    return values
 
 
 class ConversationStore:
@@ -113,39 +108,23 @@ class ConversationStore:
             conversations.c.owner_id == owner_id, conversations.c.is_archived == archived
         )
         if search:
-            pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            pattern = substring_pattern(search)
             said = select(messages.c.id).where(
                 messages.c.conversation_id == conversations.c.id,
                 messages.c.content.ilike(pattern, escape="\\"),
             )
             # by its title or by a word of any message in it
             query = query.where(or_(conversations.c.title.ilike(pattern, escape="\\"), said.exists()))
-        if cursor:
-            updated_at, last_id = _decode_cursor(cursor, 2)
-            try:
-                position = (datetime.fromisoformat(updated_at), uuid.UUID(last_id))
-            except (TypeError, ValueError):
-                raise BadCursor("page token is not valid") from None
-            query = query.where(
-                or_(
-                    conversations.c.updated_at < position[0],
-                    and_(conversations.c.updated_at == position[0], conversations.c.id < position[1]),
-                )
-            )
-        query = query.order_by(conversations.c.updated_at.desc(), conversations.c.id.desc()).limit(limit + 1)
+        at, key = conversations.c.updated_at, conversations.c.id
+        query = newest_first(query, at, key, limit=limit, cursor=cursor)
         async with self._engine.connect() as connection:
             rows = list((await connection.execute(query)).mappings())
-        more = len(rows) > limit
-        rows = rows[:limit]
-        last = rows[-1] if rows else None
-        return Page(
-            rows, _encode_cursor(last["updated_at"].isoformat(), str(last["id"])) if more and last else None
-        )
+        return newest_first_page(rows, at, key, limit=limit)
 
     async def history(
         self, owner_id: str, conversation_id: uuid.UUID, *, limit: int = 50, cursor: str | None = None
     ) -> Page:
-        after = int(_decode_cursor(cursor, 1)[0]) if cursor else 0
+        after = int(decode_cursor(cursor, 1)[0]) if cursor else 0
         async with self._engine.connect() as connection:
             await self._owned(connection, owner_id, conversation_id)
             query = (
@@ -157,7 +136,7 @@ class ConversationStore:
             rows = list((await connection.execute(query)).mappings())
         more = len(rows) > limit
         rows = rows[:limit]
-        return Page(rows, _encode_cursor(rows[-1]["seq"]) if more and rows else None)
+        return Page(rows, encode_cursor(rows[-1]["seq"]) if more and rows else None)
 
     async def append(
         self, owner_id: str, conversation_id: uuid.UUID, new: Sequence[NewMessage]
@@ -326,6 +305,27 @@ class ConversationStore:
             await connection.execute(insert(audit).values(id=audit_id, **values))
         return audit_id
 
+    async def audit_page(self, wanted: AuditFilter, *, limit: int, cursor: str | None = None) -> Page:
+        """Every user's audit records that ``wanted`` names, newest first (for admins: the caller
+        checks that it is one)."""
+        query = newest_first(
+            select(audit).where(*_audit_conditions(wanted)),
+            audit.c.created_at,
+            audit.c.id,
+            limit=limit,
+            cursor=cursor,
+        )
+        async with self._engine.connect() as connection:
+            rows = list((await connection.execute(query)).mappings())
+        return newest_first_page(rows, audit.c.created_at, audit.c.id, limit=limit)
+
+    async def audit_record(self, audit_id: uuid.UUID) -> RowMapping | None:
+        async with self._engine.connect() as connection:
+            found: RowMapping | None = (
+                (await connection.execute(select(audit).where(audit.c.id == audit_id))).mappings().first()
+            )
+            return found
+
     async def _owned(
         self, connection: AsyncConnection, owner_id: str, conversation_id: uuid.UUID, *, lock: bool = False
     ) -> RowMapping:
@@ -336,6 +336,22 @@ class ConversationStore:
         if row is None:
             raise ConversationNotFound(str(conversation_id))
         return row
+
+
+def _audit_conditions(wanted: AuditFilter) -> list[ColumnElement[bool]]:
+    equal = (
+        (audit.c.user_id, wanted.user),
+        (audit.c.tool_name, wanted.tool),
+        (audit.c.env, wanted.env),
+        (audit.c.decision, wanted.decision),
+        (audit.c.outcome, wanted.outcome),
+    )
+    conditions = [column == value for column, value in equal if value is not None]
+    if wanted.since is not None:
+        conditions.append(audit.c.created_at >= wanted.since)
+    if wanted.until is not None:
+        conditions.append(audit.c.created_at < wanted.until)
+    return conditions
 
 
 async def existing_checkpoint_tables(connection: AsyncConnection) -> list[str]:

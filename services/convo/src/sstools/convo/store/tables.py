@@ -1,5 +1,7 @@
 """The convo schema, declared once; the migrations create it and the queries read it."""
 
+from typing import Literal
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -24,6 +26,8 @@ from sstools.common.windows import counter_columns
 metadata = MetaData()
 
 ROLES = ("user", "assistant", "tool", "system")
+# What the agent decided about a command (an audit record's ``decision``).
+AuditDecision = Literal["allowed", "denied", "refused", "needs_confirmation", "confirmed", "rejected"]
 
 conversations = Table(
     "agent_conversations",
@@ -62,6 +66,8 @@ messages = Table(
     CheckConstraint(f"role IN {ROLES!r}", name="ck_agent_messages_role"),
 )
 
+# One record per command the agent took. ``env`` is the environment the command targeted (its
+# tool arguments' ``env_id``; empty when it named none), kept apart so an admin can filter on it.
 audit = Table(
     "assistant_audit",
     metadata,
@@ -72,12 +78,14 @@ audit = Table(
     Column("decision", Text, nullable=False),
     Column("tool_name", Text, nullable=False, server_default=""),
     Column("tool_args", JSONB, nullable=False, server_default="{}"),
+    Column("env", Text, nullable=False, server_default=""),
     Column("outcome", Text, nullable=False, server_default=""),
     Column("task_id", Text, nullable=False, server_default=""),
     Column("thread_id", Text, nullable=False, server_default=""),
     Column("latency_seconds", Float, nullable=False, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_assistant_audit_conversation", "conversation_id", "created_at"),
+    Index("ix_assistant_audit_listing", "created_at", "id"),
 )
 
 leases = Table(

@@ -90,6 +90,8 @@ class Authenticator:
         user = await self.users.active(claims.subject)
         if user is None:
             raise unauthorized("user_inactive", "the user does not exist or is disabled")
+        if user.sessions_valid_from is not None and claims.issued_at < user.sessions_valid_from:
+            raise unauthorized("session_ended", "this session was ended (a new password?): sign in again")
         return Caller("", user.username, user.role)
 
     def service(self, token: str) -> str:
@@ -97,6 +99,25 @@ class Authenticator:
             return self.codec.verify(token, audience=SERVICE_AUDIENCE, token_type=TokenType.SERVICE).subject
         except TokenError as error:
             raise unauthorized(error.code, str(error)) from None
+
+
+def admin_only(user_only: object) -> object:
+    """The dependency of an admin's own call (accounts, the audit trail): the browser's user,
+    refused unless an admin now."""
+
+    async def admin(caller: Annotated[Caller, user_only]) -> Caller:
+        if caller.role is not Role.ADMIN:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                {
+                    "code": "permission_denied",
+                    "required_role": Role.ADMIN.value,
+                    "user_role": caller.role.value,
+                },
+            )
+        return caller
+
+    return Depends(admin)
 
 
 def dependencies(authenticator: Authenticator) -> tuple[object, object]:

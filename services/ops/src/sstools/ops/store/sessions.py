@@ -3,14 +3,15 @@
 A refresh token is 256 random bits, shown once and kept only as its SHA-256. Every use replaces
 it with a new one of the same family; a used token presented again means someone kept a copy,
 so the whole family is revoked — whoever holds it signs in again. Signing out revokes the
-family; a user no longer active is refused whatever token they hold.
+family; a user no longer active is refused whatever token they hold. Disabling a user, or giving
+them a new password, ends all their sessions (:func:`revoke_sessions_of`).
 """
 
 import hashlib
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -37,11 +38,22 @@ def _digest(token: str) -> str:
 
 
 async def revoke_sessions_of(connection: AsyncConnection, username: str) -> None:
-    """Every refresh token of the user, in the caller's transaction (a user being disabled)."""
+    """End every session of the user, in the caller's transaction (a user disabled, or given a
+    new password): their refresh tokens are revoked, and the access tokens they hold are refused
+    from now on (``sessions_valid_from``, which the authenticator reads at every call).
+
+    ``iat`` is in whole seconds, of ops' clock: so is this mark, taken from the same clock and
+    rounded down, so that a sign-in right after it still works (a token issued within the same
+    second before it lives out its minutes)."""
     await connection.execute(
         update(refresh_tokens)
         .where(refresh_tokens.c.username == username, refresh_tokens.c.revoked_at.is_(None))
         .values(revoked_at=func.now())
+    )
+    await connection.execute(
+        update(users)
+        .where(users.c.username == username)
+        .values(sessions_valid_from=datetime.now(UTC).replace(microsecond=0))
     )
 
 

@@ -28,6 +28,16 @@ users = Table(
     Column("role", Text, nullable=False),
     Column("is_active", Boolean, nullable=False, server_default="true"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Made by single sign-on, with a password nobody knows: the provider alone lets them in.
+    Column("sso_only", Boolean, nullable=False, server_default="false"),
+    # Access tokens issued before this (whole) second are refused: their sessions were ended.
+    Column("sessions_valid_from", DateTime(timezone=True)),
+    # The last sign-in: password or sso, when, from which client address, and for sso the
+    # provider's group whose mapping gave the role (null: the default role gave it).
+    Column("last_sign_in_method", Text),
+    Column("last_sign_in_at", DateTime(timezone=True)),
+    Column("last_sign_in_address", Text),
+    Column("last_sign_in_group", Text),
 )
 
 # Who did what through ops: both identities of an agent call, or the user's alone.

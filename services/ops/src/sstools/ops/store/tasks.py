@@ -131,7 +131,8 @@ class TaskStore:
 
     async def finish(
         self, task_id: uuid.UUID, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
-    ) -> None:
+    ) -> TaskStatus:
+        """End the task: failed with ``error``, else a success with ``result``; its final status."""
         status = TaskStatus.FAILED if error is not None else TaskStatus.SUCCESS
         values: dict[str, Any] = {"status": status, "result": result, "error": error, "lease_until": None}
         if status is TaskStatus.SUCCESS:
@@ -140,6 +141,7 @@ class TaskStore:
             await connection.execute(
                 update(tasks).where(tasks.c.id == task_id).values(updated_at=func.now(), **values)
             )
+        return status
 
     async def latest(self, kind: str, env_id: str, limit: int = 20) -> list[Task]:
         async with self._engine.connect() as connection:

@@ -2,9 +2,10 @@
 changes an admin makes to accounts.
 
 Passwords are hashed with argon2id. A user's role is read from the database on every call, so
-a demotion takes effect at once, whatever an older token says. Disabling a user also revokes
-every refresh token they hold, so enabling them again does not bring old sessions back; so does
-resetting their password.
+a demotion takes effect at once, whatever an older token says. Disabling a user also ends every
+session they have (refresh tokens revoked, older access tokens refused), so enabling them again
+does not bring old sessions back; so does resetting their password. Each account keeps how it
+last signed in (password or single sign-on, when, from which address), for admins to see.
 """
 
 import asyncio
@@ -13,14 +14,17 @@ import secrets
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import RowMapping, func, insert, select, update
+from sqlalchemy import ColumnElement, RowMapping, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sstools.common.catalogue import Role
+from sstools.common.paging import BadCursor, decode_cursor, encode_cursor, substring_pattern
 from sstools.ops.store.sessions import revoke_sessions_of
 from sstools.ops.store.tables import users
 
@@ -36,6 +40,8 @@ PASSWORD_MAX_CHARS = 1000
 class User:
     username: str
     role: Role
+    # access tokens issued before this are refused (see sessions.revoke_sessions_of)
+    sessions_valid_from: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,51 @@ class Account:
     username: str
     role: Role
     active: bool
+
+
+SignInMethod = Literal["password", "sso"]
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """One sign-in, as kept for admins."""
+
+    method: SignInMethod
+    address: str  # the client's, as ops.api.clients.client_address reads it
+    group: str | None = None  # sso: the group whose mapping gave the role (None: the default role)
+
+
+@dataclass(frozen=True)
+class LastSignIn:
+    method: SignInMethod
+    at: datetime
+    address: str
+    group: str | None
+
+
+@dataclass(frozen=True)
+class AccountDetail(Account):
+    """An account as an admin sees it."""
+
+    sso_only: bool
+    last_sign_in: LastSignIn | None
+
+
+@dataclass(frozen=True)
+class AccountSearch:
+    """Which accounts a listing shows: ``text`` anywhere in the name (any case), and the role
+    and whether active, when given."""
+
+    text: str = ""
+    role: Role | None = None
+    active: bool | None = None
+
+
+@dataclass(frozen=True)
+class AccountPage:
+    items: list[AccountDetail]
+    total: int  # every account the search matches, on all pages
+    next_cursor: str | None
 
 
 class AccountChangeRefused(Exception):
@@ -80,6 +131,53 @@ class UserStore:
             rows = (await connection.execute(select(users).order_by(users.c.username))).mappings()
             return [Account(row["username"], Role(row["role"]), row["is_active"]) for row in rows]
 
+    async def find(self, search: AccountSearch, *, limit: int, cursor: str | None = None) -> AccountPage:
+        """The accounts ``search`` matches, by name, ``limit`` from past the one ``cursor`` names."""
+        conditions: list[ColumnElement[bool]] = []
+        if search.text:
+            conditions.append(users.c.username.ilike(substring_pattern(search.text), escape="\\"))
+        if search.role is not None:
+            conditions.append(users.c.role == search.role.value)
+        if search.active is not None:
+            conditions.append(users.c.is_active.is_(search.active))
+        query = select(users).where(*conditions)
+        if cursor:
+            (after,) = decode_cursor(cursor, 1)
+            if not isinstance(after, str):
+                raise BadCursor("page token is not valid")
+            query = query.where(users.c.username > after)
+        async with self._engine.connect() as connection:
+            total = await connection.scalar(select(func.count()).select_from(users).where(*conditions))
+            rows = list(
+                (await connection.execute(query.order_by(users.c.username).limit(limit + 1))).mappings()
+            )
+        shown = [_detail(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return AccountPage(shown, total or 0, encode_cursor(shown[-1].username) if more else None)
+
+    async def account(self, username: str) -> AccountDetail | None:
+        async with self._engine.connect() as connection:
+            row = (
+                (await connection.execute(select(users).where(users.c.username == username)))
+                .mappings()
+                .first()
+            )
+        return _detail(row) if row else None
+
+    async def signed_in(self, username: str, sign_in: SignIn) -> None:
+        """Keep ``sign_in`` as the user's last one."""
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                update(users)
+                .where(users.c.username == username)
+                .values(
+                    last_sign_in_method=sign_in.method,
+                    last_sign_in_at=func.now(),
+                    last_sign_in_address=sign_in.address,
+                    last_sign_in_group=sign_in.group,
+                )
+            )
+
     async def change(self, username: str, *, role: Role | None, active: bool | None) -> Account:
         """Set the user's role and/or whether they are active. Refused (:class:`AccountChangeRefused`)
         for an unknown user and for a change that would leave no active admin."""
@@ -105,29 +203,39 @@ class UserStore:
                 await revoke_sessions_of(connection, username)
         return after
 
-    async def reset_password(self, username: str, password: str) -> Account:
-        """Give the user a new password and revoke every refresh token they hold, in one
-        transaction (their old sessions end); :class:`AccountChangeRefused` ``user_not_found`` for
-        an unknown user."""
+    async def reset_password(self, username: str, password: str, *, refuse_sso_only: bool) -> Account:
+        """Give the user a new password and end every session of theirs, in one transaction.
+        Refused (:class:`AccountChangeRefused`): ``user_not_found`` for an unknown user and, when
+        ``refuse_sso_only``, ``sso_only`` for an account only single sign-on lets in (a password
+        would outlive their removal at the provider). Once given one, it is an account like any
+        other."""
         password_hash = await asyncio.to_thread(_hasher.hash, password)  # tens of ms of CPU: off the loop
         async with self._engine.begin() as connection:
             row = (
                 await connection.execute(
-                    update(users)
+                    select(users.c.role, users.c.is_active, users.c.sso_only)
                     .where(users.c.username == username)
-                    .values(password_hash=password_hash)
-                    .returning(users.c.role, users.c.is_active)
+                    .with_for_update()
                 )
             ).first()
             if row is None:
                 raise AccountChangeRefused("user_not_found", f"no user named {username!r}")
+            if refuse_sso_only and row.sso_only:
+                raise AccountChangeRefused(
+                    "sso_only", f"{username!r} signs in only through single sign-on: no password is set"
+                )
+            await connection.execute(
+                update(users)
+                .where(users.c.username == username)
+                .values(password_hash=password_hash, sso_only=False)
+            )
             await revoke_sessions_of(connection, username)
         return Account(username, Role(row.role), row.is_active)
 
     async def single_sign_on(self, username: str, role: Role) -> Account:
         """The user a single sign-on names, with the role the provider's groups give: created on
         their first sign-in (with a password hash nobody can match, so password sign-in never
-        lets them in), given that role at every later one. An existing account of that name is
+        lets them in: ``sso_only``), given that role at every later one. An existing account of that name is
         the same person (the provider is trusted with names); its password stays as it was.
 
         Refused (:class:`AccountChangeRefused`): ``user_disabled`` for a disabled account (single
@@ -141,7 +249,11 @@ class UserStore:
                     if row is None:
                         await connection.execute(
                             insert(users).values(
-                                id=uuid.uuid4(), username=username, password_hash=unusable, role=role.value
+                                id=uuid.uuid4(),
+                                username=username,
+                                password_hash=unusable,
+                                role=role.value,
+                                sso_only=True,
                             )
                         )
                         return Account(username, role, True)
@@ -188,7 +300,7 @@ class UserStore:
                 .mappings()
                 .first()
             )
-        return User(row["username"], Role(row["role"])) if row else None
+        return User(row["username"], Role(row["role"]), row["sessions_valid_from"]) if row else None
 
     async def bootstrap_admin(self, username: str, password: str) -> bool:
         """Create the first admin when there are no users at all; True if it was created."""
@@ -222,6 +334,21 @@ async def _admins_and_user_locked(
         .first()
     )
     return admins, row
+
+
+def _detail(row: RowMapping) -> AccountDetail:
+    method = row["last_sign_in_method"]
+    return AccountDetail(
+        row["username"],
+        Role(row["role"]),
+        row["is_active"],
+        sso_only=row["sso_only"],
+        last_sign_in=LastSignIn(
+            method, row["last_sign_in_at"], row["last_sign_in_address"] or "", row["last_sign_in_group"]
+        )
+        if method
+        else None,
+    )
 
 
 def service_client_matches(clients: Mapping[str, str], client_id: str, secret: str) -> bool:

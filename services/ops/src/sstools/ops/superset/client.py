@@ -19,6 +19,7 @@ import copy
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -26,10 +27,12 @@ from typing import Any
 import httpx
 import prison
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
 
 from sstools.common.tracing import instrument_httpx
 from sstools.ops.environments import Environment, EnvironmentConfigError
 from sstools.ops.errors import OperationError
+from sstools.ops.telemetry import Outcome, SupersetMetrics
 
 _log = logging.getLogger(__name__)
 _TITLE = re.compile(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -218,8 +221,11 @@ class SupersetClient:
         read_retries: int = 2,
         backoff: float = 0.25,
         tracer_provider: TracerProvider | None = None,
+        metrics: SupersetMetrics | None = None,
     ) -> None:
         self.environment = environment
+        # the service's registry; a client made without one (a script, a test) counts on its own
+        self._metrics = metrics if metrics is not None else SupersetMetrics(CollectorRegistry())
         self._read_retries = read_retries
         self._backoff = backoff
         self._http = httpx.AsyncClient(
@@ -271,7 +277,7 @@ class SupersetClient:
     async def health(self) -> bool:
         """Superset's own liveness page, without signing in."""
         try:
-            response = await self._http.get("/health", timeout=3.0)
+            response = await self._request("GET", "/health", timeout=3.0)
         except httpx.HTTPError:
             return False
         return response.status_code == 200
@@ -417,10 +423,20 @@ class SupersetClient:
     ) -> httpx.Response:
         """One request with this identity's session cookie; what Superset sets is kept for it."""
         credentials = self._credentials
-        response = await self._http.request(
-            method, path, headers=headers | credentials.cookie_header(), **kwargs
-        )
+        response = await self._request(method, path, headers=headers | credentials.cookie_header(), **kwargs)
         credentials.cookies.extract_cookies(response)
+        return response
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The one way out to Superset: every request, timed by outcome for its environment."""
+        started = time.perf_counter()
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError:  # refused, timed out, cut off: no answer
+            self._metrics.observe(self.env_id, "unreachable", time.perf_counter() - started)
+            raise
+        outcome: Outcome = "ok" if response.status_code < 500 else "http_error"
+        self._metrics.observe(self.env_id, outcome, time.perf_counter() - started)
         return response
 
     async def _reach(self, method: str, path: str, **kwargs: Any) -> httpx.Response:

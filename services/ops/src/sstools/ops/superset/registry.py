@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.ops.environments import Environment
 from sstools.ops.errors import NotFound
 from sstools.ops.superset.client import SupersetClient
+from sstools.ops.telemetry import SupersetMetrics
 
 # People whose client (with its Superset session for CSRF) is kept; the least recent is dropped.
 PEOPLE_KEPT = 1024
@@ -36,12 +37,17 @@ class Supersets:
         timeout: float,
         read_retries: int,
         tracer_provider: TracerProvider | None = None,
+        metrics: SupersetMetrics | None = None,
     ) -> None:
         self.environments = dict(environments)
         self._mint = mint
         self._clients = {
             env_id: SupersetClient(
-                environment, timeout=timeout, read_retries=read_retries, tracer_provider=tracer_provider
+                environment,
+                timeout=timeout,
+                read_retries=read_retries,
+                tracer_provider=tracer_provider,
+                metrics=metrics,
             )
             for env_id, environment in environments.items()
         }

@@ -34,16 +34,13 @@ class RouterServicer(router_pb2_grpc.RouterServiceServicer):
     ) -> router_pb2.RouteResponse:
         if self._router is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "router is warming up")
-        assert self._router is not None
         if len(request.query.encode()) > MAX_QUERY_BYTES:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"query longer than {MAX_QUERY_BYTES} bytes"
             )
         route_context = RouteContext(request.context.env_id, request.context.object_type)
         started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(
-            self._inference, self._router.route, request.query, request.max_tools, route_context
-        )
+        result = await self._route(request.query, request.max_tools, route_context)
         self._metrics.observe(result, time.perf_counter() - started)
         trace.get_current_span().set_attributes(
             {
@@ -53,6 +50,17 @@ class RouterServicer(router_pb2_grpc.RouterServiceServicer):
             }
         )
         return to_proto(result)
+
+    async def offered(self, query: str) -> list[str]:
+        """The tools Route offers for ``query`` without context, routed the same way; a replay
+        of the labelled sample, not traffic, so left out of the routing metrics."""
+        return (await self._route(query, 0, RouteContext())).names
+
+    async def _route(self, query: str, max_tools: int, context: RouteContext) -> RouteResult:
+        assert self._router is not None
+        return await asyncio.get_running_loop().run_in_executor(
+            self._inference, self._router.route, query, max_tools, context
+        )
 
     def serve_with(self, router: Router) -> None:
         """Start answering with ``router``, built once the model has loaded."""

@@ -1,17 +1,33 @@
 """User accounts, for admins signed in themselves (never through the agent: no tool changes who
-may use the system). Every change is in ops' audit trail."""
+may use the system). Every change is in ops' audit trail (never a password).
+
+    GET   /api/admin/users                      a page: ?q= &role= &active= &limit= &cursor=
+    GET   /api/admin/users/{username}           one account, with how it last signed in
+    POST  /api/admin/users                      {"username", "password", "role"}
+    PATCH /api/admin/users/{username}           {"role"?, "active"?}
+    POST  /api/admin/users/{username}/password  {"password"}: their sessions end
+"""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, status
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import BaseModel, ConfigDict, Field
 
 from sstools.common.catalogue import Role
+from sstools.common.paging import PageQuery
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
-from sstools.ops.store.users import PASSWORD_MIN_CHARS, Account, AccountChangeRefused
+from sstools.ops.store.users import (
+    PASSWORD_MAX_CHARS,
+    PASSWORD_MIN_CHARS,
+    Account,
+    AccountChangeRefused,
+    AccountSearch,
+    SignInMethod,
+)
 
 ACCOUNTS_PATH = "/api/admin/users"
 
@@ -26,9 +42,42 @@ class AccountOut(BaseModel):
         return cls(username=account.username, role=account.role, active=account.active)
 
 
+class LastSignInOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    method: SignInMethod
+    at: datetime
+    # the client's address (behind the ingress, as OPS_TRUSTED_PROXIES lets ops read it)
+    address: str
+    # single sign-on: the provider's group whose mapping gave the role (null: the default role)
+    group: str | None
+
+
+class AccountDetailOut(AccountOut):
+    """An account as the store's :class:`AccountDetail` has it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    # made by single sign-on: no password lets them in, and an admin may not set one
+    sso_only: bool
+    last_sign_in: LastSignInOut | None
+
+
+class AccountsPage(BaseModel):
+    items: list[AccountDetailOut]
+    total: int
+    next_cursor: str | None
+
+
+class AccountsQuery(PageQuery):
+    q: str = Field(default="", max_length=200, description="A part of the username, in any case.")
+    role: Role | None = None
+    active: bool | None = None
+
+
 class NewAccount(BaseModel):
     username: str = Field(min_length=1, max_length=200, pattern=r"^[^\s/]+$")
-    password: str = Field(min_length=PASSWORD_MIN_CHARS, max_length=1000)
+    password: str = Field(min_length=PASSWORD_MIN_CHARS, max_length=PASSWORD_MAX_CHARS)
     role: Role
 
 
@@ -39,10 +88,15 @@ class AccountChange(BaseModel):
     active: bool | None = None
 
 
+class NewPassword(BaseModel):
+    password: str = Field(min_length=PASSWORD_MIN_CHARS, max_length=PASSWORD_MAX_CHARS)
+
+
 _REFUSED_STATUS = {
     "user_exists": status.HTTP_409_CONFLICT,
     "user_not_found": status.HTTP_404_NOT_FOUND,
     "last_admin": status.HTTP_409_CONFLICT,
+    "sso_only": status.HTTP_409_CONFLICT,
 }
 
 
@@ -57,23 +111,9 @@ def refused_as_http() -> Iterator[None]:
         ) from None
 
 
-def router(ctx: OpsContext, user_only: object) -> APIRouter:
+def router(ctx: OpsContext, admin_only: object) -> APIRouter:
     users = ctx.authenticator.users
-
-    async def admin(caller: Annotated[Caller, user_only]) -> Caller:
-        if caller.role is not Role.ADMIN:
-            raise HTTPException(
-                status.HTTP_403_FORBIDDEN,
-                {
-                    "code": "permission_denied",
-                    "required_role": Role.ADMIN.value,
-                    "user_role": caller.role.value,
-                },
-            )
-        return caller
-
     api = APIRouter(prefix=ACCOUNTS_PATH)
-    admin_only = Depends(admin)
 
     async def recorded(caller: Caller, action: str, account: AccountOut) -> AccountOut:
         await ctx.audit.record(
@@ -87,8 +127,27 @@ def router(ctx: OpsContext, user_only: object) -> APIRouter:
         return account
 
     @api.get("")
-    async def listing(caller: Annotated[Caller, admin_only]) -> list[AccountOut]:
-        return [AccountOut.of(account) for account in await users.accounts()]
+    async def listing(
+        caller: Annotated[Caller, admin_only], query: Annotated[AccountsQuery, Query()]
+    ) -> AccountsPage:
+        """Accounts by name, a page at a time, with the number of all that match."""
+        search = AccountSearch(text=query.q, role=query.role, active=query.active)
+        page = await users.find(search, limit=query.limit, cursor=query.cursor)
+        return AccountsPage(
+            items=[AccountDetailOut.model_validate(account) for account in page.items],
+            total=page.total,
+            next_cursor=page.next_cursor,
+        )
+
+    @api.get("/{username}")
+    async def one(username: str, caller: Annotated[Caller, admin_only]) -> AccountDetailOut:
+        account = await users.account(username)
+        if account is None:
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND,
+                {"code": "user_not_found", "message": f"no user named {username!r}"},
+            )
+        return AccountDetailOut.model_validate(account)
 
     @api.post("", status_code=status.HTTP_201_CREATED)
     async def add(body: NewAccount, caller: Annotated[Caller, admin_only]) -> AccountOut:
@@ -101,5 +160,15 @@ def router(ctx: OpsContext, user_only: object) -> APIRouter:
         with refused_as_http():
             account = await users.change(username, role=body.role, active=body.active)
         return await recorded(caller, "user.change", AccountOut.of(account))
+
+    @api.post("/{username}/password")
+    async def set_password(
+        username: str, body: NewPassword, caller: Annotated[Caller, admin_only]
+    ) -> AccountOut:
+        """A new password, chosen by the admin; every session the user has ends (they sign in
+        with it). Refused for an account only single sign-on lets in (409 ``sso_only``)."""
+        with refused_as_http():
+            account = await users.reset_password(username, body.password, refuse_sso_only=True)
+        return await recorded(caller, "user.password", AccountOut.of(account))
 
     return api

@@ -17,6 +17,7 @@ from sstools.ops.api.guard import Guard
 from sstools.ops.environments import Environment
 from sstools.ops.signin import SignInRefused
 from sstools.ops.store.sessions import RefreshRefused
+from sstools.ops.store.users import SignIn
 
 
 class Login(BaseModel):
@@ -149,6 +150,7 @@ def router(ctx: OpsContext, guard: Guard, user_only: object, agent_for_user: obj
             user = await ctx.sign_ins.password(body.username, body.password, address)
         if user is None:
             raise unauthorized("bad_credentials", "unknown user or wrong password")
+        await authenticator.users.signed_in(user.username, SignIn("password", address))
         return session_out(ctx, user.username, await ctx.sessions.issue(user.username))
 
     @api.post("/api/auth/refresh")

@@ -40,7 +40,7 @@ from sstools.ops.oidc import (
     safe_return_to,
 )
 from sstools.ops.store.single_sign_on import LOGIN_TTL, PendingLogin, TooManyPending
-from sstools.ops.store.users import AccountChangeRefused
+from sstools.ops.store.users import AccountChangeRefused, SignIn
 
 _log = logging.getLogger(__name__)
 
@@ -219,6 +219,8 @@ def router(ctx: OpsContext) -> APIRouter:
             response = await refused(OidcUnavailable("single sign-on failed"), login.return_to, detail)
         else:
             handoff = await ctx.sso_store.hand_off(identity.username)
+            sign_in = SignIn("sso", client_address(request, ctx.trusted_proxies), identity.role_group)
+            await ctx.authenticator.users.signed_in(identity.username, sign_in)
             await record(
                 "signed_in",
                 identity.username,
