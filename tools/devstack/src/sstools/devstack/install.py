@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from sstools.devstack.manifests import CHART, helm, render
+from sstools.devstack.manifests import CHART, helm, render, value_arguments
 from sstools.devstack.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
@@ -79,8 +79,7 @@ class DocumentedInstall:
     def notes(self) -> str:
         """What `helm install` prints after installing: its NOTES (a client-side dry run)."""
         release = self.release
-        arguments = [argument for path in release.values_files for argument in ("-f", str(path))]
-        arguments += [argument for pair in release.set_values for argument in ("--set", "=".join(pair))]
+        arguments = value_arguments(release.values_files, dict(release.set_values))
         output = helm("install", release.name, str(release.chart), *arguments, "--dry-run=client")
         return output.split("NOTES:", 1)[1] if "NOTES:" in output else ""
 

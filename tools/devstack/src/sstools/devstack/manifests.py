@@ -50,7 +50,7 @@ def helm(*arguments: str) -> str:
     return result.stdout
 
 
-def _value_arguments(values_files: Iterable[Path], set_values: Mapping[str, str]) -> list[str]:
+def value_arguments(values_files: Iterable[Path], set_values: Mapping[str, str]) -> list[str]:
     arguments = [argument for path in values_files for argument in ("--values", str(path))]
     return arguments + [argument for item in set_values.items() for argument in ("--set", "=".join(item))]
 
@@ -58,7 +58,7 @@ def _value_arguments(values_files: Iterable[Path], set_values: Mapping[str, str]
 def lint(
     chart: Path = CHART, values_files: Iterable[Path] = (), set_values: Mapping[str, str] | None = None
 ) -> str:
-    return helm("lint", "--strict", str(chart), *_value_arguments(values_files, set_values or {}))
+    return helm("lint", "--strict", str(chart), *value_arguments(values_files, set_values or {}))
 
 
 def render(
@@ -72,7 +72,7 @@ def render(
     ``api_versions`` besides the built-in ones."""
     capabilities = [argument for version in api_versions for argument in ("--api-versions", version)]
     output = helm(
-        "template", release, str(chart), *capabilities, *_value_arguments(values_files, set_values or {})
+        "template", release, str(chart), *capabilities, *value_arguments(values_files, set_values or {})
     )
     return [document for document in yaml.safe_load_all(output) if document]
 
