@@ -242,6 +242,17 @@ async def test_the_documented_install_runs_under_podman_and_a_person_signs_in_an
             )
             assert _of(confirmed, "state")[-1]["state"] == "success", confirmed
             assert (await dashboards.search(prod, text=title)).count == 1
+
+            # `helm test`: the chart's test Pod, in the agent's image with its settings, passes
+            # every step against this release
+            (run,) = played.helm_test()
+            assert run.name == f"{fullname}-test"
+            assert run.exit_code == 0, run.log
+            steps = [line.split(":")[0] for line in run.log.splitlines() if line.startswith("OK ")]
+            assert steps == ["OK      sign in", "OK      list environments", "OK      route a question"], (
+                run.log
+            )
+            assert "sign in: admin, role admin, with a password" in run.log, run.log
     finally:
         await dev.aclose()
         await prod.aclose()

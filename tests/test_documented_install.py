@@ -51,6 +51,8 @@ def test_the_readme_steps_ask_for_a_release_that_starts_and_that_a_person_can_us
     )
     assert "sstools-ops users add NAME --role admin" in notes
     assert "prod: https://superset.example.com (production)" in notes
+    assert "\n\nOnce every pod is ready, check the release" in notes
+    assert "  helm test sstools -n default --logs\n" in notes
     assert "WARNING" not in notes
 
 

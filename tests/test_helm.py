@@ -49,19 +49,28 @@ SECRET_KEYS = {
 OPTIONAL_SECRETS = {"LLM_API_KEY", "OPS_ADMIN_PASSWORD"}  # the service's default applies without them
 SERVICES = {("Deployment", name) for name in ("agent", "router", "docparse", "convo", "ops", "web")}
 MIGRATIONS = {("Job", "migrate")}  # a Helm hook running each service's migrations
+HELM_TESTS = {("Pod", "test")}  # what `helm test` runs
 # Per value set: the Secret's name, the workloads rendered, and the secret variables they read.
 SECRETS_BY_VALUE_SET = {
-    "default": ("sstools-secrets", SERVICES | MIGRATIONS, set(SECRET_KEYS) - {"POSTGRES_PASSWORD"}),
-    "production": ("sstools-agent-secrets", SERVICES | MIGRATIONS, set(SECRET_KEYS) - {"POSTGRES_PASSWORD"}),
+    "default": (
+        "sstools-secrets",
+        SERVICES | MIGRATIONS | HELM_TESTS,
+        set(SECRET_KEYS) - {"POSTGRES_PASSWORD"},
+    ),
+    "production": (
+        "sstools-agent-secrets",
+        SERVICES | MIGRATIONS | HELM_TESTS,
+        set(SECRET_KEYS) - {"POSTGRES_PASSWORD"},
+    ),
     # the bundled PostgreSQL, a StatefulSet, reads its password from the same Secret
     "development": (
         "sstools-agent-dev-secrets",
-        SERVICES | MIGRATIONS | {("StatefulSet", "postgresql")},
+        SERVICES | MIGRATIONS | HELM_TESTS | {("StatefulSet", "postgresql")},
         set(SECRET_KEYS),
     ),
     "single host": (
         "sstools-agent-single-host",
-        SERVICES | MIGRATIONS,
+        SERVICES | MIGRATIONS | HELM_TESTS,
         set(SECRET_KEYS) - {"POSTGRES_PASSWORD"},
     ),
 }
@@ -309,15 +318,16 @@ def test_network_policies_isolate_the_internal_services_and_block_the_metadata_a
         policy["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component"): policy
         for policy in policies
     }
-    for internal in ("router", "docparse", "convo"):
+    # the agent alone, and the router also to `helm test`'s Pod (it routes a question)
+    callers = {"router": {"agent", "test"}, "docparse": {"agent"}, "convo": {"agent"}}
+    for internal, expected in callers.items():
         grpc_rules = [
             rule
             for rule in by_component[internal]["spec"].get("ingress", [])
             if any(port["port"] == "grpc" for port in rule.get("ports", []))
         ]
         sources = [peer["podSelector"]["matchLabels"] for rule in grpc_rules for peer in rule["from"]]
-        assert sources, internal
-        assert all(labels["app.kubernetes.io/component"] == "agent" for labels in sources), internal
+        assert {labels["app.kubernetes.io/component"] for labels in sources} == expected, internal
     egress_blocks = [
         block["ipBlock"]
         for policy in policies
@@ -338,7 +348,7 @@ def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loop
         for document in documents
         if (pod := _pod_spec(document))
     }
-    assert set(pods) == SERVICES | MIGRATIONS
+    assert set(pods) == SERVICES | MIGRATIONS | HELM_TESTS
     assert {key: (pod["hostNetwork"], pod["dnsPolicy"]) for key, pod in pods.items()} == {
         key: (True, "ClusterFirstWithHostNet") for key in pods
     }
@@ -359,7 +369,13 @@ def test_on_a_single_host_every_pod_is_on_the_host_network_and_peers_are_on_loop
     assert env["convo"]["CONVO_OPS_URL"] == "http://127.0.0.1:18000"
     assert env["web"] == {"WEB_PORT": "8080", "WEB_FRAME_ANCESTORS": ""}  # no Superset's drawer: none
     # nothing that needs a cluster: no autoscaler, no ingress, no policies, one pod of each
-    assert {document["kind"] for document in documents} == {"Deployment", "Service", "Job", "ServiceAccount"}
+    assert {document["kind"] for document in documents} == {
+        "Deployment",
+        "Service",
+        "Job",
+        "ServiceAccount",
+        "Pod",  # `helm test`'s, played by kubeplay.Played.helm_test alone
+    }
     assert {
         _component(document): document["spec"]["replicas"] for document in _of(documents, "Deployment")
     } == {name: 1 for name in ("agent", "router", "docparse", "convo", "ops", "web")}
@@ -807,3 +823,44 @@ def test_the_chart_readme_names_every_key_of_the_secret() -> None:
     rows = re.findall(r"^\| `([a-z0-9-]+)` \| `([A-Z0-9_]+)` \|", (CHART / "README.md").read_text(), re.M)
     keys = yaml.safe_load((CHART / "values.yaml").read_text())["secrets"]["keys"]
     assert {variable: key for key, variable in rows} == keys
+
+
+def test_helm_test_runs_the_agents_check_as_the_agent_with_the_admins_password(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "extraVolumes": [{"name": "ca", "configMap": {"name": "ca-bundle"}}],
+                "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/extra", "readOnly": True}],
+                "agent": {"extraEnv": {"SSL_CERT_FILE": "/etc/ssl/extra/ca.pem"}},
+                "ops": {"env": {"OPS_ADMIN_USERNAME": "boss"}},
+            }
+        )
+    )
+    documents = render(values_files=[values], set_values=SECRET)
+    (test,) = [document for document in _of(documents, "Pod")]
+    assert test["metadata"]["annotations"] == {
+        "helm.sh/hook": "test",
+        "helm.sh/hook-delete-policy": "before-hook-creation",  # its log stays until the next run
+    }
+    agent = _pod_templates(documents)[("Deployment", "agent")]["spec"]
+    (agent_container,) = agent["containers"]
+    (check,) = test["spec"]["containers"]
+    assert check["args"] == ["check", "--username", "boss"]
+    assert check["image"] == agent_container["image"]
+    # the agent's settings, every one of them (its extraEnv too), and the admin's password
+    assert check["env"] == [
+        *agent_container["env"],
+        {
+            "name": "AGENT_CHECK_PASSWORD",
+            "valueFrom": {
+                "secretKeyRef": {"name": "sstools-secrets", "key": "ops-admin-password", "optional": True}
+            },
+        },
+    ]
+    assert check["volumeMounts"] == agent_container["volumeMounts"]
+    assert check["securityContext"] == agent_container["securityContext"]
+    assert test["spec"]["restartPolicy"] == "Never"
+    for setting in ("serviceAccountName", "automountServiceAccountToken", "securityContext", "volumes"):
+        assert test["spec"][setting] == agent[setting], setting
+    assert _of(render(set_values={**SECRET, "tests.enabled": "false"}), "Pod") == []

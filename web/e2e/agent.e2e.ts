@@ -717,6 +717,18 @@ withProvider("single sign-on through the company's provider", () => {
     }
   });
 
+  it("in a drawer of a browser the provider does not know, says why and offers its button, never a password form", async () => {
+    const page = await newPage(); // no provider session: the silent try comes back refused
+    await page.goto(`${BASE_URL}/agent?embedded=1&envId=dev`);
+    await page.waitForURL(/\/login/);
+    expect(await page.getByTestId("sso-error").textContent()).toBe(
+      "Войти без пароля не вышло: в этом браузере вы не вошли в единый вход. Войдите через него — в новом окне.",
+    );
+    expect(await page.getByTestId("sso-sign-in").getAttribute("target")).toBe("_blank"); // the provider is never framed
+    expect(await page.getByTestId("sso-again").count()).toBe(1);
+    expect(await page.locator('input[name="password"]').count()).toBe(0);
+  });
+
   it("refuses a person in no mapped group, saying why", async () => {
     const page = await ssoSignedIn(CARL);
     await page.waitForURL(/\/login/);

@@ -64,9 +64,10 @@ then the object's own, then commonLabels.
 {{- toYaml (merge $chart (deepCopy (.extra | default dict)) (deepCopy ($root.Values.commonLabels | default dict))) }}
 {{- end }}
 
-{{/* Where a component's settings live in values: its own block, the migration Job's in `migrations`. */}}
+{{/* Where a component's settings live in values: its own block, the migration Job's in
+`migrations`, the `helm test` Pod's in `tests`. */}}
 {{- define "sstools-agent.valuesKey" -}}
-{{- ternary "migrations" .name (eq .name "migrate") }}
+{{- get (dict "migrate" "migrations" "test" "tests") .name | default .name }}
 {{- end }}
 
 {{/*
@@ -145,12 +146,13 @@ over the five services instead of repeating them:
   secrets:  which secrets.keys variables it reads
   migrate:  `sstools-<name> migrate` exists and the migration Job runs it
   headless: it also gets a headless Service (client-side gRPC balancing)
-  callers:  port name -> who may connect to it (a component, or "ingress" for the ingress controller)
+  callers:  port name -> who may connect to it (a component, "test" for the `helm test` Pod, or
+            "ingress" for the ingress controller)
 */}}
 {{- define "sstools-agent.catalog" -}}
 agent:
   prefix: AGENT
-  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS, LLM_MAX_TOKENS, LLM_TEMPERATURE]
   secrets: [JWT_PUBLIC_KEYS, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, AGENT_OPS_CLIENT_SECRET]
   migrate: true
   callers: {http: [ingress]}
@@ -159,7 +161,7 @@ router:
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
   secrets: [JWT_PUBLIC_KEYS]
   headless: true
-  callers: {grpc: [agent]}
+  callers: {grpc: [agent, test]}
 docparse:
   prefix: DOCPARSE
   shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT]
@@ -173,10 +175,10 @@ convo:
   callers: {grpc: [agent], http: [ingress]}
 ops:
   prefix: OPS
-  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS]
+  shared: [LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, LLM_BASE_URL, LLM_MODEL, LLM_TIMEOUT_SECONDS, LLM_MAX_TOKENS, LLM_TEMPERATURE]
   secrets: [JWT_PRIVATE_KEY, JWT_PUBLIC_KEYS, CONFIRMATION_SECRET, DATABASE_URL, LLM_API_KEY, OPS_SERVICE_CLIENTS, OPS_ADMIN_PASSWORD, OPS_OIDC_CLIENT_SECRET]
   migrate: true
-  callers: {http: [ingress, agent, convo]}
+  callers: {http: [ingress, agent, convo, test]}
 {{- end }}
 
 {{/* The Secret every secret variable comes from; rendering stops with this message when it is not named. */}}

@@ -18,7 +18,14 @@ from sstools.agent.ui.client import chat_client
 from sstools.common.db import create_engine
 from sstools.common.grpc_auth import as_user
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
-from sstools.devstack.agentstack import AgentStack, Reply, dump, new_conversation, running_stack
+from sstools.devstack.agentstack import (
+    AgentStack,
+    Reply,
+    agent_environment,
+    dump,
+    new_conversation,
+    running_stack,
+)
 from sstools.devstack.keys import SIGNING_KEY, forged_token, service_channel, user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import free_port, service_process
@@ -328,12 +335,7 @@ def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
     """The same agent as a process of its own: its environment, chat URL and probes port."""
     http_port, metrics_port = free_port(), free_port()
     environment = {
-        "DATABASE_URL": settings.database_url,
-        "JWT_PUBLIC_KEYS": settings.jwt_public_keys,
-        "CONFIRMATION_SECRET": settings.confirmation_secret.get_secret_value(),
-        "AGENT_OPS_URL": settings.ops_url,
-        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
-        "AGENT_ROUTER_TARGET": settings.router_target,
+        **agent_environment(settings),
         "AGENT_CONVO_TARGET": settings.convo_target,
         "AGENT_HTTP_PORT": str(http_port),
         "AGENT_METRICS_PORT": str(metrics_port),

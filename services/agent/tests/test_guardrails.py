@@ -379,7 +379,7 @@ FORGED_TITLE = (
 )
 
 
-async def test_a_list_request_gets_dashboards_prefetched_as_fenced_data_and_no_search_tool(
+async def test_a_list_request_gets_dashboards_prefetched_as_fenced_data_and_keeps_the_search_tool(
     llm_stack: AgentStack, llm: FakeLlm, dev: SupersetClient, conversation: str
 ) -> None:
     """The dashboards fetched ahead reach the model beside the person's message, inside a
@@ -412,9 +412,39 @@ async def test_a_list_request_gets_dashboards_prefetched_as_fenced_data_and_no_s
     assert not [line for line in listed if line.startswith("SYSTEM")]
     assert any('"title": "Legacy KPIs", "slug": "legacy-kpis"' in line for line in listed)
     offered = {tool["function"]["name"] for tool in request.get("tools") or []}
-    assert "search_dashboards" not in offered
+    assert "search_dashboards" in offered  # for what the list lacks: another page, another environment
     assert reply.of("tool_start") == []  # one round trip: the model answered from the list
     assert reply.text == "Вот дашборды."
+
+
+@pytest.mark.parametrize(
+    ("text", "listed"),
+    [
+        ("just show me the prod dashboards", "Dashboards in prod ("),
+        ("покажи дашборды на проде", "Dashboards in prod ("),
+        ("покажи дашборды в Dev", "Dashboards in dev ("),
+    ],
+)
+async def test_the_prefetch_lists_the_environment_the_message_names_not_the_pages(
+    llm_stack: AgentStack, llm: FakeLlm, text: str, listed: str
+) -> None:
+    """A real model, told the page's environment's list alone and without search_dashboards,
+    could not look at prod for "just show me the prod dashboards"."""
+    llm.says(Reply(content="Вот."))
+    reply = await llm_stack.say(text, new_conversation())
+    told = [str(message["content"]) for message in llm.requests[-1]["messages"]]
+    prefetched = next(content for content in told if "Dashboards in" in content)
+    assert prefetched.split(">\n", 1)[1].startswith(listed), dump(reply)
+
+
+async def test_a_list_request_naming_two_environments_is_not_prefetched(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    llm.says(Reply(content="Сравню."))
+    reply = await llm_stack.say("сравни дашборды dev и prod", new_conversation())
+    told = [str(message["content"]) for message in llm.requests[-1]["messages"]]
+    assert not [content for content in told if "Dashboards in" in content], dump(reply)
+    assert reply.of("routing")[0]["tools"][0] == "search_dashboards", dump(reply)  # a list request
 
 
 @pytest.mark.parametrize("text", ["как создать дашборд?", "почему дашборд Legacy KPIs медленный?"])

@@ -175,6 +175,61 @@ async def test_each_answer_is_a_message_of_its_own_whatever_id_the_server_gives_
             "",
             id="bare-json-llama-3.2-format-with-no-tool-parser",
         ),
+        pytest.param(
+            Reply(
+                content='<tools>\n{"name": "search_dashboards", "arguments": {"env_id": "dev"}}\n'
+                '{"name": "get_health_summary", "arguments": {"env_id": "prod"}}\n</tools>',
+                chunk_size=3,
+                shape=Shape.LLAMA_CPP,
+            ),
+            [("search_dashboards", {"env_id": "dev"}), ("get_health_summary", {"env_id": "prod"})],
+            "",
+            id="tools-tags-two-objects-on-separate-lines-qwen2.5-coder-1.5b",
+        ),
+        pytest.param(
+            Reply(
+                content='{"name": "search_dashboards", "arguments": {"env_id": "dev"}}\n'
+                '{"name": "get_health_summary", "arguments": {}}',
+                chunk_size=4,
+                shape=Shape.LLAMA_CPP,
+            ),
+            [("search_dashboards", {"env_id": "dev"}), ("get_health_summary", {})],
+            "",
+            id="bare-json-two-objects-on-separate-lines",
+        ),
+        pytest.param(
+            Reply(
+                content='Проверю.\n```json\n{"function": "get_health_summary", '
+                '"arguments": {"env_id": "dev"}}\n```',
+                chunk_size=3,
+                shape=Shape.LLAMA_CPP,
+            ),
+            [("get_health_summary", {"env_id": "dev"})],
+            "Проверю.",
+            id="function-in-place-of-name-qwen2.5-coder-1.5b",
+        ),
+        pytest.param(
+            Reply(
+                content='{"type": "function", "function": {"name": "search_dashboards", '
+                '"arguments": "{\\"env_id\\": \\"prod\\"}"}}',
+                chunk_size=5,
+                shape=Shape.OLLAMA,
+            ),
+            [("search_dashboards", {"env_id": "prod"})],
+            "",
+            id="openai-function-object-written-as-text",
+        ),
+        pytest.param(
+            Reply(
+                content='```json\n{\n  // the dashboards of dev\n  "name": "search_dashboards",\n'
+                '  "arguments": {"env_id": "dev", "query": "a // b"} /* a slash in a string stays */\n}\n```',
+                chunk_size=3,
+                shape=Shape.LLAMA_CPP,
+            ),
+            [("search_dashboards", {"env_id": "dev", "query": "a // b"})],
+            "",
+            id="json-with-comments-qwen2.5-coder-1.5b",
+        ),
     ],
 )
 async def test_a_call_written_in_the_text_becomes_a_call_and_is_not_shown(
@@ -201,6 +256,15 @@ async def test_a_call_written_in_the_text_becomes_a_call_and_is_not_shown(
         ),
         pytest.param("Запрос:\n```sql\nSELECT count(*) FROM slices;\n```\nГотово.", id="sql-code-block"),
         pytest.param('{"env_id": "dev", "charts": 3}', id="json-that-is-no-call"),
+        pytest.param(
+            '<tools>\n{"name": "search_dashboards", "arguments": {"env_id": "dev"}}\nи ещё кое-что\n</tools>',
+            id="tools-block-with-more-than-calls",
+        ),
+        pytest.param(
+            '{"name": "search_dashboards", "arguments": {"env_id": "dev"}}\n'
+            '{"name": "rm_rf", "arguments": {}}',
+            id="calls-one-of-which-is-not-bound",
+        ),
     ],
 )
 async def test_text_that_is_no_call_to_a_bound_tool_stays_text(
@@ -221,3 +285,13 @@ async def test_plain_text_streams_as_it_comes(model: BaseChatModel, llm: FakeLlm
     tokens = _Tokens()
     await model.bind_tools(TOOLS).ainvoke("как дела?", {"callbacks": [tokens]})
     assert len([token for token in tokens.tokens if token]) >= len(content) // 3 - 1
+
+
+async def test_every_request_bounds_what_the_model_may_generate(model: BaseChatModel, llm: FakeLlm) -> None:
+    """A small local model asked without a bound once generated for 7 minutes, holding the
+    server's only slot."""
+    llm.says(Reply(content="Готово."))
+    await _answer(model)
+    (asked,) = llm.requests
+    limit = AgentSettings.model_fields["llm_max_tokens"].default
+    assert (asked["max_tokens"], asked["max_completion_tokens"], asked["temperature"]) == (limit, limit, 0.0)

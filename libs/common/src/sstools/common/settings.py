@@ -154,3 +154,19 @@ class LlmSettings(BaseSettings):
         validation_alias="LLM_TIMEOUT_SECONDS",
         description="Longest one LLM call may take.",
     )
+    # A small local model left unbounded once wrote 4,683 tokens for 7 minutes, holding the
+    # server's only slot: every answer and call here fits in far fewer.
+    llm_max_tokens: int = Field(
+        default=1024,
+        ge=16,
+        le=32_768,
+        validation_alias="LLM_MAX_TOKENS",
+        description="Most tokens one LLM reply may generate (sent as max_tokens and max_completion_tokens).",
+    )
+    llm_temperature: float = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        validation_alias="LLM_TEMPERATURE",
+        description="Sampling temperature of LLM replies (0: the likeliest; tool calls want it low).",
+    )

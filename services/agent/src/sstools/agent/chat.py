@@ -60,12 +60,13 @@ from sstools.agent.context import (
     TurnContext,
     default_env,
     environments_of,
+    named_envs,
 )
 from sstools.agent.fastpath import fast_confirmation_tool
 from sstools.agent.gate import LANG_KEY, Refused, checked_arguments
 from sstools.agent.graph import beyond_reach
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, language_of
-from sstools.agent.prefetch import PREFETCH_KEY, SEARCH_TOOL, prefetch_dashboards
+from sstools.agent.prefetch import PREFETCH_KEY, prefetch_dashboards
 from sstools.agent.stream import Event, error, graph_events, in_language, replayed, state
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
@@ -337,7 +338,7 @@ class ChatService:
             _, uploads, prefetched = await asyncio.gather(
                 self._convo.record_user_message(turn.user_token, turn.conversation_id, message_id, turn.text),
                 read_uploads(files, self._docparse),
-                self._prefetch(turn, context.env, routing),
+                self._prefetch(turn, context, routing),
             )
         except ConvoUnavailable as problem:
             raise Refusal("CONVO_UNAVAILABLE", str(problem)) from None
@@ -359,9 +360,8 @@ class ChatService:
         if fast is not None:  # an explicit command: its call is made, the model is not asked
             messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
         config = self._config(turn, routing.tools, role, context=context)
-        if prefetched is not None:
+        if prefetched is not None:  # the model keeps search_dashboards: for another env, another page
             config["configurable"][PREFETCH_KEY] = prefetched
-            config["configurable"]["tool_names"] = [name for name in routing.tools if name != SEARCH_TOOL]
         async for event in self._recorded(turn, graph_events(self._graph, {"messages": messages}, config)):
             yield event
 
@@ -378,7 +378,11 @@ class ChatService:
             chosen, source = turn.env, "page"
         return TurnContext(environments, chosen, source, turn.page_lang, turn.focus)
 
-    async def _prefetch(self, turn: Turn, env: str | None, routing: Routing) -> str | None:
+    async def _prefetch(self, turn: Turn, context: TurnContext, routing: Routing) -> str | None:
+        """The dashboards of the environment the message names, else of the turn's; none when
+        the message names several (which one it means is the model's to read)."""
+        named = named_envs(turn.text, context.environments)
+        env = next(iter(named)) if len(named) == 1 else None if named else context.env
         if not (routing.prefetch_dashboards and self._prefetch_limit and env):
             return None
         return await prefetch_dashboards(self._ops, turn.user_token, env, self._prefetch_limit)

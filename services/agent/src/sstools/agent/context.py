@@ -9,6 +9,7 @@ person's message (:meth:`TurnContext.page_data`), never in the system role.
 """
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from sstools.agent.fence import PAGE, fenced
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang
+from sstools.common.policy import normalise_env
 
 CONTEXT_KEY = "__turn_context"  # in the run's config; "__" keeps it out of checkpoint metadata
 _DATA_KEY = "sstools_context"
@@ -132,3 +134,70 @@ def _from_dict(data: dict[str, Any]) -> TurnContext:
         lang=as_lang(data.get("lang")) or DEFAULT_LANG,
         focus=Focus(**focus) if isinstance(focus, dict) else None,
     )
+
+
+# Words that name an environment's kind; an environment id is always its own name too.
+KIND_WORDS = {
+    "prod": (
+        "prod",
+        "production",
+        "prd",
+        "прод",
+        "прода",
+        "проде",
+        "проду",
+        "продом",
+        "продакшн",
+        "продакшен",
+        "продакшене",
+        "продакшне",
+        "продакшена",
+        "продакшна",
+        "боевой",
+        "боевом",
+        "боевого",
+        "продуктив",
+        "продуктиве",
+    ),
+    "dev": (
+        "dev",
+        "develop",
+        "development",
+        "дев",
+        "деве",
+        "дева",
+        "деву",
+        "девом",
+        "девелоп",
+        "разработка",
+        "разработки",
+        "разработке",
+    ),
+    "staging": ("staging", "stage", "stg", "стейдж", "стейдже", "стейджа", "стейджинг", "стейджинге"),
+}
+_WORD = re.compile(r"[\w'-]+")
+
+
+def env_aliases(environments: Sequence[Environment]) -> dict[str, str]:
+    """Each word that names exactly one configured environment, and that environment."""
+    aliases: dict[str, str] = {}
+    by_kind: dict[str, list[str]] = {}
+    for env in environments:
+        kind = "prod" if env.production else normalise_env(env.id)
+        if kind == "staging" and "stag" not in env.id and "stg" not in env.id:
+            kind = None  # "test" names a test environment only by its own id
+        if kind:
+            by_kind.setdefault(kind, []).append(env.id)
+    for kind, ids in by_kind.items():
+        if len(ids) == 1:
+            aliases.update({word: ids[0] for word in KIND_WORDS[kind]})
+    for env in environments:
+        aliases[env.id] = env.id
+        aliases[env.name.lower()] = env.id
+    return aliases
+
+
+def named_envs(text: str, environments: Sequence[Environment]) -> frozenset[str]:
+    """The configured environments the words of ``text`` name (by id, name or kind)."""
+    aliases = env_aliases(environments)
+    return frozenset(aliases[word] for word in map(str.lower, _WORD.findall(text)) if word in aliases)

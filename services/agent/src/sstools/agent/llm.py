@@ -35,6 +35,9 @@ class PlainPayloadChatOpenAI(ChatOpenAI):
             return payload
         plain = {key: payload.pop(key) for key in _JSON_READY if key in payload}
         payload["messages"] = []  # required by the SDK's signature; extra_body's list replaces it
+        if "max_completion_tokens" in payload:
+            # OpenAI's newer name; Ollama, llama.cpp and older servers read only max_tokens
+            plain["max_tokens"] = payload["max_completion_tokens"]
         payload["extra_body"] = {**(payload.get("extra_body") or {}), **plain}
         return payload
 
@@ -82,6 +85,8 @@ def chat_model(
         api_key=settings.llm_api_key if settings.llm_api_key.get_secret_value() else SecretStr("none"),
         model=settings.llm_model,
         timeout=settings.llm_timeout_seconds,
+        max_tokens=settings.llm_max_tokens,
+        temperature=settings.llm_temperature,
         max_retries=1,
         streaming=True,
         # Ask for the usage chunk (stream_options.include_usage) that the GenAI token metrics

@@ -124,4 +124,20 @@ def assemble(settings: AgentSettings, service: Service) -> None:
 
 
 def main() -> None:
+    """``sstools-agent [serve|migrate]``, and ``sstools-agent check [--username NAME]``: what
+    ``helm test`` runs (:mod:`sstools.agent.release_check`)."""
+    import sys  # here, with the imports below: only main() needs them
+
+    if sys.argv[1:2] == ["check"]:
+        import argparse
+
+        from sstools.agent import release_check
+        from sstools.common.runtime import load_settings
+
+        parser = argparse.ArgumentParser(prog="sstools-agent check", description=release_check.__doc__)
+        parser.add_argument(
+            "--username", default="admin", help="who signs in (password: $AGENT_CHECK_PASSWORD)"
+        )
+        username = parser.parse_args(sys.argv[2:]).username
+        raise SystemExit(release_check.main(load_settings(AgentSettings), username))
     service_main(AgentSettings, assemble, migrations=CheckpointSchema())

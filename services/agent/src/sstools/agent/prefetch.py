@@ -1,7 +1,8 @@
 """Dashboard prefetch (FR-031): for a find/list request (the router says which) the first
-dashboards of the environment are fetched before the model is asked and put before it as one
-compact list; ``search_dashboards`` is then left out of its tools. A model answers such a
-request in one round trip instead of two.
+dashboards of the environment the message names (else the turn's) are fetched before the model
+is asked and put before it as one compact list. A model answers such a request in one round trip
+instead of two; it keeps ``search_dashboards`` for what the list lacks (another environment,
+another page: a real model once could not look at prod for "show me the prod dashboards").
 
 The offline planner answers from tool results only, so the agent prefetches for a real model
 alone.

@@ -6,7 +6,9 @@ pointed at (their chunks: :class:`sstools.devstack.fake_llm.Shape`): some send n
 index with a call's arguments split over several deltas, and a small local model often makes
 no structured call at all but writes ``{"name": …, "arguments": …}`` in its text — in a
 ```json block, inside ``<tool_call>…</tool_call>`` or ``<tools>…</tools>``, or as the whole
-reply. :class:`ToolCallStream` rewrites one response's chunks as they pass: each call gets an
+reply; several objects one after another, ``"function"`` in place of ``"name"`` (or OpenAI's
+``{"function": {"name": …, "arguments": …}}``), and ``//`` or ``/* */`` comments in the JSON
+are read too. :class:`ToolCallStream` rewrites one response's chunks as they pass: each call gets an
 index of its own and a non-empty id, and a call written in the text becomes a tool call,
 never shown, when it names a tool bound for this request (any other text is left alone).
 """
@@ -124,10 +126,7 @@ class _WrittenCalls:
             return "", []
         self._started = True
         if start[:1] in ("{", "["):
-            try:
-                written, end = json.JSONDecoder().raw_decode(start)
-            except ValueError:
-                return text, []
+            written, end = _leading_json(start)
             if calls := self._calls_in(written):
                 return start[end:], calls
         return text, []
@@ -172,7 +171,7 @@ class _WrittenCalls:
             if end < 0 and not final:
                 break  # maybe a call, still coming
             block_end = len(text) if end < 0 else end + len(closer)
-            if written := self._calls_in(_json(text[body : end if end >= 0 else len(text)])):
+            if written := self._calls_in(_json_values(text[body : end if end >= 0 else len(text)])):
                 calls.extend(written)
             else:
                 shown.append(text[:block_end])
@@ -180,28 +179,72 @@ class _WrittenCalls:
         self._held = text
         return "".join(shown)
 
-    def _calls_in(self, written: Any) -> list[Written]:
-        """The calls ``written`` makes, if it is nothing but calls to bound tools: an object
-        with ``name`` and ``arguments`` (``parameters`` in Llama 3's format), or a list of them."""
-        items = written if isinstance(written, list) else [written]
+    def _calls_in(self, written: list[Any]) -> list[Written]:
+        """The calls the JSON values ``written`` make, if they are nothing but calls to bound
+        tools: objects with ``name`` (or ``function``) and ``arguments`` (``parameters`` in
+        Llama 3's format), OpenAI's ``{"function": {…}}``, or lists of them."""
+        items = [item for value in written for item in (value if isinstance(value, list) else [value])]
         calls = []
         for item in items:
+            if isinstance(item, dict) and isinstance(item.get("function"), dict):
+                item = item["function"]
             if not isinstance(item, dict):
                 return []
-            name, arguments = item.get("name"), item.get("arguments", item.get("parameters", {}))
+            name = item.get("name", item.get("function"))
+            arguments = item.get("arguments", item.get("parameters", {}))
             if isinstance(arguments, str):
-                arguments = _json(arguments)
+                values = _json_values(arguments)
+                arguments = values[0] if len(values) == 1 else None
             if not (isinstance(name, str) and name in self._tool_names and isinstance(arguments, dict)):
                 return []
             calls.append((name, arguments))
         return calls
 
 
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+def _without_comments(text: str) -> str:
+    """``text`` with its ``//`` and ``/* */`` comments (outside strings) turned to spaces, so
+    that every other character keeps its place."""
+    out = list(text)
+    at, quoted = 0, False
+    while at < len(text):
+        char = text[at]
+        if quoted:
+            if char == "\\":
+                at += 1
+            elif char == '"':
+                quoted = False
+        elif char == '"':
+            quoted = True
+        elif text.startswith("//", at) or text.startswith("/*", at):
+            closer = "\n" if text[at + 1] == "/" else "*/"
+            end = text.find(closer, at + 2)
+            end = len(text) if end < 0 else end + (0 if closer == "\n" else len(closer))
+            out[at:end] = " " * (end - at)
+            at = end
+            continue
+        at += 1
+    return "".join(out)
+
+
+def _leading_json(text: str) -> tuple[list[Any], int]:
+    """The JSON values at the start of ``text``, one after another, and where they end."""
+    plain = _without_comments(text)
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    end = 0
+    while (start := len(plain) - len(plain[end:].lstrip())) < len(plain):
+        try:
+            value, end = decoder.raw_decode(plain, start)
+        except ValueError:
+            break
+        values.append(value)
+    return values, end
+
+
+def _json_values(text: str) -> list[Any]:
+    """The JSON values ``text`` holds and nothing else; none when anything else is there."""
+    values, end = _leading_json(text)
+    return values if not text[end:].strip() else []
 
 
 def _partial_opener(text: str, openers: tuple[str, ...]) -> int:

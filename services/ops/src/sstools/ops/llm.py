@@ -58,6 +58,8 @@ class LlmEndpoint:
     model: str
     timeout_seconds: float
     metrics: GenAiClientMetrics
+    max_tokens: int
+    temperature: float
 
     @property
     def configured(self) -> bool:
@@ -116,7 +118,9 @@ class LlmEndpoint:
         body = {
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "temperature": 0,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "max_completion_tokens": self.max_tokens,
         }
         try:
             with self.metrics.chat(self.model) as usage:

@@ -83,6 +83,8 @@ def build_context(
         settings.llm_model,
         settings.llm_timeout_seconds,
         llm_metrics if llm_metrics is not None else GenAiClientMetrics(CollectorRegistry()),
+        settings.llm_max_tokens,
+        settings.llm_temperature,
     )
     tasks = TaskStore(engine)
     handlers = jobs.handlers(supersets, backups, deployments, llm)

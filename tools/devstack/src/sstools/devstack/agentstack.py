@@ -208,6 +208,19 @@ class AgentStack:
         )
 
 
+def agent_environment(settings: AgentSettings) -> dict[str, str]:
+    """What a process of the agent's console command needs of ``settings`` to reach this stack:
+    its secrets, ops and the router (a test adds ports and the other peers it needs)."""
+    return {
+        "DATABASE_URL": settings.database_url,
+        "JWT_PUBLIC_KEYS": settings.jwt_public_keys,
+        "CONFIRMATION_SECRET": settings.confirmation_secret.get_secret_value(),
+        "AGENT_OPS_URL": settings.ops_url,
+        "AGENT_OPS_CLIENT_SECRET": settings.ops_client_secret.get_secret_value(),
+        "AGENT_ROUTER_TARGET": settings.router_target,
+    }
+
+
 def new_conversation() -> str:
     return str(uuid.uuid4())
 
@@ -300,13 +313,15 @@ async def running_stack(
     *,
     faulty_ops: bool = False,
     ops_environments: str | None = None,
+    ops_overrides: dict[str, Any] | None = None,
     account_check_seconds: float = 5.0,
     **agent_overrides: Any,
 ) -> AsyncIterator[AgentStack]:
     """The whole stack; with ``faulty_ops`` the agent reaches ops through a :class:`FaultyLink`;
-    ``ops_environments`` replaces ops' ENVIRONMENTS (dev and prod); agent and convo trust ops'
-    word that a user is active ``account_check_seconds``; ``agent_overrides`` replace any of the
-    agent's settings (a dead peer's address, say)."""
+    ``ops_environments`` replaces ops' ENVIRONMENTS (dev and prod) and ``ops_overrides`` any other
+    of ops' settings (single sign-on, say); agent and convo trust ops' word that a user is active
+    ``account_check_seconds``; ``agent_overrides`` replace any of the agent's settings (a dead
+    peer's address, say)."""
     await asyncio.to_thread(MIGRATIONS.upgrade, fresh_database_url)
     await asyncio.to_thread(CONVO_MIGRATIONS.upgrade, fresh_database_url)
     await _users(fresh_database_url)
@@ -329,6 +344,7 @@ async def running_stack(
             environments=ops_environments or environments(supersets, PASSWORD_ENV),
             backup_dir=tmp_path / "backups",
             git_repo=tmp_path / "exports",
+            **(ops_overrides or {}),
         )
         ops = await stack.enter_async_context(started_service(ops_settings, assemble_ops, tracer_provider))
         docparse = await stack.enter_async_context(

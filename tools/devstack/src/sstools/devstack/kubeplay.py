@@ -5,6 +5,8 @@ security contexts as rendered.
 podman is not a cluster; what it does differently, and what this module does about it (each
 checked with podman 4.3, ../shared/notes/containers.md):
 - it skips Jobs: the Job's pod template runs as a Pod, to its end;
+- it knows no hooks: ``helm test``'s Pods are played only when :meth:`Played.helm_test` is called,
+  as ``helm test`` runs them after the install;
 - a Secret in the YAML becomes a podman secret env ``secretKeyRef`` cannot read: the Secret is
   made with ``podman secret create`` instead, as JSON of base64 values;
 - on the host's network it refuses ``containerPort``s ("PortMappings can only be used with Bridge
@@ -31,8 +33,6 @@ import yaml
 from sstools.devstack.containers import Container
 from sstools.devstack.images import podman
 
-PLAYED_KINDS = ("Deployment", "Job")
-
 
 def _numbered_ports(container: dict[str, Any]) -> None:
     """Drops the container's ports; its probes name them by number instead."""
@@ -43,10 +43,17 @@ def _numbered_ports(container: dict[str, Any]) -> None:
             action["port"] = numbers[action["port"]]
 
 
+def is_helm_test(document: Mapping[str, Any]) -> bool:
+    annotations: Mapping[str, str] = document.get("metadata", {}).get("annotations", {})
+    return annotations.get("helm.sh/hook") == "test"
+
+
 def pod_of(document: Mapping[str, Any]) -> dict[str, Any]:
-    """What podman plays for a Deployment (itself) or a Job (its pod template, as a Pod)."""
+    """What podman plays for a Deployment (itself), a Job (its pod template, as a Pod) or a Pod."""
     played = copy.deepcopy(dict(document))
-    if played["kind"] == "Job":
+    if played["kind"] == "Pod":
+        spec = played["spec"]
+    elif played["kind"] == "Job":
         template = played["spec"]["template"]
         played = {
             "apiVersion": "v1",
@@ -74,10 +81,21 @@ def secret_file(values: Mapping[str, str], folder: Path) -> Path:
 
 
 @dataclass(frozen=True)
+class TestRun:
+    """One ``helm test`` Pod's run: its container's exit code and log."""
+
+    name: str
+    exit_code: int
+    log: str
+
+
+@dataclass(frozen=True)
 class Played:
-    """The pods podman started, by the name of the object they came from."""
+    """The pods podman started, by the name of the object they came from, and the release's
+    ``helm test`` Pods, played on :meth:`helm_test`."""
 
     pods: Mapping[str, str]  # object name -> pod name
+    tests: tuple[dict[str, Any], ...] = ()
 
     def containers(self, name: str) -> list[Container]:
         """The pod's own containers (not its infra container)."""
@@ -87,6 +105,23 @@ class Played:
             for entry in json.loads(listed.stdout or "[]")
             if not entry.get("IsInfra")
         ]
+
+    def helm_test(self, within_seconds: float = 180) -> list[TestRun]:
+        """What ``helm test`` does: each test Pod run to its end, its exit code and log kept,
+        then taken down (a later call plays them anew)."""
+        runs = []
+        for test in self.tests:
+            name = test["metadata"]["name"]
+            with tempfile.TemporaryDirectory(prefix="sstools-kube-test-") as scratch:
+                path = Path(scratch) / "test.yaml"
+                path.write_text(yaml.safe_dump(test))
+                try:
+                    started = Played(_play(path))
+                    ((container, code),) = wait_exited(started, name, within_seconds)
+                    runs.append(TestRun(name, code, Container(container).logs()))
+                finally:
+                    podman("kube", "down", str(path), timeout=300)
+        return runs
 
 
 def _play(path: Path) -> dict[str, str]:
@@ -129,6 +164,7 @@ def played(
     secret and volumes too, when the block ends."""
     jobs = [pod_of(document) for document in documents if document["kind"] == "Job"]
     deployments = [pod_of(document) for document in documents if document["kind"] == "Deployment"]
+    tests = tuple(pod_of(document) for document in documents if is_helm_test(document))
     with tempfile.TemporaryDirectory(prefix="sstools-kube-") as scratch:
         folder = Path(scratch)
         files = []
@@ -151,10 +187,10 @@ def played(
                     logs = "\n".join(Container(container).logs() for container, _ in exits)
                     raise RuntimeError(f"{name} failed: {exits}\n{logs}")
             pods.update(_play(files[1]))
-            yield Played(pods)
+            yield Played(pods, tests)
         finally:
             for path in reversed(files):
                 podman("kube", "down", str(path), timeout=300)
             podman("secret", "rm", secret_name)
-            for volume in sorted(_volumes([*jobs, *deployments]) - existing):
+            for volume in sorted(_volumes([*jobs, *deployments, *tests]) - existing):
                 podman("volume", "rm", "--force", volume)

@@ -39,12 +39,25 @@ class ToolRouter:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def route(self, text: str, env_id: str | None, object_type: str | None) -> Routing:
+    async def ask(self, text: str, env_id: str | None, object_type: str | None) -> Routing:
+        """The router service's answer; its failure is raised (``grpc.aio.AioRpcError``)."""
         request = router_pb2.RouteRequest(
             query=text, context=router_pb2.RouteContext(env_id=env_id or "", object_type=object_type or "")
         )
+        reply = await self._stub().Route(request, timeout=self._timeout)
+        tier = "hybrid" if reply.tier == router_pb2.ROUTE_TIER_HYBRID else "keyword"
+        return Routing(
+            [tool.name for tool in reply.tools],
+            tier,
+            reply.degraded,
+            reply.prefetch_dashboards,
+            list(reply.negated),
+        )
+
+    async def route(self, text: str, env_id: str | None, object_type: str | None) -> Routing:
+        """The router service's answer or, when it fails, the keyword tier's in process."""
         try:
-            reply = await self._stub().Route(request, timeout=self._timeout)
+            return await self.ask(text, env_id, object_type)
         except grpc.aio.AioRpcError as error:
             _log.warning("router unavailable, keyword tier in process", extra={"code": error.code().name})
             local = self._local.route(text, context=RouteContext(env_id or "", object_type or ""))
@@ -55,11 +68,3 @@ class ToolRouter:
                 local.prefetch_dashboards,
                 list(local.negated),
             )
-        tier = "hybrid" if reply.tier == router_pb2.ROUTE_TIER_HYBRID else "keyword"
-        return Routing(
-            [tool.name for tool in reply.tools],
-            tier,
-            reply.degraded,
-            reply.prefetch_dashboards,
-            list(reply.negated),
-        )

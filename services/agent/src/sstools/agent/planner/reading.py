@@ -11,9 +11,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sstools.agent.context import Environment
+from sstools.agent.context import KIND_WORDS, Environment, env_aliases
 from sstools.agent.sqltext import split_sql
-from sstools.common.policy import normalise_env
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _QUOTED = re.compile(r"[«\"“”'`]([^«»\"“”'`]{1,200})[»\"“”'`]")
@@ -24,45 +23,6 @@ _DASHBOARD_WORD = (
 _ID_AFTER_WORD = re.compile(rf"(?:{_DASHBOARD_WORD}|#|\bid)\s*(?:#|№|id|номер)?\s*(\d{{1,9}})\b", re.I)
 _BARE_NUMBER = re.compile(r"(?<![\w.#-])(\d{1,9})(?![\w.%-])")
 
-# Words that name an environment's kind; an environment id is always its own name too.
-_KIND_WORDS = {
-    "prod": (
-        "prod",
-        "production",
-        "prd",
-        "прод",
-        "прода",
-        "проде",
-        "проду",
-        "продом",
-        "продакшн",
-        "продакшен",
-        "продакшене",
-        "продакшне",
-        "продакшена",
-        "продакшна",
-        "боевой",
-        "боевом",
-        "боевого",
-        "продуктив",
-        "продуктиве",
-    ),
-    "dev": (
-        "dev",
-        "develop",
-        "development",
-        "дев",
-        "деве",
-        "дева",
-        "деву",
-        "девом",
-        "девелоп",
-        "разработка",
-        "разработки",
-        "разработке",
-    ),
-    "staging": ("staging", "stage", "stg", "стейдж", "стейдже", "стейджа", "стейджинг", "стейджинге"),
-}
 _FROM = {"from", "из", "с", "со", "off"}
 _TO = {"to", "into", "onto", "в", "во", "на", "->", "→", "in", "on", "at", "for", "для"}
 
@@ -405,25 +365,6 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
     return tuple(named), frozenset(negated)
 
 
-def _env_aliases(environments: Sequence[Environment]) -> dict[str, str]:
-    """Each word that names exactly one configured environment, and that environment."""
-    aliases: dict[str, str] = {}
-    by_kind: dict[str, list[str]] = {}
-    for env in environments:
-        kind = "prod" if env.production else normalise_env(env.id)
-        if kind == "staging" and "stag" not in env.id and "stg" not in env.id:
-            kind = None  # "test" names a test environment only by its own id
-        if kind:
-            by_kind.setdefault(kind, []).append(env.id)
-    for kind, ids in by_kind.items():
-        if len(ids) == 1:
-            aliases.update({word: ids[0] for word in _KIND_WORDS[kind]})
-    for env in environments:
-        aliases[env.id] = env.id
-        aliases[env.name.lower()] = env.id
-    return aliases
-
-
 def unknown_env(tokens: Sequence[str], aliases: Mapping[str, str]) -> str | None:
     """A word that names a kind of environment none of the configured ones is ("на стейджинг"
     where there is no staging)."""
@@ -513,7 +454,7 @@ def _name_after(words: str, match: re.Match[str]) -> str | None:
 
 
 _CONNECTORS = {"and", "of", "&", "и"}
-_ALL_KIND_WORDS = frozenset(word for words in _KIND_WORDS.values() for word in words)
+_ALL_KIND_WORDS = frozenset(word for words in KIND_WORDS.values() for word in words)
 _TITLE_CASE_RUN = re.compile(r"(?<![\w'])([A-Z][\w'-]*(?:\s+(?:(?:and|of|&)\s+)?[A-Z0-9][\w'-]*)*)")
 
 
@@ -576,7 +517,7 @@ def _sql_and_tail(text: str, aliases: Mapping[str, str]) -> tuple[str, str, str 
 
 def read_request(text: str, environments: Sequence[Environment]) -> Request:
     """The reading of one message."""
-    aliases = _env_aliases(environments)
+    aliases = env_aliases(environments)
     words, before_sql, sql = _sql_and_tail(_normalised(text), aliases)
     refused_table = None
     if sql is not None and NEGATION.search(" ".join(before_sql.split()[-_NEGATION_REACH:])):
