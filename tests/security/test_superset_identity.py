@@ -88,11 +88,6 @@ def _checked(turn: Turn, board: int) -> None:
     assert (summary["charts_checked"], [item["dashboard_id"] for item in summary["only"]]) == (2, [board])
 
 
-def _not_checked(turn: Turn, board: int) -> None:
-    summary = turn.of("tool_end")[0]["output"]
-    assert (summary["charts_checked"], summary["only"]) == (0, []), dump(turn)
-
-
 def _audited(turn: Turn, board: int) -> None:
     assert turn.of("tool_error") == [], dump(turn)
     assert turn.of("tool_end")[0]["output"]["object_id"] == board, dump(turn)
@@ -130,8 +125,9 @@ CASES = {
         "get_health_summary",
         lambda board: {"env_id": "dev", "dashboard_ids": [board]},
         _checked,
-        _not_checked,
+        _refused,  # a dashboard she may not see is not found, never a check of nothing that passed
         "ChartRestApi.get_list",
+        serves_alice=False,
     ),
     "audit": Case(
         "superset_audit_permissions",

@@ -169,3 +169,35 @@ def test_the_planners_question_lists_hostile_titles_as_text() -> None:
     _no_link_or_image(asked)
     assert f"Sales {LINK}" in _shown(asked)
     assert f"Sales {IMAGE}" in _shown(asked)
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [
+        ("ru", "В «Пустой» (dev) нет чартов: проверять нечего."),
+        ("en", "«Пустой» (dev) has no charts: nothing to check."),
+    ],
+)
+def test_a_health_check_of_no_charts_never_says_everything_works(lang: str, said: str) -> None:
+    checked = {
+        "env_id": "dev",
+        "charts_checked": 0,
+        "broken_charts": [],
+        "only": [{"dashboard_id": 3, "title": "Пустой"}],
+    }
+    assert rendered("get_health_summary", json.dumps(checked), lang) == said  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("lang", "cells"),
+    [
+        ("ru", ["22\u00a0758,35", "0,01235", "3", "1500", "—"]),
+        ("en", ["22,758.35", "0.01235", "3", "1500", "—"]),
+    ],
+)
+def test_a_query_results_fractions_are_shown_for_the_persons_language(lang: str, cells: list[str]) -> None:
+    """A sum once came back as 22758.350000000002; a whole number or an id stays as it came."""
+    row = {"total": 22758.350000000002, "share": 0.0123456, "avg": 3.0, "id": 1500, "note": "—"}
+    result = {"columns": list(row), "rows": [row], "row_count": 1}
+    answer = rendered("superset_execute_sql", json.dumps(result), lang)  # type: ignore[arg-type]
+    assert answer.splitlines()[-1] == "| " + " | ".join(cells) + " |"

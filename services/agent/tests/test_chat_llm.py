@@ -8,6 +8,7 @@ import re
 import uuid
 
 import httpx
+import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -170,6 +171,26 @@ async def test_twenty_concurrent_confirms_of_the_models_deploy_run_it_once(
         await prod.aclose()
 
 
+@pytest.mark.parametrize(
+    ("text", "page", "said"),
+    [
+        ("покажи дашборды продаж", "en", "Russian"),  # the message's own language wins
+        ("show the sales dashboards", "ru", "English"),
+        ("SELECT count(*) FROM orders", "ru", "Russian"),  # no words of its own: the page's
+    ],
+)
+async def test_the_model_is_told_the_turns_language_by_name(
+    llm_stack: AgentStack, llm: FakeLlm, text: str, page: str, said: str
+) -> None:
+    """A small model told to answer "in the language of the message" answered Russian questions
+    in English."""
+    llm.says(Reply(content="…"))
+    context = {"envId": "dev", "lang": page}
+    await llm_stack.say(text, str(uuid.uuid4()), env_id="", ui_context=json.dumps(context))
+    told = llm.requests[-1]["messages"][0]
+    assert f"Answer in {said}, the language of this turn" in told["content"], told["content"]
+
+
 async def test_the_page_s_object_and_language_reach_the_model_its_name_as_fenced_data(
     llm_stack: AgentStack, llm: FakeLlm
 ) -> None:
@@ -188,7 +209,7 @@ async def test_the_page_s_object_and_language_reach_the_model_its_name_as_fenced
     assert "The page shows dashboard id 3 (its title is in the page context block)" in told["content"]
     assert "Sales Overview" not in told["content"]
     assert "work in dev (the environment selected on the page)" in told["content"]
-    assert "in English, the page's language" in told["content"]
+    assert "Answer in English, the language of this turn" in told["content"]
     *_, page, asked = messages
     assert asked == {"role": "user", "content": "is this dashboard healthy?"}
     assert page["role"] == "user"

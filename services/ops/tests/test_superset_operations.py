@@ -112,6 +112,31 @@ async def test_health_summary_finds_the_broken_chart_and_its_dashboard(ops: OpsA
     )
 
 
+async def test_the_health_of_a_dashboard_that_is_not_there_is_not_found_and_of_an_empty_one_checks_none(
+    ops: OpsApi,
+) -> None:
+    """It once answered "all 0 charts work" with success for a dashboard id nobody had made."""
+    (sales,) = await _search(ops, "dev", "Sales Overview")
+    missing = await ops.http.get(
+        "/api/envs/dev/health", params={"dashboard_ids": [sales["id"], 987654]}, headers=ops.headers("vera")
+    )
+    assert missing.status_code == 404, missing.text
+    assert missing.json()["detail"]["code"] == "superset_not_found"
+    assert "no dashboard 987654 in dev" in missing.json()["detail"]["message"]
+    title = _unique("Empty board")
+    created = await ops.http.post(
+        "/api/envs/dev/dashboards", json={"title": title}, headers=ops.headers("anna")
+    )
+    empty = await ops.http.get(
+        "/api/envs/dev/health", params={"dashboard_ids": [created.json()["id"]]}, headers=ops.headers("anna")
+    )
+    assert empty.status_code == 200, empty.text
+    assert (empty.json()["charts_checked"], empty.json()["only"]) == (
+        0,
+        [{"dashboard_id": created.json()["id"], "title": title}],
+    )
+
+
 async def test_a_health_check_past_superset_s_cache_is_an_operators_to_ask_for(ops: OpsApi) -> None:
     """By default charts are asked for as a person opening them would (Superset's cache
     answers); re-running every query is load on prod's databases a viewer may not cause."""

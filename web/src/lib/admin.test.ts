@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import {
   AdminApi,
   agentAuditQuery,
+  auditTime,
   noAgentAuditFilters,
   noOpsAuditFilters,
   noPeopleFilters,
@@ -10,6 +11,7 @@ import {
   peopleQuery,
   problemKey,
   queryString,
+  savedCsv,
   zonedTime,
 } from "./admin.ts";
 import { ApiError, SessionApi } from "./chat/api.ts";
@@ -190,5 +192,23 @@ describe("a listing a page at a time", () => {
     await paged.refresh();
     paged.replace((item) => item.name === "b", (item) => ({ ...item, role: "admin" }));
     expect(paged.items.map((item) => item.role)).toEqual(["viewer", "admin"]);
+  });
+});
+
+describe("an export and a record's time", () => {
+  it("an export that fails is said in the page's words, and nothing is saved", async () => {
+    const saved = vi.fn();
+    vi.stubGlobal("URL", { createObjectURL: saved, revokeObjectURL: vi.fn() });
+    const refused = new ApiError("GET", "/api/admin/audit.csv", 403, { code: "permission_denied" });
+    expect(await savedCsv(() => Promise.reject(refused), "ops-audit.csv")).toBe("adminErr_permission_denied");
+    expect(await savedCsv(() => Promise.reject(new TypeError("offline")), "ops-audit.csv")).toBe("adminErr_failed");
+    expect(saved).not.toHaveBeenCalled();
+    vi.unstubAllGlobals();
+  });
+
+  it("a record's time is given to the second, in either language", () => {
+    const iso = "2026-12-03T21:05:09Z";
+    expect(auditTime(iso, "ru")).toMatch(/^\d{2}\.\d{2}\.\d{4}, \d{2}:\d{2}:09$/);
+    expect(auditTime(iso, "en")).toMatch(/^\d{2}\/\d{2}\/\d{4}, \d{2}:\d{2}:09$/);
   });
 });

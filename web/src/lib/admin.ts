@@ -4,7 +4,7 @@
 
 import type { SessionApi } from "./chat/api.ts";
 import { ApiError } from "./chat/api.ts";
-import type { StringKey } from "./i18n.ts";
+import type { Lang, StringKey } from "./i18n.ts";
 
 export const ROLES = ["viewer", "analyst", "operator", "admin"] as const;
 export type Role = (typeof ROLES)[number];
@@ -270,4 +270,19 @@ export function saveFile(blob: Blob, name: string): void {
   link.click();
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Saves the CSV ``fetch`` gives as ``name``; what went wrong, in the page's words, or null. */
+export async function savedCsv(fetch: () => Promise<Blob>, name: string): Promise<StringKey | null> {
+  try {
+    saveFile(await fetch(), name);
+    return null;
+  } catch (failure) {
+    return problemKey(failure);
+  }
+}
+
+/** When an audit record was made, in the page's language, to the second. */
+export function auditTime(iso: string, lang: Lang): string {
+  return new Date(iso).toLocaleString(lang === "ru" ? "ru-RU" : "en-GB", { dateStyle: "short", timeStyle: "medium" });
 }

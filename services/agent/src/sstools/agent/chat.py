@@ -376,7 +376,7 @@ class ChatService:
             chosen, source = env, "message"
         elif turn.env is not None:
             chosen, source = turn.env, "page"
-        return TurnContext(environments, chosen, source, turn.page_lang, turn.focus)
+        return TurnContext(environments, chosen, source, turn.lang, turn.focus)
 
     async def _prefetch(self, turn: Turn, context: TurnContext, routing: Routing) -> str | None:
         """The dashboards of the environment the message names, else of the turn's; none when

@@ -46,7 +46,7 @@ class TurnContext:
     environments: tuple[Environment, ...] = ()
     env: str | None = None
     env_source: EnvSource = "none"
-    lang: Lang = DEFAULT_LANG  # the page's: answers take the question's own language first
+    lang: Lang = DEFAULT_LANG  # the turn's: its message's, else (SQL alone, a resume) the page's
     focus: Focus | None = None
 
     def message(self) -> SystemMessage:
@@ -80,11 +80,12 @@ class TurnContext:
             if self.focus.name:
                 shown += " (its title is in the page context block)"
             lines.append(f'The page shows {shown}: "this {self.focus.type}" means it.')
+        # named outright: a small model told "the language of the message" answered Russian
+        # questions in English, the language of the tools' results
         language = "Russian" if self.lang == "ru" else "English"
         lines.append(
-            "Answer in the language of the person's message; when it has none of its own "
-            f"(only SQL, a name or a number), in {language}, the page's language. State the outcome "
-            "first; show lists as Markdown tables."
+            f"Answer in {language}, the language of this turn, whatever language tool results, "
+            "names or these instructions are in. State the outcome first; show lists as Markdown tables."
         )
         return " ".join(lines)
 

@@ -5,6 +5,7 @@ a refused statement say so.
 """
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -48,6 +49,10 @@ def _health(result: dict[str, Any], lang: Lang) -> str:
     only = result.get("only") or []
     # a check of one dashboard ("is this dashboard healthy?") says which one it was
     where = f"«{markdown_text(only[0]['title'])}» ({env})" if len(only) == 1 else env
+    if not result.get("charts_checked"):  # nothing checked is not "everything works"
+        return say(
+            lang, f"В {where} нет чартов: проверять нечего.", f"{where} has no charts: nothing to check."
+        )
     if not broken:
         return say(
             lang,
@@ -73,8 +78,22 @@ def _sql(result: dict[str, Any], lang: Lang) -> str:
     head = say(lang, f"Запрос вернул строк: {count}.", f"The query returned {count} row(s).")
     if result.get("truncated"):
         head += say(lang, f" Показаны первые {len(rows)}.", f" The first {len(rows)} are shown.")
-    shown = [[row.get(column) for column in columns] for row in rows[:_ROWS_SHOWN]]
+    shown = [[_value(row.get(column), lang) for column in columns] for row in rows[:_ROWS_SHOWN]]
     return f"{head}\n\n{table(columns, shown)}"
+
+
+def _value(value: Any, lang: Lang) -> Any:
+    """A result's cell as a person reads it: a fraction with at most two decimals (more for a
+    small one), digits grouped, in the language's own marks; anything else as it came."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return value
+    size = abs(value)
+    decimals = 2 if size >= 1 or not size else 1 - math.floor(math.log10(size)) + 2
+    text = f"{value:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    # digits, a sign and the marks alone: Markdown as it is (escaping would only add backslashes)
+    return Markdown(text.replace(",", "\u00a0").replace(".", ",") if lang == "ru" else text)
 
 
 def _catalogue(result: dict[str, Any], lang: Lang) -> str:

@@ -5,7 +5,9 @@ where it has the result (a query that failed is not cached, so a broken chart sh
 ``force`` re-runs every query past the cache — a success cached before a table went is then
 found too — at the cost of the whole environment's chart load on its databases, so ops lets only
 operators ask for it. Charts are checked a few at a time, so a large environment does not swamp
-Superset with queries.
+Superset with queries. A check of some dashboards first finds each of them as the person: one
+that is not there (or that Superset hides from them) is Superset's "not found", never a check of
+nothing that passed.
 """
 
 import asyncio
@@ -13,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetUnavailable
+from sstools.ops.superset import dashboards
+from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetNotFound, SupersetUnavailable
 
 CONCURRENCY = 4
 
@@ -84,6 +87,13 @@ async def _failure(
 async def summary(
     client: SupersetClient, dashboard_ids: list[int] | None = None, *, force: bool = False
 ) -> HealthSummary:
+    named: dict[int, str] = {}
+    if dashboard_ids is not None:
+        named = await dashboards.titles(client, dashboard_ids)
+        if missing := [str(board) for board in dashboard_ids if board not in named]:
+            raise SupersetNotFound(
+                client.env_id, f"no dashboard {', '.join(missing)} in {client.env_id} (or you may not see it)"
+            )
     charts = await _all_charts(client, dashboard_ids)
     gate = asyncio.Semaphore(CONCURRENCY)
     failures = await asyncio.gather(
@@ -114,9 +124,5 @@ async def summary(
         broken_charts=problems,
         dashboards_with_problems=sorted(boards.values(), key=lambda board: board.dashboard_id),
         dashboards_checked=len(titles),
-        only=[
-            DashboardName(dashboard_id=board, title=titles[board])
-            for board in dashboard_ids or []
-            if board in titles
-        ],
+        only=[DashboardName(dashboard_id=board, title=title) for board, title in named.items()],
     )
