@@ -762,8 +762,14 @@ describe("the drawer inside Superset", () => {
       await page.locator('[data-test="login-button"]').click();
     }
     // signed in once Superset sends the browser to its welcome page; that page's own load (its
-    // bundles, cold in a fresh Superset, on a busy machine) is not what this waits for
-    await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit" });
+    // bundles, cold in a fresh Superset, on a busy machine) is not what this waits for. Superset
+    // serves everything from one process: beside another suite on two cores the sign-in alone
+    // once took more than the default 30 s, so it gets the time its drawer gets below, and a
+    // sign-in that does fail says where the browser was left and what Superset's page said.
+    await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit", timeout: 120_000 }).catch(async (error: unknown) => {
+      const said = await page.locator("[role=alert], .ant-message, .ant-alert").allTextContents().catch(() => []);
+      throw new Error(`not signed in to Superset: left on ${page.url()}, saying "${said.join("; ")}": ${String(error)}`);
+    });
     await page.goto(`${SUPERSET_DEV}${path}`);
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
     // Superset's own bundles load first, cold in a fresh Superset: beside another suite on two
