@@ -130,11 +130,14 @@ def test_with_no_provider_people_sign_in_with_passwords_in_the_page_and_in_super
         assert skipped == {
             "signs in with the provider, with the role the person's group maps to, "
             "and a new group at the next sign-in",
+            "in a drawer of a browser the provider does not know, says why and offers its button, "
+            "never a password form",
             "refuses a person in no mapped group, saying why",
         }, suite.outcomes
         assert suite.outcomes["offers the password form alone, and nothing of single sign-on"] == "passed"
     finally:
-        assert stack.interrupt() == 0
+        returncode = stack.interrupt()
+    assert returncode == 0, stack.output[-5000:]
 
 
 def _a_killed_service_is_started_again(stack: RunningStack, environment: dict[str, str]) -> None:
