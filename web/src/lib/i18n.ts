@@ -67,6 +67,7 @@ const STRINGS = {
   taskDone: { ru: "выполнена", en: "done" },
   taskFailed: { ru: "не удалась", en: "failed" },
   partial: { ru: "прервано", en: "stopped" },
+  answeredBy: { ru: "отвечала модель", en: "answered by" },
   connectionLost: { ru: "Связь с агентом потеряна", en: "Lost the connection to the agent" },
   listFailed: { ru: "Не удалось загрузить диалоги", en: "Could not load the conversations" },
   reconnecting: { ru: "Переподключение…", en: "Reconnecting…" },

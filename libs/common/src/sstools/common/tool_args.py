@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
 ENV_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 ENV_ID_MAX_CHARS = 63
@@ -27,6 +28,26 @@ characters. Whether it names a configured environment is asked where that is kno
 
 ObjectId = Annotated[int, Field(ge=1, le=2**53)]
 """A Superset object's id (dashboard, database, dataset)."""
+
+
+def _named_instead(kind: str, finder: str) -> BeforeValidator:
+    """A name where an id belongs is refused saying which tool finds the id: a person or model that
+    knows a dashboard by its title is told where to look, not only that a number was expected."""
+
+    def check(value: object) -> object:
+        if isinstance(value, str) and not value.strip().isdigit():
+            raise PydanticCustomError(
+                "named_instead_of_id",
+                "{named} is not a {kind} id (a number): {finder} finds it by its name",
+                {"named": repr(value[:80]), "kind": kind, "finder": finder},
+            )
+        return value
+
+    return BeforeValidator(check)
+
+
+DashboardId = Annotated[ObjectId, _named_instead("dashboard", "search_dashboards")]
+DatabaseId = Annotated[ObjectId, _named_instead("database", "superset_explore_database")]
 
 IDENTIFIER_PATTERN = r"^[^\W\d][\w$-]{0,127}$"
 SqlIdentifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=128)]
@@ -84,7 +105,7 @@ class EnvArgs(ToolArgs):
 
 
 class DashboardTarget(EnvArgs):
-    dashboard_id: ObjectId = Field(description="Dashboard id.")
+    dashboard_id: DashboardId = Field(description="Dashboard id.")
 
 
 # Query and body models: what ops reads from the query string or the JSON body.
@@ -99,7 +120,7 @@ class DashboardSearch(ToolArgs):
 
 
 class HealthQuery(ToolArgs):
-    dashboard_ids: list[ObjectId] | None = Field(
+    dashboard_ids: list[DashboardId] | None = Field(
         default=None, max_length=200, description="Only these dashboards (all if empty)."
     )
     force: bool = Field(
@@ -118,7 +139,7 @@ class MaintenanceQuery(ToolArgs):
 
 
 class ExploreQuery(ToolArgs):
-    database_id: ObjectId | None = Field(
+    database_id: DatabaseId | None = Field(
         default=None, description="Database to look into (none: list databases)."
     )
     schema_name: SqlIdentifier | None = Field(
@@ -128,7 +149,7 @@ class ExploreQuery(ToolArgs):
 
 
 class AuditQuery(ToolArgs):
-    dashboard_id: ObjectId | None = Field(default=None, description="Dashboard to audit.")
+    dashboard_id: DashboardId | None = Field(default=None, description="Dashboard to audit.")
     dataset_id: ObjectId | None = Field(default=None, description="Dataset to audit.")
 
 
@@ -142,7 +163,7 @@ TITLES_AT_ONCE = 20
 
 
 class DashboardTitlesQuery(ToolArgs):
-    dashboard_ids: list[ObjectId] = Field(
+    dashboard_ids: list[DashboardId] = Field(
         min_length=1, max_length=TITLES_AT_ONCE, description="Dashboards to name."
     )
 
@@ -150,20 +171,22 @@ class DashboardTitlesQuery(ToolArgs):
 class CommitBody(ToolArgs):
     branch: GitRef = Field(description="Branch to commit on.")
     env_id: EnvId = Field(description="Environment whose dashboards are exported.")
-    dashboard_ids: list[ObjectId] = Field(
+    dashboard_ids: list[DashboardId] = Field(
         min_length=1, max_length=200, description="Dashboards whose export is committed."
     )
     message: str = Field(min_length=1, max_length=2000, description="Commit message.")
 
 
 class DeployBody(ToolArgs):
-    dashboard_id: ObjectId = Field(description="The dashboard's id in the source environment.")
+    dashboard_id: DashboardId = Field(description="The dashboard's id in the source environment.")
     source_env: EnvId = Field(default="dev", description="Where the dashboard comes from.")
 
 
 class MigrationBody(ToolArgs):
     source_env: EnvId = Field(description="Where the dashboards come from.")
-    dashboard_ids: list[ObjectId] = Field(min_length=1, max_length=200, description="Dashboards to migrate.")
+    dashboard_ids: list[DashboardId] = Field(
+        min_length=1, max_length=200, description="Dashboards to migrate."
+    )
     database_mapping: dict[DatabaseName, DatabaseName] = Field(
         default_factory=dict, max_length=50, description="Source → target database names."
     )
@@ -174,7 +197,7 @@ class MaintenanceBody(ToolArgs):
 
 
 class SqlStatement(ToolArgs):
-    database_id: ObjectId = Field(description="Superset database id.")
+    database_id: DatabaseId = Field(description="Superset database id.")
     sql: str = Field(min_length=1, max_length=100_000, description="One SQL statement.")
     schema_name: SqlIdentifier | None = Field(default=None, alias="schema", description="Schema.")
 
@@ -195,7 +218,7 @@ class CopyBody(ToolArgs):
 
 
 class DatasetBody(ToolArgs):
-    database_id: ObjectId = Field(description="Superset database id.")
+    database_id: DatabaseId = Field(description="Superset database id.")
     table_name: SqlIdentifier = Field(description="Table to register.")
     schema_name: SqlIdentifier | None = Field(default=None, alias="schema", description="Schema.")
 

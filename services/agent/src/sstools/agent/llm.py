@@ -18,6 +18,39 @@ from sstools.agent.toolcalls import ToolCallStream, bound_tool_names
 
 # Request fields LangChain has already made plain JSON, and the bulk of every request.
 _JSON_READY = ("messages", "tools")
+# What a model needs of an argument's schema to fill it. Bounds and patterns (ids up to 2**53,
+# environment id patterns) cost a small model's prefill and help it in nothing: the gate and ops
+# check every value against the full argument model anyway.
+_SCHEMA_KEPT = ("type", "description", "enum", "default", "items", "properties", "required")
+_SCHEMA_NESTED = ("items", "additionalProperties")
+
+
+def compact_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool as ``bind_tools`` made it, with its parameters' schema reduced to what a
+    model fills it by."""
+    function = tool.get("function")
+    if tool.get("type") != "function" or not isinstance(function, dict) or "parameters" not in function:
+        return tool
+    return {**tool, "function": {**function, "parameters": _compact_schema(function["parameters"])}}
+
+
+def _compact_schema(node: dict[str, Any]) -> dict[str, Any]:
+    options = node.get("anyOf")
+    if isinstance(options, list):  # an optional argument: its one type that is not null
+        present = [option for option in options if isinstance(option, dict) and option.get("type") != "null"]
+        if len(present) == 1:
+            node = {**present[0], **{key: value for key, value in node.items() if key != "anyOf"}}
+    compact: dict[str, Any] = {}
+    for key in (*_SCHEMA_KEPT, *_SCHEMA_NESTED):
+        value = node.get(key)
+        if value is None or (key == "additionalProperties" and not isinstance(value, dict)):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            value = {name: _compact_schema(part) for name, part in value.items() if isinstance(part, dict)}
+        elif key in _SCHEMA_NESTED and isinstance(value, dict):
+            value = _compact_schema(value)
+        compact[key] = value
+    return compact or node  # a schema this does not understand goes out whole
 
 
 class PlainPayloadChatOpenAI(ChatOpenAI):
@@ -34,6 +67,8 @@ class PlainPayloadChatOpenAI(ChatOpenAI):
         if "messages" not in payload:  # the Responses API has its own shape; leave it alone
             return payload
         plain = {key: payload.pop(key) for key in _JSON_READY if key in payload}
+        if "tools" in plain:
+            plain["tools"] = [compact_tool(tool) for tool in plain["tools"]]
         payload["messages"] = []  # required by the SDK's signature; extra_body's list replaces it
         if "max_completion_tokens" in payload:
             # OpenAI's newer name; Ollama, llama.cpp and older servers read only max_tokens

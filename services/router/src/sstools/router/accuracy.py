@@ -7,7 +7,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from sstools.router.eval import Case, case_recall
+from sstools.router.eval import case_recall
+from sstools.router.labelled import Case
 from sstools.router.telemetry import RouterMetrics
 
 _log = logging.getLogger(__name__)

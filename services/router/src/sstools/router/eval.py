@@ -1,12 +1,10 @@
-"""`python -m sstools.router.eval FILE`: how well the router picks tools on a labelled set.
+"""`python -m sstools.router.eval [SET]`: how well the router picks tools on a labelled set.
 
-Each line of FILE: {"q", "lang", "kind", "needed": [tools], "forbidden": [tools]}. Prints JSON:
+SET: ``holdout`` (the default), ``tuning`` (:mod:`sstools.router.labelled`) or a file whose lines
+are {"q", "lang", "kind", "needed": [tools], "forbidden": [tools]}. Prints JSON:
 recall of the needed tools (per tool and per whole case), mean tools offered, how often a
 forbidden (negated) tool was offered, schema tokens offered against the full catalogue, and
 the same per language and per kind. Routes in-process, configured by ROUTER_* like the service.
-
-The holdout set (``HOLDOUT``) ships inside this package: the router replays it while it serves
-(:mod:`sstools.router.accuracy`).
 """
 
 import argparse
@@ -16,46 +14,17 @@ import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from sstools.common.catalogue import TOOLS
 from sstools.common.runtime import load_settings
+from sstools.router.labelled import HOLDOUT, TUNING, Case, load_cases
 from sstools.router.settings import RouterSettings
 from sstools.router.warmup import build_router
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-# Written apart from services/router/eval/dev.jsonl (the set the keyword rules were tuned on).
-HOLDOUT = resources.files("sstools.router") / "samples" / "holdout.jsonl"
-
-
-@dataclass(frozen=True)
-class Case:
-    query: str
-    lang: str
-    kind: str
-    needed: frozenset[str]
-    forbidden: frozenset[str]
-
-
-def load_cases(path: Traversable) -> list[Case]:
-    cases = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            raw = json.loads(line)
-            cases.append(
-                Case(
-                    raw["q"],
-                    raw["lang"],
-                    raw["kind"],
-                    frozenset(raw["needed"]),
-                    frozenset(raw.get("forbidden", [])),
-                )
-            )
-    return cases
+_SETS = {"holdout": HOLDOUT, "tuning": TUNING}
 
 
 def schema_tokens() -> dict[str, int]:
@@ -125,11 +94,15 @@ def main(argv: Iterable[str] | None = None) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", type=Path, help="JSON lines of labelled cases")
+    parser.add_argument(
+        "set", nargs="?", default="holdout", help="holdout (the default), tuning, or a file of labelled cases"
+    )
     parser.add_argument("--no-misses", action="store_true", help="leave the list of misses out")
     args = parser.parse_args(list(argv) if argv is not None else None)
     router, _ = build_router(load_settings(RouterSettings))
-    report = evaluate(load_cases(args.file), lambda query: router.route(query).names)
+    report = evaluate(
+        load_cases(_SETS.get(args.set) or Path(args.set)), lambda query: router.route(query).names
+    )
     report["router"] = {
         "model": router.model_name or "keyword-only (degraded)",
         "threshold": router.threshold,

@@ -9,8 +9,8 @@ import asyncio
 
 from sstools.common.runtime import Service, service_main
 from sstools.router.accuracy import accuracy_loop
-from sstools.router.eval import HOLDOUT, load_cases
 from sstools.router.grpc.servicer import RouterServicer, register
+from sstools.router.labelled import HOLDOUT, load_cases
 from sstools.router.settings import RouterSettings
 from sstools.router.telemetry import RouterMetrics
 from sstools.router.warmup import build_router

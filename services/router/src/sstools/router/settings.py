@@ -25,11 +25,14 @@ class RouterSettings(ServiceSettings, CallerSettings):
         le=1.0,
         description="Lowest cosine similarity the embedding tier accepts; unset: the model's tuned value.",
     )
-    embedding_top_k: int = Field(default=4, ge=1, le=24, description="Most tools the embedding tier adds.")
+    embedding_top_k: int = Field(default=3, ge=1, le=24, description="Most tools the embedding tier adds.")
     embedding_cache_size: int = Field(default=4096, ge=0, description="Query embeddings kept (LRU).")
     max_tools: int = Field(default=10, ge=1, le=24, description="Most tools one answer offers.")
     fallback_below: int = Field(
-        default=3, ge=1, le=24, description="The embedding tier runs when keywords give fewer tools."
+        default=11,
+        ge=1,
+        le=25,
+        description="The embedding tier runs when keywords give fewer tools; above ROUTER_MAX_TOOLS: always.",
     )
     model_threads: int = Field(default=1, ge=1, le=64, description="Threads the embedding model may use.")
     vector_dir: Path | None = Field(

@@ -16,7 +16,7 @@ class RouterMetrics:
         )
         self.fallbacks = Counter(
             "sstools_router_embedding_fallbacks_total",
-            "Messages for which keywords found too little and the embedding tier ran.",
+            "Messages the embedding tier ran for (every one by default; see ROUTER_FALLBACK_BELOW).",
             registry=registry,
         )
         self.degraded_routes = Counter(

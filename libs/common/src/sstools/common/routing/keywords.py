@@ -229,6 +229,22 @@ def _phrase_end(message: list[Word], start: int, phrase: tuple[str, ...]) -> int
     return position
 
 
+def affirmed(text: str) -> str:
+    """``text`` without the clauses a negation opens ("не выкатывай на прод, …", "…, do not ping
+    them"): what the person does ask for. The embedding tier reads meaning, not negations, and
+    would offer the very tool such a clause refuses."""
+    clauses: dict[int, list[Word]] = {}
+    for word in words(text):
+        clauses.setdefault(word.clause, []).append(word)
+    return " ".join(word.text for clause in clauses.values() if not _refuses(clause) for word in clause)
+
+
+def _refuses(clause: list[Word]) -> bool:
+    """The clause's first word that is not filler is a negation, and what follows it no state."""
+    meaningful = [word.stem for word in clause if word.stem not in _NEGATION_FILLER]
+    return len(meaningful) >= 2 and meaningful[0] in NEGATIONS and meaningful[1] not in _STATE_WORDS
+
+
 def _is_negated_after(message: list[Word], end: int) -> bool:
     """Object first, then the negated verb: "бэкап не делай", "запрос не выполняй"."""
     following = [word for word in message[end + 1 : end + 3] if word.clause == message[end].clause]

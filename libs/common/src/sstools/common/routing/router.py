@@ -1,4 +1,4 @@
-"""The hybrid router: keywords first, the embedding tier only when keywords find too little.
+"""The hybrid router: the tools keywords find, then the embedding tier's nearest ones.
 
 One code path serves the router's gRPC servicer, its CLI, evaluation and benchmark (with the
 embedding index it loads) and the agent's fallback (keywords alone, no model).
@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from sstools.common.catalogue import ALWAYS_OFFERED
-from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.routing.keywords import KeywordIndex, affirmed
 from sstools.common.routing.text import stem, words
 
 # Control characters and the like carry no meaning for routing; they become spaces.
@@ -96,9 +96,11 @@ class RouteContext:
 @dataclass(frozen=True)
 class RouterConfig:
     max_tools: int = 10
-    # The embedding tier runs when keywords (show_capabilities included) give fewer tools.
-    fallback_below: int = 3
-    embedding_top_k: int = 4
+    # The embedding tier runs when keywords (show_capabilities included) give fewer tools: by
+    # default always, since keywords tuned on one set of requests miss other people's words (the
+    # router's holdout set: 0.919 of cases with keywords first, 0.965 with both tiers always).
+    fallback_below: int = 11
+    embedding_top_k: int = 3
     similarity_threshold: float | None = None  # None: the model's own tuned threshold
     max_query_chars: int = 4000
     max_embedded_chars: int = 1000
@@ -182,7 +184,8 @@ class Router:
         assert self._embeddings is not None
         assert self.threshold is not None
         similar: list[RoutedTool] = []
-        meaningful = " ".join(_NOT_EMBEDDED.sub(" ", text[: self.config.max_embedded_chars]).split())
+        asked = affirmed(text[: self.config.max_embedded_chars])
+        meaningful = " ".join(_NOT_EMBEDDED.sub(" ", asked).split())
         for scored in self._embeddings.scores(meaningful or text[: self.config.max_embedded_chars]):
             if len(similar) == self.config.embedding_top_k or scored.score < self.threshold:
                 break

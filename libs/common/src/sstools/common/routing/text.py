@@ -6,13 +6,13 @@ Matching whole stems, never substrings, is what keeps "env" out of "environment"
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import snowballstemmer
 
 _WORD_OR_BREAK = re.compile(r"[^\W_]+|[.,;:!?()\n]+")
-_CONTRACTION = re.compile(r"n['’]t\b")
+_CONTRACTION = re.compile(r"n['’]t\b", re.IGNORECASE)
 _CYRILLIC = re.compile(r"[а-я]")
 _RUSSIAN = snowballstemmer.stemmer("russian")
 _ENGLISH = snowballstemmer.stemmer("english")
@@ -25,11 +25,12 @@ CLAUSE_WORDS = frozenset({"а", "но", "зато", "лучше", "просто"
 class Word:
     stem: str
     clause: int
+    # The word as written (contractions spelt out): what the embedding tier reads.
+    text: str = field(default="", compare=False)
 
 
-def normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).lower().replace("ё", "е")
-    return _CONTRACTION.sub(" not", text)
+def _spelt_out(text: str) -> str:
+    return _CONTRACTION.sub(" not", unicodedata.normalize("NFKC", text))
 
 
 @lru_cache(maxsize=65536)
@@ -42,13 +43,14 @@ def words(text: str) -> list[Word]:
     """The stemmed words of ``text``, each with the number of the clause it stands in."""
     result: list[Word] = []
     clause = 0
-    for token in _WORD_OR_BREAK.findall(normalise(text)):
-        if not token[0].isalnum():
+    for written in _WORD_OR_BREAK.findall(_spelt_out(text)):
+        if not written[0].isalnum():
             clause += 1
             continue
+        token = written.lower().replace("ё", "е")
         if token in CLAUSE_WORDS:
             clause += 1
-        result.append(Word(stem(token), clause))
+        result.append(Word(stem(token), clause, written))
     return result
 
 

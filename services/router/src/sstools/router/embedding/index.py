@@ -1,8 +1,9 @@
 """The catalogue's descriptions embedded once at start, and a query's nearest tools.
 
-Each tool is represented by several passages (its EN and RU descriptions, and its keyword
-phrases joined per language); a tool's score is its best passage's cosine similarity.
-Query vectors are kept in an LRU cache: operators repeat themselves.
+Each tool is represented by several passages (its EN and RU descriptions, its keyword phrases
+joined per language, and the tuning set's requests that need it alone: people do not speak in
+descriptions, and a request is nearest to other requests); a tool's score is its best passage's
+cosine similarity. Query vectors are kept in an LRU cache: operators repeat themselves.
 
 The catalogue's vectors are kept on disk, keyed by the model and the exact passages, so a start
 need not re-embed them; any change to either misses the key and they are computed again. The
@@ -13,6 +14,7 @@ checked by a test like the gRPC stubs); others are stored in ``ROUTER_VECTOR_DIR
 import hashlib
 import logging
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from threading import Lock
 
@@ -21,17 +23,21 @@ import numpy as np
 from sstools.common.catalogue import TOOLS, ToolSpec
 from sstools.common.routing.router import ScoredTool
 from sstools.router.embedding.backends import Embedder, Vectors
+from sstools.router.labelled import TUNING, load_cases, tool_examples
 
 _log = logging.getLogger(__name__)
 PACKAGED_VECTORS = Path(__file__).parent / "vectors"
+# A tool's name → requests that need it alone.
+Examples = Mapping[str, Sequence[str]]
 
 
-def passages(spec: ToolSpec) -> list[str]:
+def passages(spec: ToolSpec, examples: Examples) -> list[str]:
     return [
         spec.description_en,
         spec.description_ru,
         ", ".join(spec.keywords_en),
         ", ".join(spec.keywords_ru),
+        *examples.get(spec.name, ()),
     ]
 
 
@@ -43,10 +49,12 @@ class EmbeddingIndex:
         cache_size: int,
         vector_dir: Path | None = None,
         tools: tuple[ToolSpec, ...] = TOOLS,
+        examples: Examples | None = None,
     ) -> None:
         self.embedder = embedder
-        texts = catalogue_passages(tools)
-        owners = [number for number, spec in enumerate(tools) for _ in passages(spec)]
+        examples = tuning_examples() if examples is None else examples
+        texts = catalogue_passages(tools, examples)
+        owners = [number for number, spec in enumerate(tools) for _ in passages(spec, examples)]
         self._names = [spec.name for spec in tools]
         self._owners = np.asarray(owners)
         self._matrix = _catalogue_vectors(embedder, texts, vector_dir)
@@ -83,8 +91,13 @@ def vector_file_name(embedder: Embedder, texts: list[str]) -> str:
     return f"catalogue-{key}.npy"
 
 
-def catalogue_passages(tools: tuple[ToolSpec, ...] = TOOLS) -> list[str]:
-    return [passage for spec in tools for passage in passages(spec)]
+def tuning_examples() -> Examples:
+    return tool_examples(load_cases(TUNING))
+
+
+def catalogue_passages(tools: tuple[ToolSpec, ...] = TOOLS, examples: Examples | None = None) -> list[str]:
+    examples = tuning_examples() if examples is None else examples
+    return [passage for spec in tools for passage in passages(spec, examples)]
 
 
 def _stored(path: Path, rows: int) -> Vectors | None:
