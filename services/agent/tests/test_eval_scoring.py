@@ -1,8 +1,11 @@
 """How the public request set judges a turn, and that the set itself is well formed."""
 
+from pathlib import Path
 from typing import Any
 
-from sstools.agent.eval import Request, Turn, load, right_language, understood
+import pytest
+
+from sstools.agent.eval import HOLDOUT, REQUESTS, Request, Turn, load, right_language, understood
 from sstools.common.catalogue import TOOLS, tool
 from sstools.common.tool_args import ARGS
 
@@ -78,9 +81,10 @@ def test_the_answer_s_language_is_that_of_its_words() -> None:
     assert not right_language(_request({"tool": None}, lang="en", page="en"), russian)
 
 
-def test_the_public_set_is_large_enough_and_names_only_real_tools_and_arguments() -> None:
-    requests = load()
-    assert len(requests) >= 150
+@pytest.mark.parametrize(("path", "least"), [(REQUESTS, 150), (HOLDOUT, 80)], ids=["public", "holdout"])
+def test_each_set_is_large_enough_and_names_only_real_tools_and_arguments(path: Path, least: int) -> None:
+    requests = load(path)
+    assert len(requests) >= least
     assert {request.lang for request in requests} == {"ru", "en"}
     ids = [request.id for request in requests]
     assert len(ids) == len(set(ids))

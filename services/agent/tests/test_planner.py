@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
 
 from sstools.agent.context import Environment, Focus, TurnContext
 from sstools.agent.limits import MAX_MESSAGE_CHARS
 from sstools.agent.planner import OfflinePlanner
+from sstools.agent.tools import tool_schema
+from sstools.common.tool_args import ARGS
 
 BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
 RESULT = json.dumps({"env_id": "dev", "count": 3, "dashboards": BOARDS})
@@ -147,3 +150,36 @@ def test_a_query_runs_in_the_one_database_that_has_its_table_else_it_asks(
         assert [(call["name"], call["args"]) for call in planned.tool_calls] == [
             ("superset_execute_sql", sql)
         ]
+
+
+def _routed(*names: str) -> OfflinePlanner:
+    """The offline model with ``names`` bound, in the router's order, as a turn binds them."""
+
+    async def run(**values: Any) -> str:
+        return ""
+
+    bound = [
+        StructuredTool.from_function(
+            coroutine=run, name=name, description=name, args_schema=tool_schema(ARGS[name])
+        )
+        for name in names
+    ]
+    return OfflinePlanner().bind_tools(bound)
+
+
+@pytest.mark.parametrize(
+    "text", ["thanks, that's all for now", "Привет! Как настроение?", "never mind, cancel that"]
+)
+def test_a_change_the_router_suggests_on_meaning_alone_is_never_proposed(text: str) -> None:
+    """The embedding tier finds small talk near the tuning set's examples of ending maintenance:
+    the planner proposes a change only when the message's words name it."""
+    planned = _routed("end_maintenance", "show_capabilities").plan([CONTEXT.message(), HumanMessage(text)])
+    assert planned.tool_calls == []
+
+
+def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
+    asked = [CONTEXT.message(), HumanMessage("Есть ли у нас запланированные простои?")]
+    planned = _routed("list_maintenance_events", "show_capabilities").plan(asked)
+    assert [call["name"] for call in planned.tool_calls] == ["list_maintenance_events"]
+    named = [CONTEXT.message(), HumanMessage("end the maintenance on dev")]
+    assert [call["name"] for call in _routed("end_maintenance").plan(named).tool_calls] == ["end_maintenance"]

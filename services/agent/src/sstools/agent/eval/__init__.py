@@ -17,6 +17,8 @@ from sstools.agent.language import Lang, language_of
 
 # The set lives beside the package's sources (services/agent/eval/), not inside the package.
 REQUESTS = Path(__file__).resolve().parents[4] / "eval" / "requests.jsonl"
+# Written apart from the planner and from REQUESTS, by someone who read neither: only measured.
+HOLDOUT = REQUESTS.with_name("holdout.jsonl")
 Resolve = Callable[[str, str, str], Any]  # (kind, name, env) → id
 
 

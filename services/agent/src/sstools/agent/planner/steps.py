@@ -24,6 +24,7 @@ from sstools.agent.planner.answers import failure, rendered, table
 from sstools.agent.planner.reading import ENDING, SQL_TOOL, Request, described_sql
 from sstools.agent.planner.refining import refined
 from sstools.common.catalogue import tool
+from sstools.common.routing.keywords import KeywordIndex
 
 SEARCH = "search_dashboards"
 EXPLORE = "superset_explore_database"
@@ -43,6 +44,10 @@ _ONE_DASHBOARD = {
 _MANY_DASHBOARDS = {"execute_migration", "commit_changes"}
 _NEEDS_DATABASE = {SQL_TOOL, "superset_create_dataset"}
 _FOLLOW_UP_WORDS = 8
+# A routed tool the planner acts on when its own reading found none: one the message's words
+# name, or one that only reads. A change is never proposed on the embedding tier's word alone:
+# near the tuning set's examples, small talk ("thanks, that's all") looks like ending maintenance.
+_KEYWORDS = KeywordIndex()
 _TABLES_WANTED = re.compile(r"\btables\b|таблиц[ыа]?\b|талиц\w*|what\s+tables|какие\s+табл\w*", re.I)
 # A request about a table in an environment with several databases: so many are explored (two
 # reads each, counted against the person's budget) to find the one that has it; more are asked.
@@ -207,7 +212,8 @@ class Planner:
             return last.tool
         if request.negated or request.small_talk:
             return None
-        return self.routed[0] if self.routed else None
+        named = _KEYWORDS.match(request.words).tools
+        return next((name for name in self.routed if name in named or not tool(name).may_change), None)
 
     def next_step(self) -> list[Call] | Reply:
         intent = self.intent()
