@@ -14,7 +14,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool
 
-from sstools.agent.llm import chat_model
+from sstools.agent.llm import chat_model, compact_tool
 from sstools.agent.settings import AgentSettings
 from sstools.agent.tools import tool_schema
 from sstools.common.tool_args import ARGS
@@ -338,3 +338,18 @@ async def test_tools_reach_the_model_with_what_fills_them_and_no_bounds(
             },
         },
     }
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"anyOf": [{"type": "integer"}, {"type": "string"}], "description": "An id or a name."},
+        {"$ref": "#/$defs/Mapping", "description": "Which database becomes which."},
+        {"allOf": [{"type": "string"}, {"maxLength": 5}]},
+    ],
+    ids=["choice-of-types", "reference", "all-of"],
+)
+def test_an_argument_schema_the_reduction_does_not_read_goes_out_whole(schema: dict[str, Any]) -> None:
+    parameters = {"type": "object", "properties": {"value": schema}, "required": ["value"]}
+    tool = {"type": "function", "function": {"name": "t", "description": "t", "parameters": parameters}}
+    assert compact_tool(tool)["function"]["parameters"]["properties"]["value"] == schema

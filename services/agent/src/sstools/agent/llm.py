@@ -23,6 +23,8 @@ _JSON_READY = ("messages", "tools")
 # check every value against the full argument model anyway.
 _SCHEMA_KEPT = ("type", "description", "enum", "default", "items", "properties", "required")
 _SCHEMA_NESTED = ("items", "additionalProperties")
+# Shapes the reduction does not read: such a schema goes out whole rather than lose its type.
+_SCHEMA_UNREAD = ("$ref", "$defs", "allOf", "oneOf")
 
 
 def compact_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -38,8 +40,11 @@ def _compact_schema(node: dict[str, Any]) -> dict[str, Any]:
     options = node.get("anyOf")
     if isinstance(options, list):  # an optional argument: its one type that is not null
         present = [option for option in options if isinstance(option, dict) and option.get("type") != "null"]
-        if len(present) == 1:
-            node = {**present[0], **{key: value for key, value in node.items() if key != "anyOf"}}
+        if len(present) != 1:
+            return node  # a choice of types: only the whole schema says which
+        node = {**present[0], **{key: value for key, value in node.items() if key != "anyOf"}}
+    if any(key in node for key in _SCHEMA_UNREAD):
+        return node
     compact: dict[str, Any] = {}
     for key in (*_SCHEMA_KEPT, *_SCHEMA_NESTED):
         value = node.get(key)
@@ -50,7 +55,7 @@ def _compact_schema(node: dict[str, Any]) -> dict[str, Any]:
         elif key in _SCHEMA_NESTED and isinstance(value, dict):
             value = _compact_schema(value)
         compact[key] = value
-    return compact or node  # a schema this does not understand goes out whole
+    return compact
 
 
 class PlainPayloadChatOpenAI(ChatOpenAI):
