@@ -171,20 +171,35 @@ def test_the_planners_question_lists_hostile_titles_as_text() -> None:
     assert f"Sales {IMAGE}" in _shown(asked)
 
 
+EMPTY = {"dashboard_id": 3, "title": "Пустой"}
+NO_CHARTS = {"env_id": "dev", "charts_checked": 0, "broken_charts": [], "only": [EMPTY]}
+SOME_CHARTS = {
+    "env_id": "dev",
+    "charts_checked": 2,
+    "broken_charts": [],
+    "only": [{"dashboard_id": 1, "title": "Sales"}, EMPTY],
+    "unchecked": [EMPTY],
+}
+
+
 @pytest.mark.parametrize(
-    ("lang", "said"),
+    ("checked", "lang", "said"),
     [
-        ("ru", "В «Пустой» (dev) нет чартов: проверять нечего."),
-        ("en", "«Пустой» (dev) has no charts: nothing to check."),
+        # nothing checked is never "everything works"
+        (NO_CHARTS, "ru", "В «Пустой» (dev) нет чартов: проверять нечего."),
+        (NO_CHARTS, "en", "«Пустой» (dev) has no charts: nothing to check."),
+        # a check of several dashboards says which it could not check
+        (
+            SOME_CHARTS,
+            "ru",
+            "В dev всё работает: проверено чартов — 2.\n\nНе проверены (нет чартов): «Пустой».",
+        ),
+        (SOME_CHARTS, "en", "All 2 charts in dev work.\n\nNot checked (no charts): «Пустой»."),
     ],
 )
-def test_a_health_check_of_no_charts_never_says_everything_works(lang: str, said: str) -> None:
-    checked = {
-        "env_id": "dev",
-        "charts_checked": 0,
-        "broken_charts": [],
-        "only": [{"dashboard_id": 3, "title": "Пустой"}],
-    }
+def test_a_health_check_says_what_it_checked_and_what_it_could_not(
+    checked: dict[str, Any], lang: str, said: str
+) -> None:
     assert rendered("get_health_summary", json.dumps(checked), lang) == said  # type: ignore[arg-type]
 
 

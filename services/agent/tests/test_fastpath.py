@@ -32,6 +32,11 @@ ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", Tr
         ),
         ("сделай бэкап prod", "run_backup", {"env_id": "prod"}),
         ('создай ветку "release-7"', "create_branch", {"name": "release-7"}),
+        (
+            "создай ветку «hotfix/kpis» и закоммить туда дашборд 3 с сообщением «fix the chart»",
+            "create_branch",
+            {"name": "hotfix/kpis"},
+        ),
     ],
 )
 def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dict[str, object]) -> None:
@@ -68,6 +73,8 @@ def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str
         "покажи дашборды",
         "мигрируй дашборд 5 в прод",  # a migration names where it comes from
         "создай ветку release",  # a branch's name is quoted, or the model reads it
+        # the quoted text is the commit's message, not the branch's name
+        "создай ветку hotfix/kpis и закоммить туда дашборд 3 с сообщением «fix the chart»",
     ],
 )
 def test_anything_less_than_a_short_complete_command_goes_to_the_model(text: str) -> None:

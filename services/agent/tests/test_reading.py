@@ -4,8 +4,9 @@ negations, SQL not to run, names beside the words that make something new."""
 import pytest
 
 from sstools.agent.context import Environment
-from sstools.agent.planner.reading import SQL_TOOL, read_request
+from sstools.agent.planner.reading import SQL_TOOL, described_sql, read_request, table_named_in
 from sstools.agent.planner.refining import refined
+from sstools.agent.planner.spelling import speller
 
 ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
 
@@ -137,3 +138,101 @@ def test_a_follow_up_changes_the_last_query(sql: str, words: str, changed: str) 
 )
 def test_words_that_change_nothing_leave_the_query_alone(sql: str, words: str) -> None:
     assert refined(sql, words) is None
+
+
+ORDERS = [
+    {"name": "id", "type": "INTEGER"},
+    {"name": "created_at", "type": "TEXT"},
+    {"name": "customer", "type": "TEXT"},
+    {"name": "status", "type": "TEXT"},
+    {"name": "total", "type": "REAL"},
+]
+EVENTS = [
+    {"name": "id", "type": "INTEGER"},
+    {"name": "kind", "type": "TEXT"},
+    {"name": "user_id", "type": "INTEGER"},
+]
+SALES = [
+    {"name": "id", "type": "INTEGER"},
+    {"name": "day", "type": "TEXT"},
+    {"name": "region", "type": "TEXT"},
+    {"name": "amount", "type": "REAL"},
+]
+TABLES = {"orders": ORDERS, "events": EVENTS, "sales": SALES}
+
+
+@pytest.mark.parametrize(
+    ("text", "columns", "sql"),
+    [
+        # the sum a person means is the table's money column, whatever it is called
+        ("какая средняя сумма заказа?", ORDERS, "SELECT AVG(total) FROM orders"),
+        ("average amount per order", ORDERS, "SELECT AVG(total) FROM orders"),
+        # a column the question names by its first part
+        ("how many distinct users are there?", EVENTS, "SELECT COUNT(DISTINCT user_id) FROM events"),
+        # a grouping by a column the table has not is left out, never guessed into the statement
+        ("count orders by region", ORDERS, "SELECT COUNT(*) FROM orders"),
+        ("count orders by customer", ORDERS, "SELECT customer, COUNT(*) FROM orders GROUP BY customer"),
+        # a condition on a column the table has not is left out too
+        ("how many paid events?", EVENTS, "SELECT COUNT(*) FROM events"),
+        ("how many paid orders?", ORDERS, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+        # the rows counted for, not the number summed, are what a top list groups by
+        (
+            "Top 5 customers by total order value",
+            ORDERS,
+            "SELECT customer, SUM(total) AS value FROM orders GROUP BY customer ORDER BY value DESC LIMIT 5",
+        ),
+        # a month or a year limits the rows by the column that says when they happened
+        (
+            "rows of sales for March 2026",
+            SALES,
+            "SELECT * FROM sales WHERE day >= '2026-03-01' AND day < '2026-04-01' LIMIT 10",
+        ),
+        (
+            "сколько заказов за 2025?",
+            ORDERS,
+            "SELECT COUNT(*) FROM orders WHERE created_at >= '2025-01-01' AND created_at < '2026-01-01'",
+        ),
+        (
+            "выручка по регионам в декабре 2025",
+            SALES,
+            "SELECT region, SUM(amount) AS value FROM sales WHERE day >= '2025-12-01' AND day < '2026-01-01'"
+            " GROUP BY region ORDER BY value DESC",
+        ),
+    ],
+)
+def test_a_question_in_words_is_written_with_the_tables_real_columns(
+    text: str, columns: list[dict[str, str]], sql: str
+) -> None:
+    table = next(name for name, known in TABLES.items() if known is columns)
+    assert described_sql(read_request(text, ENVIRONMENTS), table, columns) == sql
+
+
+@pytest.mark.parametrize(
+    ("text", "table"),
+    [
+        ("How many orders do we have in total?", "orders"),  # "in total" names no table
+        ("сколько заказов?", "orders"),
+        ("rows of the Events table", "events"),
+        ("how many widgets?", None),
+    ],
+)
+def test_the_table_a_question_is_about_is_one_the_schema_has(text: str, table: str | None) -> None:
+    assert table_named_in(read_request(text, ENVIRONMENTS), ["events", "orders", "sales"]) == table
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("deplyo it", "deploy it"),  # two letters swapped
+        ("valdate the dashbord", "validate the dashboard"),  # a letter missing
+        ("comit it", "commit it"),
+        ("show the orders", "show the orders"),  # an inflection is not a typo
+        ("дашбордов нет", "дашбордов нет"),
+        ("Sales Overveiw", "Sales Overveiw"),  # a name is written as its owner wrote it
+        ("branch fix/dashbord-typo", "branch fix/dashbord-typo"),  # so is a branch, a slug, a column
+        ("count user_dashbord", "count user_dashbord"),
+        ("tsak status", "tsak status"),  # under five letters: too short to tell a typo from a word
+    ],
+)
+def test_a_misspelt_word_is_read_as_the_word_it_is_one_typo_from(written: str, meant: str) -> None:
+    assert speller().text(written) == meant

@@ -88,6 +88,19 @@ async def test_inline_sql_runs_and_a_described_question_becomes_a_count(agent_st
     assert language_of(described.text, "ru") == "en"
 
 
+async def test_a_question_in_words_runs_with_the_columns_the_table_really_has(
+    agent_stack: AgentStack,
+) -> None:
+    # the orders table keeps its money in "total": no guessed "amount" reaches Superset
+    reply = await agent_stack.say("какая средняя сумма заказа?", new_conversation(), env_id="dev")
+    executed = [args for tool, args in _calls(reply) if tool == "superset_execute_sql"]
+    assert [args["sql"] for args in executed] == ["SELECT AVG(total) FROM orders"], dump(reply)
+    explored = [args for tool, args in _calls(reply) if tool == "superset_explore_database"]
+    assert explored[-1]["table"] == "orders"  # the columns were read before the statement was written
+    assert reply.state == "success"
+    assert "1 row" in reply.text or "строк: 1" in reply.text
+
+
 async def test_the_health_of_one_dashboard_reports_its_problem_as_an_issue(
     agent_stack: AgentStack, dev: SupersetClient
 ) -> None:

@@ -135,6 +135,15 @@ async def test_the_health_of_a_dashboard_that_is_not_there_is_not_found_and_of_a
         0,
         [{"dashboard_id": created.json()["id"], "title": title}],
     )
+    # of two dashboards asked about, the one with no charts is said to be unchecked
+    both = await ops.http.get(
+        "/api/envs/dev/health",
+        params={"dashboard_ids": [sales["id"], created.json()["id"]]},
+        headers=ops.headers("anna"),
+    )
+    assert both.status_code == 200, both.text
+    assert both.json()["charts_checked"] > 0
+    assert both.json()["unchecked"] == [{"dashboard_id": created.json()["id"], "title": title}]
 
 
 async def test_a_health_check_past_superset_s_cache_is_an_operators_to_ask_for(ops: OpsApi) -> None:

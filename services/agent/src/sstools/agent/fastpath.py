@@ -39,8 +39,8 @@ _COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 def _arguments(name: str, request: Request) -> dict[str, Any] | None:
     """The command's arguments when its words hold every one of them."""
     target, ids = request.target_env, list(request.dashboard_ids)
-    if name == "create_branch":
-        return {"name": request.quoted[0]} if request.quoted else None
+    if name == "create_branch":  # the quoted name beside "branch"; a quoted text elsewhere may be a message
+        return {"name": request.branch} if request.branch and request.branch in request.quoted else None
     if target is None:
         return None
     if name == "run_backup":

@@ -2,7 +2,7 @@
 page's language when the words alone do not say (only SQL, an id, a name).
 
 Names, SQL, quoted titles, tables, code and addresses are not words of the text: "задеплой
-Sales Overview на prod" is Russian, "deploy дашборд 3 to prod" English.
+<дашборд> на prod" is Russian, "deploy дашборд 3 to prod" English.
 """
 
 import re
@@ -24,8 +24,13 @@ _QUOTED = re.compile(r"[«\"“'`][^«»\"“”'`]*[»\"”'`]")
 _CYRILLIC_WORD = re.compile(r"\b[а-яё]+\b", re.I)  # "а shipped?": one letter is Russian too
 _FIRST_LATIN_VERB = re.compile(r"\s*[A-Z][a-z]{1,}\b(?!\s+[A-Z])")
 _LATIN_WORD = re.compile(r"\b[a-z]{2,}\b")  # lower-case only: a capitalised word is likely a name
-# Words an English speaker and a Russian speaker type alike: they tell nothing.
-_SHARED = frozenset({"dev", "prod", "staging", "sql", "id", "ok", "llm", "url", "json", "csv", "pdf", "xlsx"})
+# Words an English speaker and a Russian speaker type alike: they tell nothing. Russian speakers
+# name the objects of their trade in English inside Russian sentences.
+_SHARED = frozenset(
+    {"dev", "prod", "staging", "sql", "id", "ok", "llm", "url", "json", "csv", "pdf", "xlsx"}
+    | {"dashboard", "dataset", "database", "table", "chart", "query", "schema", "title", "copy", "slug"}
+    | {"tag", "dashboards", "datasets", "databases", "tables", "charts"}
+)
 
 
 def say(lang: Lang, ru: str, en: str) -> str:

@@ -1,5 +1,5 @@
 """SQL written into a message: where it starts and what it is, told apart from a sentence that
-only sounds like it ("delete all rows from the orders table" is a request, "DELETE FROM orders"
+only sounds like it ("empty the <name> table" is a request, "DELETE FROM <name>"
 a statement)."""
 
 import re

@@ -13,6 +13,16 @@ from typing import Any
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import Markdown, link, markdown_text
 from sstools.agent.wording import explained
+from sstools.common.catalogue import EXAMPLE_PROMPTS
+
+_EXAMPLES_SHOWN = ("search_dashboards", "get_health_summary", "deploy_dashboard")
+
+
+def examples(lang: Lang) -> str:
+    """A few requests people type, as the catalogue declares them, quoted in the language's marks."""
+    index, (start, end) = (0, "«»") if lang == "ru" else (1, "“”")
+    return ", ".join(f"{start}{EXAMPLE_PROMPTS[name][index]}{end}" for name in _EXAMPLES_SHOWN)
+
 
 _ROWS_SHOWN = 20
 _CELL_CHARS = 80
@@ -53,11 +63,23 @@ def _health(result: dict[str, Any], lang: Lang) -> str:
         return say(
             lang, f"В {where} нет чартов: проверять нечего.", f"{where} has no charts: nothing to check."
         )
+    unchecked = ", ".join(f"«{markdown_text(board['title'])}»" for board in result.get("unchecked") or [])
+    # a check of some dashboards where some have no charts says which were not checked at all
+    skipped = (
+        say(
+            lang, f"\n\nНе проверены (нет чартов): {unchecked}.", f"\n\nNot checked (no charts): {unchecked}."
+        )
+        if unchecked
+        else ""
+    )
     if not broken:
-        return say(
-            lang,
-            f"В {where} всё работает: проверено чартов — {checked}.",
-            f"All {checked} charts in {where} work.",
+        return (
+            say(
+                lang,
+                f"В {where} всё работает: проверено чартов — {checked}.",
+                f"All {checked} charts in {where} work.",
+            )
+            + skipped
         )
     head = say(
         lang,
@@ -66,7 +88,7 @@ def _health(result: dict[str, Any], lang: Lang) -> str:
     )
     rows = [(chart["chart_id"], chart["chart_name"], chart["error"]) for chart in broken[:_ROWS_SHOWN]]
     headers = ["id", say(lang, "чарт", "chart"), say(lang, "ошибка", "error")]
-    return f"{head}\n\n{table(headers, rows)}"
+    return f"{head}\n\n{table(headers, rows)}{skipped}"
 
 
 def _sql(result: dict[str, Any], lang: Lang) -> str:
@@ -254,10 +276,8 @@ def _capabilities(text: str, lang: Lang) -> str:
         rows.append((shown, russian if lang == "ru" else english))
     head = say(
         lang,
-        "Вот что я могу для вашей роли. Примеры: «покажи дашборды в dev», «что сломано на проде?», "
-        "«задеплой Sales Overview в прод».",
-        "Here is what I can do for your role. Try: “show dashboards in dev”, “what is broken in prod?”, "
-        "“deploy Sales Overview to prod”.",
+        f"Вот что я могу для вашей роли. Примеры: {examples('ru')}.",
+        f"Here is what I can do for your role. Try: {examples('en')}.",
     )
     return (
         f"{head}\n\n{table([say(lang, 'инструмент', 'tool'), say(lang, 'что делает', 'what it does')], rows)}"

@@ -47,7 +47,7 @@ def _turn_start(messages: Sequence[BaseMessage]) -> int:
 
 def _with_question_answered(messages: Sequence[BaseMessage], start: int) -> str:
     """The turn's words; when the planner's last answer asked back, the request it asked about
-    with this answer after it ("deploy a dashboard to prod" … "Orders and Events")."""
+    with this answer after it (a deploy that named no dashboard, then the dashboard's name)."""
     text = str(messages[start].content)
     earlier = messages[:start]
     asked = next((message for message in reversed(earlier) if isinstance(message, AIMessage)), None)

@@ -10,8 +10,10 @@ lists where Russian inflects.
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sstools.agent.context import KIND_WORDS, Environment, env_aliases
+from sstools.agent.planner.spelling import speller
 from sstools.agent.sqltext import split_sql
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
@@ -28,17 +30,27 @@ _TO = {"to", "into", "onto", "в", "во", "на", "->", "→", "in", "on", "at"
 
 NEGATION = re.compile(
     r"(?:\bне\b|\bнет\b|\bdon'?t\b|\bdo\s+not\b|\bdoesn'?t\b|\bnever\b|\bno\s+need\s+to\b|\bне\s+надо\b"
-    r"|\bне\s+нужно\b|\bwithout\b|\bбез\b|\binstead\s+of\b|\bвместо\b|\bnot\b|\bотмена\b|\bотмени\w*)",
+    r"|\bне\s+нужно\b|\bwithout\b|\bбез\b|\binstead\s+of\b|\bвместо\b|\bnot\b|\bотмена\b|\bотмени\w*"
+    r"|\bskip\b|\bscrap\b|\bforget\b|\bпропусти\w*|\bзабей\b|\bотбой\b)",
     re.I,
 )
 # A negation reaches over at most this many words, and never past a clause break.
 _NEGATION_REACH = 3
+_REFUSED_AFTER = re.compile(
+    r"\W*(?:[\w-]+\W+){0,2}?(?:не\s+надо|не\s+нужн\w*|не\s+требу\w*|не\s+будем|not\s+needed|isn'?t\s+needed)\b",
+    re.I,
+)
+# Where one request of a message ends and the next begins.
+_CLAUSES = re.compile(r"[,;.!?—–]|\b(?:and|then|и|затем|потом)\b", re.I)
 _CLAUSE_BREAK = re.compile(r"[,.;:!?—–]|\b(?:but|just|only|instead|а|но|просто|только|лучше)\b", re.I)
 
-_MAINTENANCE = r"(?:maint\w*|mainten\w*|обслужив\w*|техработ\w*|тех\.?\s*работ\w*|регламентн\w*)"
+_MAINTENANCE = (
+    r"(?:maint\w*|mainten\w*|обслужив\w*|техработ\w*|тех\.?\s*работ\w*|регламентн\w*|мейнтенанс\w*"
+    r"|ме[йи]нт\w*)"
+)
 _START = (
     r"(?:start\w*|begin|open|enable|turn\s+on|put|switch|schedule|включ\w*|начн\w*|начат\w*|запуст\w*"
-    r"|откр\w*|объяв\w*|постав\w*|перевед\w*|введи|вкл)"
+    r"|откр\w*|объяв\w*|постав\w*|перевед\w*|введи|вкл|кин\w*|отправ\w*|go\s+into|enter)"
 )
 _END = (
     r"(?:end|ends|ending|stop\w*|finish\w*|close|disable|turn\s+off|lift|exit|nuke|kill|cancel\w*"
@@ -73,27 +85,35 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "superset_copy_dashboard",
             r"\bcop(?:y|ies)\b|duplicat\w*|\bclone\b|копи[юяи]\w*|скопир\w*|дублик\w*|дублир\w*|клонир\w*",
         ),
-        ("execute_migration", r"migrat\w*|мигр\w*"),
+        (
+            "execute_migration",
+            r"migrat\w*|мигр\w*|with\s+(?:the\s+|its\s+)?datasets|(?:вместе\s+)?с\s+датасет\w*"
+            r"|database\s+mapping|маппинг\w*|подключени\w*\s+к\s+баз\w*",
+        ),
         (
             "deploy_dashboard",
             r"deplo\w*|depoly\w*|dpeloy\w*|promot\w*|\bship\b|\bpush\b|roll\s*out|деплой\w*|депло\w*"
             r"|выкат\w*|раскат\w*|опублик\w*|перенес\w*|перенос\w*|разверн\w*|развер\w*|перекин\w*"
-            r"|закин\w*|катни",
+            r"|закин\w*|катни|закат(?:ай|и|ить)\w*|накат\w*",
         ),
         (
             "run_llm_validation",
             r"\bvalidat(?:e|ing)\b|valdiat\w*|\bvalidation\s+(?:of|for|on)\b|\brun\s+(?:a\s+)?validation"
             r"|\blint\b|\breview\b|провалидир\w*|валидируй\w*|отвалидир\w*|валидаци[юя]\b|провер\w*\s+валидн\w*"
-            r"|провер\w*\W+(?:[\w-]+\W+){0,5}(?:llm|ллм)",
+            r"|провер\w*\W+(?:[\w-]+\W+){0,5}(?:через|с\s+помощью)\s+(?:llm|ллм|ии|нейросет\w*)"
+            # an AI asked to go over a dashboard
+            r"|(?:нейросет\w*|\bии\b|\bai\b|\bllm\b|ллм)\W+(?:[\w-]+\W+){0,3}"
+            r"(?:пройд\w*|просмотр\w*|go\s+over|look\s+over)",
         ),
         (
             "run_llm_documentation",
-            r"\bdocument(?:ing|ation\s+for)?\b(?!s)|write\s+(?:the\s+)?descriptions|задокументир\w*"
-            r"|документир\w*|опиши\b|описани\w*",
+            r"\bdocument(?:ing|ation\s+for)?\b(?!s)|write\s+(?:up\s+)?(?:the\s+)?descriptions|задокументир\w*"
+            r"|документир\w*|документаци\w*|\bdocs\b|опиши\b|описани\w*",
         ),
         (
             "superset_format_sql",
-            r"\bformat\w*|beautif\w*|prettif\w*|\bpretty\b|отформат\w*|формат\w*|причеш\w*",
+            r"\bformat\w*|beautif\w*|prettif\w*|\bpretty\b|отформат\w*|формат\w*|причеш\w*|\btidy\b"
+            r"|clean\s+up|\breadable\b|читаем\w*",
         ),
         (
             "superset_create_dataset",
@@ -114,7 +134,7 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "get_health_summary",
             r"health\w*|helth\w*|broken(?!\s+down)|\bwrong\b|\berrors?\b|fail\w*|not\s+working"
-            r"|doesn'?t\s+work|(?<!broken\s)\bdown\b|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
+            r"|doesn'?t\s+work|(?<!broken\s)\bdown\b(?!\s+by\b)|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
             r"|здоров\w*|слома\w*|ошибк\w*|ошибок|проблем\w*|не\s+работа\w*|чекни|упал\w*|пада\w*"
             r"|бит(?:ые|ых|ый)|работает\s+ли|состояни\w*|вс[её]\s+(?:ок|норм|в\s+порядке)|отвал\w*"
             # a question of how something is: "Is Sales Overview ok?", "how's it doing", "Sales
@@ -132,7 +152,7 @@ _DESCRIBED_SQL = re.compile(
     r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|(?<!\d)\d+\s+(?:последн|перв)\w*"
     r"|\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bdrop\b|\bexecute\b|\brun\s+(?:a\s+)?(?:query|sql)"
     r"|выполни\w*|запрос\w*|\btotal\b|\bsum\b|\baverage\b|\bavg\b|\bdistinct\b|сумм\w*|средн\w*"
-    r"|уникальн\w*|больше\s+всего",
+    r"|уникальн\w*|больше\s+всего|the\s+most\b|посчита\w*|подсчита\w*|calculate",
     re.I,
 )
 _RUN_SQL_WORDS = re.compile(
@@ -150,13 +170,19 @@ _ENVIRONMENTS = re.compile(
     r"|(?:стейдж\w*|staging|окружени\w*|environments?)\W+(?:[\w-]+\W+){0,4}(?:есть|exists?)\b",
     re.I,
 )
-_LLM_PROVIDERS = re.compile(r"llm\s+providers?|провайдер\w*\s+(?:llm|моделей)|\bproviders\b|провайдеры", re.I)
+_LLM_PROVIDERS = re.compile(
+    r"llm\s+providers?|провайдер\w*\s+(?:llm|моделей)|\bproviders\b|провайдеры|\b(?:ai|llm|language)\s+models?\b"
+    r"|\bmodels?\b.{0,30}\b(?:hooked|connected|configured|available)|(?:какие|which)\s+(?:llm|модел\w*|нейросет\w*)",
+    re.I,
+)
 _LLM_STATUS = re.compile(
-    r"\b(?:llm|language\s+model|модел\w*)\b.{0,30}(?:status|статус|работает|доступн|alive|up\b)|(?:status|статус)\W+(?:of\s+)?(?:the\s+)?(?:llm|модел)",
+    r"\b(?:llm|language\s+model|модел\w*)\b.{0,30}(?:status|статус|работает|доступн|alive|up\b|healthy|respond\w*)"
+    r"|(?:status|статус)\W+(?:of\s+)?(?:the\s+)?(?:llm|модел)|(?:жив\w*|работает|доступн\w*)\s+ли\s+(?:llm|ллм|модел\w*)",
     re.I,
 )
 _CAPABILITIES = re.compile(
-    r"что\s+(?:ты\s+)?(?:умеешь|можешь|умеет)|w\w{1,3}t\s+(?:can|do)\s+(?:you|u)\s+do|what\s+are\s+you\s+able"
+    r"что\s+(?:ты\s+)?(?:\w+\s+)?(?:умеешь|умееш|можешь|умеет)|w\w{1,3}t\s+(?:can|do)\s+(?:you|u)\s+do"
+    r"|\bwhat\b.{0,40}\bcan\s+(?:you|u)\s+do\b|what\s+are\s+you\s+able"
     r"|capabilit\w*|возможност\w*|what\s+tools|какие\b.{0,30}\b(?:инструмент|команд)\w*"
     r"|how\s+(?:do\s+i|to)\s+use|^\W*(?:help|помощь|справка|помоги|хелп)\W*$",
     re.I,
@@ -166,7 +192,10 @@ _SEARCH = re.compile(
     re.I,
 )
 _SMALL_TALK = re.compile(
-    r"^\W*(?:thanks?|thank\s+you|thx|спасибо|спс|благодарю|hi|hello|hey|привет|здравствуй\w*|добрый\s+\w+|ok|okay|ок|окей|хорошо|понятно|great|cool|супер|отлично)\W*$",
+    r"^(?:\W*(?:thanks?|thank\s+you|thx|спасибо|спс|благодарю|hi|hello|hey|привет|здравствуй\w*|добрый\s+\w+|ok"
+    r"|okay|ок|окей|хорошо|понятно|great|cool|супер|отлично|how\s+are\s+you|как\s+(?:дела|настроение|ты|жизнь)"
+    r"|lol|haha|ха-?ха|ахах\w*|nice|ясно|клас+"
+    r"|what'?s\s+up)\W*)+$",
     re.I,
 )
 _PRONOUN = re.compile(
@@ -309,6 +338,7 @@ class Request:
     branch: str | None = None
     slug: str | None = None
     with_charts: bool = False
+    published: bool | None = None
 
     @property
     def intent(self) -> str | None:
@@ -319,49 +349,60 @@ def _normalised(text: str) -> str:
     return text.replace("ё", "е").replace("Ё", "Е")
 
 
-def _negated(words: str, start: int) -> bool:
-    """Whether a negation stands within reach before ``start`` in the same clause."""
+def _negated(words: str, start: int, end: int | None = None) -> bool:
+    """Whether a negation stands within reach before ``start`` in the same clause, or one that
+    refuses what was just named follows right after ``end`` ("бэкап не надо")."""
+    if end is not None and _REFUSED_AFTER.match(words[end : end + 40]):
+        return True
     before = words[:start]
     cut = max((match.end() for match in _CLAUSE_BREAK.finditer(before)), default=0)
     clause = before[cut:]
     tail = " ".join(clause.split()[-_NEGATION_REACH:])
-    # "проверь, не сломан ли он": a question, not a negation
+    # "не … ли" asks whether, it does not negate
     return bool(NEGATION.search(tail)) and not re.search(r"\bли\b", words[start : start + 40])
 
 
 def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The tools the words name, in precedence order, and those they name only to negate."""
+    """The tools the words name — the one asked first leads (by clause, in precedence order within
+    one) — and those they name only to negate."""
     named: list[str] = []
     negated: set[str] = set()
+    clause_of: dict[str, int] = {}
 
     def consider(tool: str, pattern: re.Pattern[str]) -> None:
         matches = list(pattern.finditer(words))
         if not matches:
             return
-        if all(_negated(words, match.start()) for match in matches):
+        # the first match no negation reaches (each is looked at only until one is found)
+        affirmed = next((match for match in matches if not _negated(words, match.start(), match.end())), None)
+        if affirmed is None:
             negated.add(tool)
         elif tool not in named:
             named.append(tool)
+            clause_of[tool] = len(_CLAUSES.findall(words[: affirmed.start()]))
 
     if _CAPABILITIES.search(words) and not NEGATION.search(words):
         named.append("show_capabilities")
     consider("list_environments", _ENVIRONMENTS)
+    consider("get_llm_status", _LLM_STATUS)  # before a dashboard's health: "is the LLM healthy?"
     for tool, pattern in INTENTS:
         if tool == "superset_format_sql" and sql is None:
             continue
         consider(tool, pattern)
     if sql is not None:
-        if "superset_format_sql" not in named or _RUN_SQL_WORDS.search(words.replace("format", "")):
+        # the statement runs when nothing else is asked of it, or a word not negated says to run it
+        runs = (run for run in _RUN_SQL_WORDS.finditer(words) if not _negated(words, run.start(), run.end()))
+        run = next(runs, None)
+        if "superset_format_sql" not in named or run is not None:
             named.append(SQL_TOOL)
+            clause_of[SQL_TOOL] = len(_CLAUSES.findall(words[: run.start()] if run else words))
     elif _DESCRIBED_SQL.search(words):
         consider(SQL_TOOL, _DESCRIBED_SQL)
-    for tool, pattern in (
-        ("get_llm_status", _LLM_STATUS),
-        ("list_llm_providers", _LLM_PROVIDERS),
-        ("superset_explore_database", _EXPLORE),
-        ("search_dashboards", _SEARCH),
-    ):
-        consider(tool, pattern)
+    consider("list_llm_providers", _LLM_PROVIDERS)
+    named.sort(key=lambda tool: clause_of.get(tool, 0))
+    # nouns more than requests ("dashboard", "table"): they lead only when nothing else is asked
+    consider("superset_explore_database", _EXPLORE)
+    consider("search_dashboards", _SEARCH)
     return tuple(named), frozenset(negated)
 
 
@@ -402,7 +443,7 @@ _NAME_REACH = 500
 
 
 def _name_before(words: str, match: re.Match[str]) -> str | None:
-    """ "the Orders and Events dashboard": the capitalised words right before the word."""
+    """ "the <Name> dashboard": the capitalised words right before the word."""
     before = words[max(0, match.start() - _NAME_REACH) : match.start()]
     found = re.search(r"((?:[A-Z0-9][\w&'-]*\s+(?:(?:and|of|&|для|и)\s+)?)+)$", before)
     if not found:  # a slug: "the sales-overview dashboard"
@@ -420,8 +461,8 @@ def _script(token: str) -> str:
 
 
 def _name_after(words: str, match: re.Match[str]) -> str | None:
-    """ "дашборд Sales Overview из dev": the words after it, up to a preposition, an environment
-    or a change of alphabet ("Sales Overview вместе с чартами")."""
+    """ "дашборд <Name> из dev": the words after it, up to a preposition, an environment
+    or a change of alphabet (a Latin name, then Russian words)."""
     tokens = _TOKEN.findall(words[match.end() : match.end() + _NAME_REACH])
     # the question's last word, if it is in reach ("is this dashboard OK?")
     in_reach = match.end() + _NAME_REACH >= len(words)
@@ -491,8 +532,8 @@ def _char_before(words: str, index: int) -> str:
     return words[index - 1] if index > 0 else ""
 
 
-# Capitals that are not names: "Run an LLM review of Legacy KPIs".
-_ACRONYMS = {"LLM", "SQL", "API", "ID", "UI", "BI", "OK", "ETL", "DB"}
+# Capitals that are not names: abbreviations, and "I".
+_ACRONYMS = {"LLM", "SQL", "API", "ID", "UI", "BI", "OK", "ETL", "DB", "AI", "I"}
 
 
 def _sql_and_tail(text: str, aliases: Mapping[str, str]) -> tuple[str, str, str | None]:
@@ -519,10 +560,11 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
     """The reading of one message."""
     aliases = env_aliases(environments)
     words, before_sql, sql = _sql_and_tail(_normalised(text), aliases)
+    words = speller().text(words)
     refused_table = None
     if sql is not None and NEGATION.search(" ".join(before_sql.split()[-_NEGATION_REACH:])):
-        # "не выполняй DELETE FROM orders, просто скажи, сколько там строк": that statement is
-        # the one not to run; its table is what the rest of the message is about.
+        # a statement the message says not to run: its table is what the rest of the message
+        # is about.
         refused_table = _first_group(
             re.search(r"\b(?:from|into|update|table)\s+([A-Za-z_][\w.]*)", sql, re.I)
         )
@@ -567,9 +609,10 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         small_talk=bool(_SMALL_TALK.match(plain)),
         limit=int(next(group for group in limit.groups() if group)) if limit else None,
         quoted=quoted,
-        branch=_first_group(branch) if branch and branch.group(1).lower() not in _NAME_STOP else None,
+        branch=branch.group(1).rstrip("./") if branch and branch.group(1).lower() not in _NAME_STOP else None,
         slug=_first_group(_SLUG.search(words)),
         with_charts=bool(_WITH_CHARTS.search(words)),
+        published=False if _UNPUBLISHED.search(words) else True if _PUBLISHED.search(words) else None,
         unknown_env=unknown_env(tokens, aliases),
         dialect=_first_group(_DIALECT.search(words)),
         colon_value=_first_group(re.search(r":\s*([^,.;:!?]{1,120})", plain)),
@@ -577,22 +620,35 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
 
 
 def _described_sql_first(intents: tuple[str, ...], words: str, sql: str | None) -> tuple[str, ...]:
-    """A count of a table's rows leads over the words that also name another tool ("сколько
-    событий типа error в events")."""
-    asks_rows = _COUNT.search(words) or _AGGREGATE.search(words) or _DISTINCT.search(words)
+    """A count, sum or top of a table's rows leads over the words that also name another tool
+    (the table, an error kind)."""
+    asks_rows = (
+        _COUNT.search(words)
+        or _AGGREGATE.search(words)
+        or _DISTINCT.search(words)
+        or _MONEY.search(words)
+        or _MOST.search(words)
+    )
     if sql is None and SQL_TOOL in intents and asks_rows and read_table(words):
         return (SQL_TOOL, *(intent for intent in intents if intent != SQL_TOOL))
     return intents
 
 
 _BRANCH = re.compile(r"(?:branch|ветк\w*)\s+(?:called\s+|named\s+)?[«\"'`]?([A-Za-z0-9][\w./-]*)", re.I)
-_MESSAGE = re.compile(r"(?:message|сообщени\w*)\s*:?\s*[«\"“'`]([^«»\"“”'`]{1,500})[»\"”'`]", re.I)
+_MESSAGE = re.compile(
+    r"(?:message|сообщени\w*)\s*:?\s*[«\"“'`]([^«»\"“”'`]{1,500})[»\"”'`]|(?:message|сообщени\w*)\s*:\s*(.{1,500}?)\s*$",
+    re.I,
+)
 _DIALECT = re.compile(
     r"\b([a-z0-9]{2,20})\s+dialect|dialect\s*:?\s*([a-z0-9]{2,20})|диалект\w*\s+([a-z0-9]{2,20})", re.I
 )
 _SLUG = re.compile(r"\bslug\s*:?\s*[«\"'`]?([A-Za-z0-9_-]{1,255})", re.I)
+_UNPUBLISHED = re.compile(r"unpublish\w*|not\s+published|неопубликован\w*|черновик\w*|\bdraft\b", re.I)
+_PUBLISHED = re.compile(r"\bpublished\b|опубликованн\w*", re.I)
 _WITH_CHARTS = re.compile(
-    r"with\s+(?:the\s+|its\s+|all\s+)?charts|including\s+charts|(?:вместе\s+)?с\s+чартами", re.I
+    r"with\s+(?:the\s+|its\s+|all\s+)?charts|including\s+(?:the\s+)?charts|charts\s+included"
+    r"|(?:вместе\s+)?с\s+(?:чартами|графиками)|включая\s+(?:чарты|графики)",
+    re.I,
 )
 
 
@@ -692,6 +748,7 @@ _OPS = {
 _TYPE_VALUE = re.compile(r"(?:типа|of\s+type|kind|type)\s+[«\"']?([a-z_]+)", re.I)
 _USER = re.compile(r"(?:user|пользовател\w*)\s+(?:id\s+)?(\d+)", re.I)
 _MOST = re.compile(r"больше\s+всего|the\s+most|\bmost\b|\btop\b", re.I)
+_MONEY = re.compile(r"денег|деньг|выручк|money|revenue|amount|earn", re.I)
 
 
 def column_of(word: str) -> str:
@@ -700,9 +757,8 @@ def column_of(word: str) -> str:
     for stem, column in _COLUMN_WORDS.items():
         if lowered.startswith(stem):
             return column
-    return (
-        lowered[:-1] if lowered.endswith("s") and len(lowered) > 3 and not lowered.endswith("ss") else lowered
-    )
+    plural = lowered.endswith("s") and len(lowered) > 3 and not lowered.endswith(("ss", "us", "is"))
+    return lowered[:-1] if plural else lowered
 
 
 def conditions_in(words: str) -> list[str]:
@@ -722,34 +778,150 @@ def conditions_in(words: str) -> list[str]:
     return found
 
 
-def described_sql(request: Request, table: str) -> str:
-    """The statement a question about rows asks for, over a table the database has: a count
-    (of distinct values), a sum or average (by a column), the top or latest rows."""
+_FIRST_TABLE = re.compile(r"\b(?:from|join|into|update)\s+[\"`]?([A-Za-z_][\w.]*)", re.I)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def table_named_in(request: Request, tables: Sequence[str], statement: str | None = None) -> str | None:
+    """Which of a schema's real ``tables`` the request is about: the one its statement reads,
+    the one its words name beside "table", else any word of it (or the table its noun stands
+    for) that is one of them, in the singular or plural."""
+    known = {name.casefold(): name for name in tables}
+    reads = _FIRST_TABLE.search(statement or request.sql or "")
+    candidates = [reads.group(1) if reads else None, request.table]
+    candidates += _IDENTIFIER.findall(request.words)
+    lowered = request.words.casefold()
+    candidates += [table for stem, table in TABLE_SYNONYMS.items() if re.search(rf"\b{stem}", lowered)]
+    for candidate in candidates:
+        if not candidate:
+            continue
+        name = candidate.rpartition(".")[2].casefold()
+        for form in (name, f"{name}s", name.removesuffix("s")):
+            if form in known and form not in _NAME_STOP:
+                return known[form]
+    return None
+
+
+_NUMERIC_TYPE = re.compile(r"int|real|float|double|numeric|decimal|number|money", re.I)
+_FRACTION_TYPE = re.compile(r"real|float|double|numeric|decimal|money", re.I)
+
+
+def _column(word: str, columns: Sequence[str]) -> str | None:
+    """The real column a word of the question names: as written, as its usual column name
+    ("customers" → customer), or the column it begins ("user" → user_id)."""
+    known = {name.casefold(): name for name in columns}
+    for candidate in dict.fromkeys((column_of(word), word.casefold())):
+        if candidate in known:
+            return known[candidate]
+        started = [name for folded, name in known.items() if folded.startswith(f"{candidate}_")]
+        if len(candidate) >= 3 and len(started) == 1:
+            return started[0]
+    return None
+
+
+def _measure_column(columns: Sequence[Mapping[str, Any]]) -> str | None:
+    """The column a sum or average means when the words name none ("средний чек", "revenue"):
+    the first fractional one, else the first whole-number one that is not an id."""
+    numbers = [
+        column
+        for column in columns
+        if _NUMERIC_TYPE.search(str(column.get("type") or "")) and not _is_key(str(column.get("name")))
+    ]
+    fractions = [column for column in numbers if _FRACTION_TYPE.search(str(column.get("type") or ""))]
+    chosen = fractions or numbers
+    return str(chosen[0]["name"]) if chosen else None
+
+
+def _is_key(name: str) -> bool:
+    lowered = name.casefold()
+    return lowered == "id" or lowered.endswith("_id")
+
+
+_MONTHS = (
+    (r"jan\w*|январ\w*", 1),
+    (r"feb\w*|феврал\w*", 2),
+    (r"mar(?:ch)?|март\w*", 3),
+    (r"apr\w*|апрел\w*", 4),
+    (r"may|ма[йяе]", 5),
+    (r"june?|июн\w*", 6),
+    (r"july?|июл\w*", 7),
+    (r"aug\w*|август\w*", 8),
+    (r"sep\w*|сентябр\w*", 9),
+    (r"oct\w*|октябр\w*", 10),
+    (r"nov\w*|ноябр\w*", 11),
+    (r"dec\w*|декабр\w*", 12),
+)
+_MONTH_YEAR = re.compile(
+    r"\b(?:"
+    + "|".join(f"(?P<m{number}>{pattern})" for pattern, number in _MONTHS)
+    + r")\s+(?P<year>(?:19|20)\d\d)\b",
+    re.I,
+)
+_YEAR_MONTH = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>0?[1-9]|1[0-2])\b(?!-)")
+_YEAR = re.compile(r"\b(?:in|during|for|за|в)\s+(?P<year>(?:19|20)\d\d)\b", re.I)
+_DATE_NAME = re.compile(r"^(?:day|date|at|time|created|updated)$|_(?:at|date|day|time|on)$", re.I)
+_DATE_TYPE = re.compile(r"date|time", re.I)
+
+
+def _period(words: str) -> tuple[str, str] | None:
+    """The month or year a question is limited to, as [first day, first day after)."""
+    if found := _MONTH_YEAR.search(words):
+        month = next(number for _, number in _MONTHS if found.group(f"m{number}"))
+        year = int(found.group("year"))
+    elif found := _YEAR_MONTH.search(words):
+        year, month = int(found.group("year")), int(found.group("month"))
+    elif found := _YEAR.search(words):
+        year = int(found.group("year"))
+        return f"{year}-01-01", f"{year + 1}-01-01"
+    else:
+        return None
+    after = (year + 1, 1) if month == 12 else (year, month + 1)
+    return f"{year}-{month:02d}-01", f"{after[0]}-{after[1]:02d}-01"
+
+
+def _date_column(columns: Sequence[Mapping[str, Any]]) -> str | None:
+    """The column that says when a row happened: one of a date type, else one named so."""
+    typed = [column for column in columns if _DATE_TYPE.search(str(column.get("type") or ""))]
+    named = [column for column in columns if _DATE_NAME.search(str(column.get("name")))]
+    return str((typed or named)[0]["name"]) if typed or named else None
+
+
+def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, Any]]) -> str:
+    """The statement a question about rows asks for, over a table and its real columns: a count
+    (of distinct values), a sum or average (by a column), the top or latest rows. A word that names
+    no column of the table is left out, never guessed into the statement."""
     words = request.words
+    names = [str(column.get("name")) for column in columns]
     if _DROP.search(words) and re.search(r"table|таблиц", words, re.I):
         return f"DROP TABLE {table}"
     if _DELETE.search(words):
         return f"DELETE FROM {table}"
-    conditions = conditions_in(words)
+    conditions = [condition for condition in conditions_in(words) if condition.split(" ")[0] in names]
+    if (period := _period(words)) and (dated := _date_column(columns)):
+        conditions.append(f"{dated} >= '{period[0]}' AND {dated} < '{period[1]}'")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    group = GROUP_BY.search(words)
-    grouped = column_of(group.group(1)) if group and column_of(group.group(1)) not in ("id", table) else None
     aggregate = _AGGREGATE.search(words)
-    if aggregate is None and _MOST.search(words) and re.search(r"денег|money|revenue|amount", words, re.I):
-        measure = "SUM(amount)"
-    elif aggregate is not None:
+    measured = None
+    if aggregate is not None:
         op = next(value for key, value in _OPS.items() if aggregate.group("op").lower().startswith(key))
-        measure = f"{op}({column_of(aggregate.group('column'))})"
-    else:
-        measure = None
-    if distinct := _DISTINCT.search(words):
-        return f"SELECT COUNT(DISTINCT {column_of(distinct.group(1))}) FROM {table}{where}"
-    if measure and (grouped or (_MOST.search(words) and re.search(r"какой|which|what", words, re.I))):
+        measured = _column(aggregate.group("column"), names) or _measure_column(columns)
+    elif _MONEY.search(words):
+        op, measured = "SUM", _measure_column(columns)
+    measure = f"{op}({measured})" if measured else None
+    group = GROUP_BY.search(words)
+    grouped = _column(group.group(1), names) if group else None
+    # rows are grouped by what they are counted for, never by the id or the number summed ("by total value")
+    grouped = (
+        None if grouped is not None and grouped.casefold() in ("id", str(measured).casefold()) else grouped
+    )
+    if (distinct := _DISTINCT.search(words)) and (column := _column(distinct.group(1), names)):
+        return f"SELECT COUNT(DISTINCT {column}) FROM {table}{where}"
+    if measure and (grouped or _MOST.search(words)):
         subject = grouped or next(
             (
-                column_of(word)
-                for word in re.findall(r"[a-zа-я]+", words.lower())
-                if column_of(word) in ("product", "region", "customer")
+                found
+                for word in re.findall(r"[a-zа-я_]+", words.lower())
+                if (found := _column(word, names)) and not _is_key(found) and found not in measure
             ),
             None,
         )
@@ -765,5 +937,6 @@ def described_sql(request: Request, table: str) -> str:
         if grouped:
             return f"SELECT {grouped}, COUNT(*) FROM {table}{where} GROUP BY {grouped}"
         return f"SELECT COUNT(*) FROM {table}{where}"
-    order = " ORDER BY id DESC" if _LATEST.search(words) else ""
+    latest = next((name for name in ("id", *names) if name in names), None) if _LATEST.search(words) else None
+    order = f" ORDER BY {latest} DESC" if latest else ""
     return f"SELECT * FROM {table}{where}{order} LIMIT {request.limit or 10}"

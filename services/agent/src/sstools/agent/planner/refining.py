@@ -1,5 +1,5 @@
-"""A follow-up that changes the last query instead of asking a new one: "а shipped?" after a count
-of paid orders swaps the status it counts, "and group it by region" groups the count. Only a
+"""A follow-up that changes the last query instead of asking a new one: naming another status
+swaps the one a count filters on, "by <column>" groups the count. Only a
 single plain SELECT is changed; anything else is left to be asked again in full."""
 
 import sqlglot

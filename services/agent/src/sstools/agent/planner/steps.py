@@ -20,8 +20,15 @@ from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import markdown_text
-from sstools.agent.planner.answers import failure, rendered, table
-from sstools.agent.planner.reading import ENDING, SQL_TOOL, Request, described_sql
+from sstools.agent.planner.answers import examples, failure, rendered, table
+from sstools.agent.planner.reading import (
+    ENDING,
+    SQL_TOOL,
+    Request,
+    described_sql,
+    read_intents,
+    table_named_in,
+)
 from sstools.agent.planner.refining import refined
 from sstools.common.catalogue import tool
 from sstools.common.routing.keywords import KeywordIndex
@@ -32,6 +39,8 @@ _LISTING_SIZE = 100
 # How much better the best fuzzy title match must be than the next to be taken without asking.
 _CLEAR_LEAD = 0.1
 _CLOSE_ENOUGH = 0.72
+_SPELLED = 0.85
+_NEARLY_SPELLED_WORDS = 60
 # Tools that act on one dashboard, and whether they cannot do without it.
 _ONE_DASHBOARD = {
     "deploy_dashboard": True,
@@ -49,22 +58,29 @@ _FOLLOW_UP_WORDS = 8
 # near the tuning set's examples, small talk ("thanks, that's all") looks like ending maintenance.
 _KEYWORDS = KeywordIndex()
 _TABLES_WANTED = re.compile(r"\btables\b|таблиц[ыа]?\b|талиц\w*|what\s+tables|какие\s+табл\w*", re.I)
+_COLUMNS_WANTED = re.compile(r"columns?|колонк\w*|столбц\w*|\bfields\b|\bполя\b", re.I)
 # A request about a table in an environment with several databases: so many are explored (two
 # reads each, counted against the person's budget) to find the one that has it; more are asked.
 _DATABASES_SEARCHED = 3
-_FIRST_TABLE = re.compile(r"\b(?:from|join)\s+[\"`]?([A-Za-z_][\w.]*)", re.I)
 
 
-def _table_of(sql: str) -> str | None:
-    """The first table a statement reads."""
-    found = _FIRST_TABLE.search(sql)
-    return found.group(1) if found else None
+def _other_clause(words: str) -> str | None:
+    """A clause of the message that names no tool: why it is asked, when it says so."""
+    clauses = [clause.strip() for clause in re.split(r"[,;:—–]|\s-\s", words) if clause.strip()]
+    return next(
+        (clause for clause in reversed(clauses[1:]) if not read_intents(clause, None)[0] and len(clause) > 3),
+        None,
+    )
 
 
 def _default_schema(schemas: Sequence[str]) -> str:
     return next((name for name in schemas if name in ("main", "public")), schemas[0])
 
 
+_MAINTENANCE_SHOWN = {"start_maintenance", "list_maintenance_events"}
+_STATE_QUESTION = re.compile(
+    r"работа\w*|отвеча\w*|жив\w*|доступн\w*|respond\w*|working|alive|\bup\b|healthy|\bok\b", re.I
+)
 _NO_ENVIRONMENT = {"get_task_status", "superset_format_sql", "create_branch", "list_maintenance_events"}
 _NO_ARGUMENTS = {"show_capabilities", "list_environments", "list_llm_providers", "get_llm_status"}
 
@@ -156,6 +172,14 @@ def _titles(boards: Sequence[Mapping[str, Any]], lang: Lang) -> str:
     )
 
 
+def _spelled(written: str, title: str, *, nearly: bool) -> bool:
+    """Whether words of the message spell a title: exactly, or (``nearly``) close enough for a
+    typo in a long one."""
+    if written == title:
+        return True
+    return nearly and len(title) >= 8 and difflib.SequenceMatcher(None, written, title).ratio() >= _SPELLED
+
+
 def _score(name: str, title: str) -> float:
     name, title = name.casefold(), title.casefold()
     if name == title:
@@ -204,8 +228,10 @@ class Planner:
         if request.intent:
             return request.intent
         last = self.earlier.last_call
-        if last is not None and last.tool == "start_maintenance" and ENDING.search(request.words):
-            return "end_maintenance"  # "upgrade's done, end it"
+        if last is not None and last.tool in _MAINTENANCE_SHOWN and ENDING.search(request.words):
+            return "end_maintenance"  # the window just started or listed
+        if last is not None and last.tool == "list_llm_providers" and _STATE_QUESTION.search(request.words):
+            return "get_llm_status"  # whether the providers just listed answer
         if self._earlier_sql != self.earlier.sql:
             return SQL_TOOL  # "а shipped?": the last query, changed
         if self._repeats() and last is not None:
@@ -268,10 +294,8 @@ class Planner:
             )
         return Reply(
             self.say(
-                "Не понял, что сделать. Например: «покажи дашборды в dev», «задеплой Sales Overview в прод», "
-                "«сколько строк в таблице orders?».",
-                "I did not understand what to do. For example: “show dashboards in dev”, “deploy Sales "
-                "Overview to prod”, “how many rows does the orders table have?”.",
+                f"Не понял, что сделать. Например: {examples('ru')}.",
+                f"I did not understand what to do. For example: {examples('en')}.",
             ),
             asks_back=True,
         )
@@ -393,7 +417,7 @@ class Planner:
     def _simple(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
         request = self.request
         last = self.earlier.last_call
-        last_started = last.args.get("env_id") if last and last.tool == "start_maintenance" else None
+        last_started = last.args.get("env_id") if last and last.tool in _MAINTENANCE_SHOWN else None
         if intent == SEARCH:
             if request.search_query:
                 return {**args, "query": request.search_query}
@@ -418,7 +442,8 @@ class Planner:
         if intent == "list_maintenance_events":
             return {"env_id": request.target_env} if request.target_env else {}
         if intent == "start_maintenance":
-            return {**args, "reason": request.reason or self.say("Плановые работы", "Planned maintenance")}
+            reason = request.reason or _other_clause(request.words)
+            return {**args, "reason": reason or self.say("Плановые работы", "Planned maintenance")}
         if intent == "end_maintenance" and last_started and not (request.target_env or request.source_env):
             return {"env_id": last_started}
         if intent in ("end_maintenance", "run_backup"):
@@ -435,14 +460,20 @@ class Planner:
                     "Как назвать новый дашборд?", "What should the new dashboard be called?"
                 )
                 return None
-            return {**args, "title": title.strip(), **({"slug": request.slug} if request.slug else {})}
+            published = {} if request.published is None else {"published": request.published}
+            return {
+                **args,
+                "title": title.strip(),
+                **({"slug": request.slug} if request.slug else {}),
+                **published,
+            }
         if intent == "create_branch":
             name = request.branch or request.title
             if not name:
                 needs.question = self.say("Как назвать ветку?", "What should the branch be called?")
                 return None
             start = re.search(r"\b(?:from|off|от|из)\s+([A-Za-z0-9][\w./-]*)", request.words)
-            return {"name": name, **({"start": start.group(1)} if start else {})}
+            return {"name": name, **({"start": start.group(1).rstrip("./")} if start else {})}
         if intent == EXPLORE:
             return self._explore(args, needs)
         needs.question = self.say("Уточните, что сделать.", "What exactly should I do?")
@@ -471,10 +502,21 @@ class Planner:
                 return self.earlier.dashboard_id
             if self.earlier.dashboard_id is not None and required:
                 return self.earlier.dashboard_id
-            if required:
-                needs.question = self.say(
-                    "Какой дашборд? Назовите его или дайте id.", "Which dashboard? Give its name or id."
-                )
+            if not required:
+                return None
+            # a title written the way its words are not read as one ("it" names none: asked at once)
+            if not request.refers_back:
+                listed = self._listed(env)
+                if listed is None:
+                    needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
+                    return None
+                if spelled := self._titles_in_words(listed):
+                    return int(spelled[0]["id"])
+                if listed:
+                    needs.details.append(_titles(listed, self.lang))
+            needs.question = self.say(
+                "Какой дашборд? Назовите его или дайте id.", "Which dashboard? Give its name or id."
+            )
             return None
         return self._by_name(env, request.dashboard_name, needs)
 
@@ -484,15 +526,25 @@ class Planner:
         return listing[0].result.get("dashboards", []) if listing else None
 
     def _titles_in_words(self, boards: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The dashboards whose whole title the message spells out, longest first, none inside
-        another ("Sales Overview and Orders and Events")."""
-        words = self.request.words.casefold()
-        found: list[dict[str, Any]] = []
+        """The dashboards whose whole title the message spells out, or nearly (a typo or two),
+        longest first, none inside another, in the order the message names them."""
+        words = re.findall(r"[\w&'-]+", self.request.words.casefold())
+        nearly = len(words) <= _NEARLY_SPELLED_WORDS  # each window of a message is compared to each title
+        found: list[tuple[int, dict[str, Any]]] = []
         for board in sorted(boards, key=lambda item: len(item["title"]), reverse=True):
-            title = board["title"].casefold()
-            if title and title in words and not any(title in other["title"].casefold() for other in found):
-                found.append(board)
-        return found
+            title = " ".join(re.findall(r"[\w&'-]+", board["title"].casefold()))
+            size = len(title.split())
+            at = next(
+                (
+                    start
+                    for start in range(len(words) - size + 1)
+                    if _spelled(" ".join(words[start : start + size]), title, nearly=nearly)
+                ),
+                None,
+            )
+            if title and at is not None and not any(title in other["title"].casefold() for _, other in found):
+                found.append((at, board))
+        return [board for _, board in sorted(found, key=lambda item: item[0])]
 
     def _by_name(self, env: str, name: str, needs: _Needs) -> int | None:
         searches = self._searches(env)
@@ -544,11 +596,7 @@ class Planner:
             needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
             return None
         if spelled := self._titles_in_words(listed):
-            order = self.request.words.casefold()
-            return [
-                int(board["id"])
-                for board in sorted(spelled, key=lambda item: order.index(item["title"].casefold()))
-            ]
+            return [int(board["id"]) for board in spelled]
         single = self._by_name(env, self.request.dashboard_name, needs)
         return [single] if single else None
 
@@ -571,10 +619,10 @@ class Planner:
         branch = request.branch or (last.args.get("name") if last and last.tool == "create_branch" else None)
         if not (branch and request.reason):
             needs.question = self.say(
-                "Для коммита нужны ветка, дашборды и сообщение: например «закоммить дашборд 3 из dev "
-                "в ветку release с сообщением «…»».",
+                "Для коммита нужны ветка, дашборды и сообщение: например «закоммить дашборд 3 в ветку "
+                "fixes, сообщение: …».",
                 "A commit needs a branch, the dashboards and a message: for example “commit dashboard 3 "
-                "from dev to branch release with the message '…'”.",
+                "on branch fixes, message: …”.",
             )
             return None
         boards = self._dashboards(args["env_id"], needs)
@@ -582,22 +630,11 @@ class Planner:
             {**args, "branch": branch, "dashboard_ids": boards, "message": request.reason} if boards else None
         )
 
-    def _database(self, env: str, needs: _Needs, table_named: str | None = None) -> int | None:
+    def _database(self, env: str, needs: _Needs, about_table: bool = False) -> int | None:
         """The database the request is about: the one it names; the only one; else, for a
-        request about a table, the one of a few whose default schema has it (each explored
-        first); else a question."""
-        listing = next(
-            (
-                done.result
-                for done in self.done
-                if done.tool == EXPLORE
-                and not done.failed
-                and "database_id" not in done.args
-                and isinstance(done.result, dict)
-                and done.result.get("databases") is not None
-            ),
-            None,
-        )
+        request about a table, the one of a few whose default schema has a table the words name
+        (each explored first); else a question."""
+        listing = self._explored(env)
         if listing is None:
             needs.call = Call(EXPLORE, {"env_id": env})
             return None
@@ -609,10 +646,14 @@ class Planner:
             return int(chosen[0]["id"])
         if len(databases) == 1:
             return int(databases[0]["id"])
-        if table_named is not None and len(databases) <= _DATABASES_SEARCHED:
-            holding = self._holding(env, [int(db["id"]) for db in databases], table_named, needs)
-            if holding is None:
-                return None  # a database is explored first
+        if about_table and len(databases) <= _DATABASES_SEARCHED:
+            holding = []
+            for database in databases:
+                place = self._table_place(env, int(database["id"]), needs)
+                if needs.call is not None:
+                    return None  # a database is explored first
+                if place is not None and place[1] is not None:
+                    holding.append(int(database["id"]))
             if len(holding) == 1:
                 return holding[0]
         rows = [(db["id"], db["name"]) for db in databases]
@@ -622,42 +663,48 @@ class Planner:
             needs.details.append(table(["id", say(self.lang, "база", "database")], rows))
         return None
 
-    def _holding(self, env: str, databases: list[int], table_named: str, needs: _Needs) -> list[int] | None:
-        """The databases whose schema has the table (its own schema when it names one, else the
-        default one); None while one of them is still to be explored (``needs.call``). An
-        exploration that failed is the turn's answer, as any read the request needed."""
-        schema_named, _, name = table_named.rpartition(".")
-        holding = []
-        for database in databases:
-            explored = [
-                (done.args.get("schema"), done.result)
+    def _explored(self, env: str, **where: Any) -> dict[str, Any] | None:
+        """What this turn's exploration of exactly ``where`` (database, schema, table) returned."""
+        return next(
+            (
+                done.result
                 for done in self.done
                 if done.tool == EXPLORE
-                and done.args.get("database_id") == database
                 and not done.failed
                 and isinstance(done.result, dict)
-            ]
-            schemas = next((result["schemas"] for _, result in explored if result.get("schemas")), None)
-            if schemas is None:
-                needs.call = Call(EXPLORE, {"env_id": env, "database_id": database})
-                return None
-            schema = schema_named or _default_schema(schemas)
-            if schema not in schemas:
-                continue
-            tables = next(
-                (
-                    result["tables"]
-                    for of, result in explored
-                    if of == schema and result.get("tables") is not None
-                ),
-                None,
-            )
-            if tables is None:
-                needs.call = Call(EXPLORE, {"env_id": env, "database_id": database, "schema": schema})
-                return None
-            if name.casefold() in {str(known).casefold() for known in tables}:
-                holding.append(database)
-        return holding
+                and done.args.get("env_id") == env
+                and {key: done.args.get(key) for key in ("database_id", "schema", "table")}
+                == {key: where.get(key) for key in ("database_id", "schema", "table")}
+            ),
+            None,
+        )
+
+    def _table_place(self, env: str, database: int, needs: _Needs) -> tuple[str, str | None] | None:
+        """(schema, the table the words name or None) in ``database``: its schema as the words
+        name it, else its default one; None while still to be explored (``needs.call``) or when
+        it has no such schema."""
+        schema_named = (self.request.table or "").rpartition(".")[0]
+        schemas = (self._explored(env, database_id=database) or {}).get("schemas")
+        if schemas is None:
+            needs.call = Call(EXPLORE, {"env_id": env, "database_id": database})
+            return None
+        schema = schema_named or _default_schema(schemas) if schemas else None
+        if schema is None or schema not in schemas:
+            return None
+        tables = (self._explored(env, database_id=database, schema=schema) or {}).get("tables")
+        if tables is None:
+            needs.call = Call(EXPLORE, {"env_id": env, "database_id": database, "schema": schema})
+            return None
+        return schema, table_named_in(self.request, [str(name) for name in tables], self._statement)
+
+    @property
+    def _statement(self) -> str | None:
+        """The statement the request runs as it stands: its own, or the last one (as this follow-up
+        changes it) when it names no table of its own."""
+        request = self.request
+        if request.sql is not None or request.table is not None:
+            return request.sql
+        return self._earlier_sql
 
     @cached_property
     def _earlier_sql(self) -> str | None:
@@ -669,45 +716,56 @@ class Planner:
         return refined(sql, self.request.words) or sql
 
     def _with_database(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        request = self.request
-        earlier_sql = self._earlier_sql if request.refers_back or request.table is None else None
-        if intent == SQL_TOOL and request.sql is None and request.table is None and earlier_sql is None:
+        """A statement (as written, the last one as this follow-up changes it, or one written from
+        the table's real columns for a question about its rows), or a table to register, with the
+        database that has it."""
+        request, env, statement = self.request, args["env_id"], self._statement
+        last = self.earlier.last_call
+        again = last is not None and last.tool == SQL_TOOL and last.args.get("env_id") == env
+        if intent == SQL_TOOL and request.sql is None and statement and again:
+            assert last is not None
+            return {**args, "database_id": last.args["database_id"], "sql": statement}
+        if intent == SQL_TOOL and statement is None and request.table is None:
             needs.question = self.say(
                 "Какой запрос выполнить? Пришлите SQL или назовите таблицу.",
                 "Which query should I run? Send the SQL or name the table.",
             )
             return None
-        if intent == "superset_create_dataset" and request.table is None:
-            needs.question = self.say(
-                "Какую таблицу зарегистрировать как датасет?", "Which table should become a dataset?"
-            )
-            return None
-        sql = request.sql or (described_sql(request, request.table) if request.table else earlier_sql)
-        last = self.earlier.last_call
-        if (
-            intent == SQL_TOOL
-            and sql == earlier_sql
-            and last is not None
-            and last.tool == SQL_TOOL
-            and last.args.get("env_id") == args["env_id"]
-        ):
-            return {**args, "database_id": last.args["database_id"], "sql": sql}  # where it ran before
-        named = request.table or (_table_of(sql) if sql else None)
-        database = self._database(args["env_id"], needs, named)
+        database = self._database(env, needs, about_table=True)
         if database is None:
             return None
+        if intent == SQL_TOOL and statement is not None:
+            return {**args, "database_id": database, "sql": statement}
+        place = self._table_place(env, database, needs)
+        if needs.call is not None:
+            return None
+        if place is None or place[1] is None:
+            needs.question = self.say("Какая таблица имеется в виду?", "Which table do you mean?")
+            tables = (self._explored(env, database_id=database, schema=place[0]) or {}) if place else {}
+            if tables.get("tables"):
+                needs.details.append(", ".join(markdown_text(name) for name in tables["tables"][:100]))
+            return None
+        schema, table_name = place[0], str(place[1])
         if intent == "superset_create_dataset":
-            return {**args, "database_id": database, "table_name": request.table}
-        return {**args, "database_id": database, "sql": sql}
+            return {**args, "database_id": database, "table_name": table_name}
+        where = {"database_id": database, "schema": schema, "table": table_name}
+        columns = (self._explored(env, **where) or {}).get("columns")
+        if columns is None:
+            needs.call = Call(EXPLORE, {"env_id": env, **where})
+            return None
+        return {**args, "database_id": database, "sql": described_sql(request, table_name, columns)}
 
     def _explore(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
         """Databases; or, for tables or a table's columns, one step deeper at a time: the
         database, its schema (the default one), then its tables or the table's columns."""
         request = self.request
-        wants_tables = bool(_TABLES_WANTED.search(request.words))
+        wants_tables = bool(_TABLES_WANTED.search(request.words)) and not _COLUMNS_WANTED.search(
+            request.words
+        )
         if request.database_name is None and request.table is None and not wants_tables:
             return args
-        database = self._database(args["env_id"], needs, None if wants_tables else request.table)
+        about_table = not wants_tables and request.table is not None
+        database = self._database(args["env_id"], needs, about_table=about_table)
         if database is None:
             return None
         explored = [

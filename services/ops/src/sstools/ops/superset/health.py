@@ -47,6 +47,8 @@ class HealthSummary(BaseModel):
     dashboards_checked: int
     # the dashboards asked about, by name, when the check was of some only (an answer names them)
     only: list[DashboardName] = []
+    # those of them that have no charts: nothing of theirs was checked
+    unchecked: list[DashboardName] = []
 
 
 async def _all_charts(client: SupersetClient, dashboard_ids: list[int] | None) -> list[dict[str, Any]]:
@@ -125,4 +127,9 @@ async def summary(
         dashboards_with_problems=sorted(boards.values(), key=lambda board: board.dashboard_id),
         dashboards_checked=len(titles),
         only=[DashboardName(dashboard_id=board, title=title) for board, title in named.items()],
+        unchecked=[
+            DashboardName(dashboard_id=board, title=title)
+            for board, title in named.items()
+            if board not in titles
+        ],
     )
