@@ -247,6 +247,16 @@ async def test_database_exploration_walks_databases_schemas_tables_columns(ops: 
 
 async def test_permission_audit_lists_the_roles_that_see_a_dashboard(ops: OpsApi) -> None:
     board = (await _search(ops, "dev", "Sales Overview"))[0]
+    # one object at a time, as AuditQuery.ONE_OF declares (the planner asks when none is named)
+    for both_or_neither in ({}, {"dashboard_id": board["id"], "dataset_id": 1}):
+        refused = await ops.http.get(
+            "/api/envs/dev/permissions", params=both_or_neither, headers=ops.headers("oleg")
+        )
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["detail"] == {
+            "code": "invalid_request",
+            "message": "give exactly one of dashboard_id or dataset_id",
+        }
     reply = await ops.http.get(
         "/api/envs/dev/permissions", params={"dashboard_id": board["id"]}, headers=ops.headers("oleg")
     )

@@ -12,7 +12,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 from urllib.parse import quote
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
@@ -149,6 +149,9 @@ class ExploreQuery(ToolArgs):
 
 
 class AuditQuery(ToolArgs):
+    # Exactly one of these is given: ops audits one object at a time.
+    ONE_OF: ClassVar[tuple[str, ...]] = ("dashboard_id", "dataset_id")
+
     dashboard_id: DashboardId | None = Field(default=None, description="Dashboard to audit.")
     dataset_id: ObjectId | None = Field(default=None, description="Dataset to audit.")
 

@@ -32,6 +32,7 @@ from sstools.agent.planner.reading import (
 from sstools.agent.planner.refining import refined
 from sstools.common.catalogue import tool
 from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.tool_args import ARGS
 
 SEARCH = "search_dashboards"
 EXPLORE = "superset_explore_database"
@@ -41,17 +42,6 @@ _CLEAR_LEAD = 0.1
 _CLOSE_ENOUGH = 0.72
 _SPELLED = 0.85
 _NEARLY_SPELLED_WORDS = 60
-# Tools that act on one dashboard, and whether they cannot do without it.
-_ONE_DASHBOARD = {
-    "deploy_dashboard": True,
-    "run_llm_validation": True,
-    "run_llm_documentation": True,
-    "superset_copy_dashboard": True,
-    "get_health_summary": False,
-    "superset_audit_permissions": True,  # ops audits one dashboard (or dataset) at a time
-}
-_MANY_DASHBOARDS = {"execute_migration", "commit_changes"}
-_NEEDS_DATABASE = {SQL_TOOL, "superset_create_dataset"}
 _FOLLOW_UP_WORDS = 8
 # A routed tool the planner acts on when its own reading found none: one the message's words
 # name, or one that only reads. A change is never proposed on the embedding tier's word alone:
@@ -81,8 +71,18 @@ _MAINTENANCE_SHOWN = {"start_maintenance", "list_maintenance_events"}
 _STATE_QUESTION = re.compile(
     r"работа\w*|отвеча\w*|жив\w*|доступн\w*|respond\w*|working|alive|\bup\b|healthy|\bok\b", re.I
 )
-_NO_ENVIRONMENT = {"get_task_status", "superset_format_sql", "create_branch", "list_maintenance_events"}
-_NO_ARGUMENTS = {"show_capabilities", "list_environments", "list_llm_providers", "get_llm_status"}
+
+
+def _needs(tool_name: str, field: str) -> bool:
+    """Whether a call cannot do without an argument, as its declaration says: the field is
+    required, or one of the alternatives the model names (``ONE_OF``)."""
+    model = ARGS[tool_name]
+    found = model.model_fields.get(field)
+    return found is not None and (found.is_required() or field in getattr(model, "ONE_OF", ()))
+
+
+def _takes(tool_name: str, field: str) -> bool:
+    return field in ARGS[tool_name].model_fields
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,8 @@ class Planner:
         intent = self.intent()
         if intent is None:
             return self._without_a_tool()
-        takes_env = intent not in _NO_ARGUMENTS and intent not in _NO_ENVIRONMENT
         if (
-            takes_env
+            _needs(intent, "env_id")
             and self.request.unknown_env
             and not (self.request.target_env or self.request.source_env)
         ):
@@ -344,27 +343,29 @@ class Planner:
             and "env_id" in last.args
         ):
             return {**last.args, "env_id": request.target_env or request.source_env}
-        if intent in _NO_ARGUMENTS:
+        # What each argument is read from follows its declared type and whether it is required.
+        if not ARGS[intent].model_fields:
             return {}
-        if intent in _NO_ENVIRONMENT:
+        if not _needs(intent, "env_id"):
             return self._simple(intent, {}, needs)
         env = self._env()
         if env is None:
             needs.question = self.say("В каком окружении?", "In which environment?")
             return None
         args: dict[str, Any] = {"env_id": env}
-        if intent == "deploy_dashboard":
-            return self._deploy(args, needs)
-        if intent in _ONE_DASHBOARD:
-            dashboard = self._dashboard(env, needs, required=_ONE_DASHBOARD[intent])
+        if _takes(intent, "source_env"):
+            return self._between(intent, args, needs)
+        many = _needs(intent, "dashboard_ids")
+        if _takes(intent, "dashboard_id") or (_takes(intent, "dashboard_ids") and not many):
+            dashboard = self._dashboard(env, needs, required=_needs(intent, "dashboard_id"))
             if needs.call or needs.question:
                 return None
-            if intent == "get_health_summary":
+            if _takes(intent, "dashboard_ids"):  # some of the environment's dashboards, or all
                 return {**args, "dashboard_ids": [dashboard]} if dashboard else args
             if dashboard:
                 args["dashboard_id"] = dashboard
-            if intent == "superset_copy_dashboard":
-                if request.with_charts:
+            if _needs(intent, "title"):  # a new dashboard made from this one
+                if request.with_charts and _takes(intent, "duplicate_charts"):
                     args["duplicate_charts"] = True
                 args["title"] = (
                     request.title
@@ -372,9 +373,9 @@ class Planner:
                     else self._copy_title()
                 )
             return args
-        if intent in _MANY_DASHBOARDS:
-            return self._many(intent, args, needs)
-        if intent in _NEEDS_DATABASE:
+        if many:
+            return self._commit(args, needs)
+        if _needs(intent, "database_id"):
             return self._with_database(intent, args, needs)
         return self._simple(intent, args, needs)
 
@@ -383,21 +384,24 @@ class Planner:
         production = [env.id for env in self.context.environments if env.production]
         return production[0] if len(production) == 1 else None
 
-    def _deploy(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        """Where to: the environment named, else the production one; from: the one named, else
-        the page's when it is not the target, else the first non-production one."""
+    def _between(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        """Dashboards taken from one environment to another. To: the environment named, else the
+        production one; from: the one named, else the page's when it is not the target, else the
+        first non-production one; the dashboards, as they are called there."""
         target = self.request.target_env or self._production()
         source = self._source_env(target)
-        if target is None:
-            needs.question = self.say("В какое окружение задеплоить?", "Deploy to which environment?")
+        if target is None or source is None or source == target:
+            needs.question = self.say(
+                "Откуда и куда? Например: «из dev в prod».",
+                "From where to where? For example: “from dev to prod”.",
+            )
             return None
-        if source is None or source == target:
-            needs.question = self.say("Из какого окружения взять дашборд?", "From which environment?")
-            return None
+        moved = {"env_id": target, "source_env": source}
+        if _takes(intent, "dashboard_ids"):
+            boards = self._dashboards(source, needs)
+            return {**args, **moved, "dashboard_ids": boards} if boards else None
         dashboard = self._dashboard(source, needs, required=True)
-        if dashboard is None:
-            return None
-        return {**args, "env_id": target, "source_env": source, "dashboard_id": dashboard}
+        return {**args, **moved, "dashboard_id": dashboard} if dashboard else None
 
     def _copy_title(self) -> str:
         named = self._named_title() or self.say("дашборда", "dashboard")
@@ -600,21 +604,9 @@ class Planner:
         single = self._by_name(env, self.request.dashboard_name, needs)
         return [single] if single else None
 
-    def _many(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+    def _commit(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
+        """Dashboards put on a branch with a message: the branch named, or the one just made."""
         request = self.request
-        if intent == "execute_migration":
-            target = request.target_env or self._production()
-            source = self._source_env(target)
-            if target is None or source is None or source == target:
-                needs.question = self.say(
-                    "Откуда и куда мигрировать? Например: «из dev в prod».",
-                    "Migrate from where to where? For example: “from dev to prod”.",
-                )
-                return None
-            boards = self._dashboards(source, needs)
-            return (
-                {**args, "env_id": target, "source_env": source, "dashboard_ids": boards} if boards else None
-            )
         last = self.earlier.last_call
         branch = request.branch or (last.args.get("name") if last and last.tool == "create_branch" else None)
         if not (branch and request.reason):

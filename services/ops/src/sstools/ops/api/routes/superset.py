@@ -264,10 +264,13 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     ) -> permissions.AccessReport:
         """superset_audit_permissions: who sees a dashboard or a dataset, through which roles."""
         dashboard_id, dataset_id = subject.dashboard_id, subject.dataset_id
-        if (dashboard_id is None) == (dataset_id is None):
+        if sum(getattr(subject, name) is not None for name in AuditQuery.ONE_OF) != 1:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
-                {"code": "invalid_request", "message": "give exactly one of dashboard_id or dataset_id"},
+                {
+                    "code": "invalid_request",
+                    "message": f"give exactly one of {' or '.join(AuditQuery.ONE_OF)}",
+                },
             )
         client = supersets.as_person(env_id, caller.username)
         if dashboard_id is not None:
