@@ -236,3 +236,13 @@ def test_the_table_a_question_is_about_is_one_the_schema_has(text: str, table: s
 )
 def test_a_misspelt_word_is_read_as_the_word_it_is_one_typo_from(written: str, meant: str) -> None:
     assert speller().text(written) == meant
+
+
+HOSTILE_COLUMN = "amount) FROM sales; DROP TABLE sales; --"
+
+
+def test_a_name_the_database_gives_is_written_into_sql_only_as_a_plain_identifier() -> None:
+    """Columns come from the database, which whoever can create a table there controls."""
+    columns = [{"name": "id", "type": "INTEGER"}, {"name": HOSTILE_COLUMN, "type": "REAL"}]
+    written = described_sql(read_request("average amount of sales", ENVIRONMENTS), "sales", columns)
+    assert "DROP" not in written

@@ -786,7 +786,8 @@ def table_named_in(request: Request, tables: Sequence[str], statement: str | Non
     """Which of a schema's real ``tables`` the request is about: the one its statement reads,
     the one its words name beside "table", else any word of it (or the table its noun stands
     for) that is one of them, in the singular or plural."""
-    known = {name.casefold(): name for name in tables}
+    # A name is the database's to choose, not ours to trust: only a plain identifier is written into SQL.
+    known = {name.casefold(): name for name in tables if _IDENTIFIER.fullmatch(name)}
     reads = _FIRST_TABLE.search(statement or request.sql or "")
     candidates = [reads.group(1) if reads else None, request.table]
     candidates += _IDENTIFIER.findall(request.words)
@@ -891,6 +892,7 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
     (of distinct values), a sum or average (by a column), the top or latest rows. A word that names
     no column of the table is left out, never guessed into the statement."""
     words = request.words
+    columns = [column for column in columns if _IDENTIFIER.fullmatch(str(column.get("name")))]
     names = [str(column.get("name")) for column in columns]
     if _DROP.search(words) and re.search(r"table|таблиц", words, re.I):
         return f"DROP TABLE {table}"
