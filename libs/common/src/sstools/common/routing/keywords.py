@@ -179,7 +179,7 @@ class _TypoIndex:
         self._vocabulary = frozenset(vocabulary)
         self._by_deletion: dict[str, set[str]] = {}
         for word in self._known:
-            for variant in _deletions(word):
+            for variant in deletions(word):
                 self._by_deletion.setdefault(variant, set()).add(word)
 
     def correct(self, word: Word) -> Word:
@@ -187,19 +187,19 @@ class _TypoIndex:
         if len(candidate) < _MIN_FUZZY_LENGTH or candidate in self._vocabulary or not candidate.isalpha():
             return word
         found: set[str] = set(self._by_deletion.get(candidate, ()))  # the word lacks a letter
-        for variant in _deletions(candidate):
+        for variant in deletions(candidate):
             if variant in self._known:  # the word has an extra letter
                 found.add(variant)
             found |= {known for known in self._by_deletion.get(variant, ()) if _one_edit(candidate, known)}
-        found |= {swap for swap in _swaps(candidate) if swap in self._known}
+        found |= {swap for swap in swaps(candidate) if swap in self._known}
         return Word(min(found), word.clause) if len(found) == 1 else word
 
 
-def _deletions(word: str) -> set[str]:
+def deletions(word: str) -> set[str]:
     return {word[:index] + word[index + 1 :] for index in range(len(word))}
 
 
-def _swaps(word: str) -> set[str]:
+def swaps(word: str) -> set[str]:
     return {
         word[:index] + word[index + 1] + word[index] + word[index + 2 :] for index in range(len(word) - 1)
     }

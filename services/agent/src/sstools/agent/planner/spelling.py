@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from functools import cache
 
 from sstools.common.catalogue import TOOLS
+from sstools.common.routing.keywords import deletions, swaps
 from sstools.common.routing.text import stem
 
 # Five letters or more, and no longer than a word gets: a longer run is not a word to correct.
@@ -19,11 +20,7 @@ _WORD = re.compile(r"(?<![\w/@-])(?<!\w\.)[^\W\d_]{5,30}(?![\w/@-]|\.\w)")
 
 def _variants(word: str) -> set[str]:
     """Every string one deletion away, and every one with two neighbours swapped."""
-    deleted = {word[:index] + word[index + 1 :] for index in range(len(word))}
-    swapped = {
-        word[:index] + word[index + 1] + word[index] + word[index + 2 :] for index in range(len(word) - 1)
-    }
-    return deleted | swapped
+    return deletions(word) | swaps(word)
 
 
 def _one_typo(first: str, second: str) -> bool:
