@@ -19,7 +19,7 @@ injection payloads, one field at a time: SQL in schema, table and column names, 
 revision syntax in branches, newlines, control characters and fence markers in titles, messages
 and reasons, paths, URLs, huge strings, ids of the wrong type or sign, hostile
 ``database_mapping`` names. The fields come from the tools' own argument models
-(:data:`sstools.common.tool_args.ARGS`), so a field added later is attacked too. A call whose
+(:data:`sstools.common.catalogue.ARGS`), so a field added later is attacked too. A call whose
 argument its model refuses is a ``tool_error`` coded ``invalid_arguments`` (the model itself
 says which are); the rest go on to the role and the tier as above. Nothing changes: no database
 (the PostgreSQL demo included), no Superset, no git object, no file — and no shell command in a
@@ -39,8 +39,7 @@ import pytest
 from gradio_client import Client
 from pydantic import ValidationError
 
-from sstools.common.catalogue import Role, Tier
-from sstools.common.tool_args import ARGS
+from sstools.common.catalogue import ARGS, Role, Tier
 from sstools.devstack.agentstack import USERS, AgentStack, dump, new_conversation
 from sstools.devstack.agentstack import Reply as ChatReply
 from sstools.devstack.demo import PASSWORD_ENV, POSTGRES_DATABASE, client, database_id

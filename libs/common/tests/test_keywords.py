@@ -5,7 +5,7 @@ _POLICY = Policy(Tier.READ, Role.VIEWER, Role.VIEWER)
 
 
 def _spec(name: str, *keywords: str) -> ToolSpec:
-    return ToolSpec(name, _POLICY, name, name, keywords, ())
+    return ToolSpec(name, _POLICY, name, name, keywords, (), (name, name))
 
 
 def test_keyword_matches_whole_words_never_substrings() -> None:

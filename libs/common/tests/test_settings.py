@@ -5,7 +5,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from sstools.common.runtime import load_settings
-from sstools.common.settings import DatabaseSettings, ServiceSettings
+from sstools.common.settings import DatabaseSettings, LlmSettings, ServiceSettings
 
 
 class ExampleSettings(ServiceSettings, DatabaseSettings):
@@ -54,3 +54,21 @@ def test_bad_value_exits_2_naming_the_setting(
     assert message.startswith("example: invalid configuration:")
     assert field in message
     assert "Traceback" not in message
+
+
+class ModelSettings(ServiceSettings, LlmSettings):
+    model_config = SettingsConfigDict(env_prefix="EXAMPLE_")
+    service_name: ClassVar[str] = "example"
+
+
+def test_stop_sequences_are_a_json_list_of_at_most_four(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LLM_STOP", '["</s>", "\\nUser:"]')
+    assert ModelSettings().llm_stop == ["</s>", "\nUser:"]
+    monkeypatch.setenv("LLM_STOP", "[]")  # a model that refuses stop sequences gets none
+    assert ModelSettings().llm_stop == []
+    monkeypatch.setenv("LLM_STOP", '["a", "b", "c", "d", "e"]')
+    with pytest.raises(SystemExit):
+        load_settings(ModelSettings)
+    assert "LLM_STOP" in capsys.readouterr().err

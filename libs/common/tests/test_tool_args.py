@@ -7,7 +7,8 @@ import subprocess
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from sstools.common.tool_args import ARGS, GitRef
+from sstools.common.catalogue import ARGS
+from sstools.common.tool_args import GitRef
 
 BRANCH = TypeAdapter(GitRef)
 GOOD = ["main", "feature/x-1", "a.b", "release/1.2.3", "v1.0_rc-2", "x" * 200]

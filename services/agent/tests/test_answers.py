@@ -13,9 +13,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from markdown_it import MarkdownIt
 
 from sstools.agent.context import Environment, TurnContext
+from sstools.agent.language import Lang
 from sstools.agent.markdown import link, markdown_text
 from sstools.agent.planner import OfflinePlanner
-from sstools.agent.planner.answers import failure, rendered
+from sstools.agent.planner.answers import VIEWS, failure, rendered
+from sstools.common.catalogue import TOOLS
 
 # what the page's renderer does with an answer (web/src/lib/markdown.ts)
 PAGE = MarkdownIt("commonmark", {"html": False, "linkify": True, "breaks": True}).enable(
@@ -91,6 +93,7 @@ def test_every_renderer_keeps_a_hostile_value_as_text(value: str) -> None:
             "users": [{"username": value, "through_roles": [value]}],
         },
         "list_environments": [{"id": "dev", "name": value, "production": False}],
+        "list_llm_providers": [{"id": value, "kind": value, "model": value, "default": True}],
         "list_maintenance_events": [{"env_id": "dev", "active": True, "reason": value, "started_by": value}],
         "superset_create_dashboard": {"env_id": "dev", "title": value, "id": 7},
         "get_task_status": {"id": "t-1", "kind": "backup", "status": "failed", "error": {"message": value}},
@@ -110,6 +113,44 @@ def test_every_renderer_keeps_a_hostile_value_as_text(value: str) -> None:
             # a table: every row has as many cells as its header
             rows = re.findall(r"<tr>(.*?)</tr>", _html(answer), re.S)
             assert len({len(re.findall(r"<t[hd]>", row)) for row in rows}) <= 1, answer
+
+
+def test_every_declared_answer_is_one_the_agent_words() -> None:
+    for spec in TOOLS:
+        if spec.answer is not None:
+            assert spec.answer.view in {"made", "rows", "capabilities", *VIEWS}, spec.name
+
+
+@pytest.mark.parametrize(
+    ("lang", "lines"),
+    [
+        (
+            "ru",
+            [
+                "Найдено: 2.",
+                "| local | offline | builtin | да |",
+                "| spare | openai\\-compatible | — | нет |",
+            ],
+        ),
+        (
+            "en",
+            ["Found: 2.", "| local | offline | builtin | yes |", "| spare | openai\\-compatible | — | no |"],
+        ),
+    ],
+)
+def test_a_declared_table_shows_its_columns_of_each_item(lang: Lang, lines: list[str]) -> None:
+    providers = [
+        {"id": "local", "kind": "offline", "model": "builtin", "base_url": None, "default": True},
+        {"id": "spare", "kind": "openai-compatible", "model": None, "base_url": "http://x", "default": False},
+    ]
+    answer = rendered("list_llm_providers", json.dumps(providers), lang)
+    assert answer.splitlines()[0] == lines[0]
+    assert lines[1] in answer.splitlines()
+    assert lines[2] in answer.splitlines()
+    assert "http://x" not in answer  # a column it does not declare is not shown
+    assert rendered("list_llm_providers", "[]", lang) == (
+        "Пусто: ничего не нашлось." if lang == "ru" else "Nothing was found."
+    )
 
 
 def test_the_agents_own_link_stays_a_link_with_its_title_escaped_and_its_address_encoded() -> None:

@@ -6,15 +6,18 @@ import asyncio
 import json
 import re
 import uuid
+from datetime import timedelta
 
 import httpx
 import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from prometheus_client.parser import text_string_to_metric_families
 
+from sstools.agent.ui.client import chat_client
 from sstools.devstack.agentstack import AgentStack, dump
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, Shape, ToolCall
+from sstools.devstack.keys import user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import wait_until
 from sstools.ops.superset import dashboards
@@ -317,3 +320,25 @@ async def test_active_turns_count_the_turns_streaming_until_they_end_or_are_stop
         return await asyncio.to_thread(_active_turns, llm_stack) == 0
 
     await wait_until(stopped, 10, "the stopped turn leaving the gauge")
+
+
+async def test_a_turn_that_outlives_the_persons_token_runs_its_tools_and_records_its_end(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    """A slow model's turn begun with a valid token goes on after it expires: its tool reaches
+    ops, its answer is kept (ops and convo take the turn's token a while after its end)."""
+    token = user_token("root", ttl=timedelta(seconds=6))
+    client = await asyncio.to_thread(chat_client, llm_stack.chat_url, {"Authorization": f"Bearer {token}"})
+    llm.says(
+        Reply(tool_calls=(ToolCall("list_environments", {}),), first_token_delay=8),
+        Reply(content="Two environments: dev and prod."),
+    )
+    reply = await llm_stack.say("which environments are there?", conversation, client=client)
+    assert reply.of("tool_error") == [], dump(reply)
+    assert [event["tool"] for event in reply.of("tool_end")] == ["list_environments"], dump(reply)
+    assert reply.state == "success", dump(reply)
+    kept = await llm_stack.rows(
+        "SELECT content FROM agent_messages WHERE conversation_id = :id AND role = 'assistant' ORDER BY seq",
+        id=conversation,
+    )
+    assert [row["content"] for row in kept] == ["Two environments: dev and prod."]

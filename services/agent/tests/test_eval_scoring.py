@@ -6,8 +6,7 @@ from typing import Any
 import pytest
 
 from sstools.agent.eval import HOLDOUT, REQUESTS, Request, Turn, load, right_language, understood
-from sstools.common.catalogue import TOOLS, tool
-from sstools.common.tool_args import ARGS
+from sstools.common.catalogue import ARGS, TOOLS, tool
 
 IDS = {("dashboard", "Sales Overview", "dev"): 1, ("database", "examples", "prod"): 7}
 

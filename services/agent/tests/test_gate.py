@@ -28,11 +28,19 @@ from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
 from sstools.agent.gate import CONFIRM_PROMPTS, LANG_KEY, gate
 from sstools.agent.tools import USER_TOKEN, Passes, idempotency_key, ops_call, tool_schema
-from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
+from sstools.common.catalogue import (
+    ALTERNATIVES,
+    ALWAYS_OFFERED,
+    ARGS,
+    EXAMPLE_PROMPTS,
+    Role,
+    Tier,
+    tool_names,
+)
 from sstools.common.confirmation import Confirmation, ConfirmationCodec, request_fingerprint
 from sstools.common.sql import classify
 from sstools.common.tokens import USER_AUDIENCE, TokenError, TokenType
-from sstools.common.tool_args import ARGS, GIT_REF_PATTERN, SqlArgs
+from sstools.common.tool_args import GIT_REF_PATTERN, SqlArgs
 from sstools.devstack.keys import ISSUER, user_token
 from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE, RANKS, allowed
 

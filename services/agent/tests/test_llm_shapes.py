@@ -17,7 +17,7 @@ from langchain_core.tools import StructuredTool
 from sstools.agent.llm import chat_model, compact_tool
 from sstools.agent.settings import AgentSettings
 from sstools.agent.tools import tool_schema
-from sstools.common.tool_args import ARGS
+from sstools.common.catalogue import ARGS
 from sstools.devstack.agentstack import CONFIRMATION_SECRET
 from sstools.devstack.fake_llm import FakeLlm, Reply, Shape, ToolCall
 from sstools.devstack.keys import PUBLIC_KEYS
@@ -298,6 +298,8 @@ async def test_every_request_bounds_what_the_model_may_generate(model: BaseChatM
     (asked,) = llm.requests
     limit = AgentSettings.model_fields["llm_max_tokens"].default
     assert (asked["max_tokens"], asked["max_completion_tokens"], asked["temperature"]) == (limit, limit, 0.0)
+    # nor may it go on past its turn's end to write the person's next message
+    assert asked["stop"] == ["<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]"]
 
 
 async def test_tools_reach_the_model_with_what_fills_them_and_no_bounds(

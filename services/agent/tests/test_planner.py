@@ -16,7 +16,7 @@ from sstools.agent.context import Environment, Focus, TurnContext
 from sstools.agent.limits import MAX_MESSAGE_CHARS
 from sstools.agent.planner import OfflinePlanner
 from sstools.agent.tools import tool_schema
-from sstools.common.tool_args import ARGS
+from sstools.common.catalogue import ARGS
 
 BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
 RESULT = json.dumps({"env_id": "dev", "count": 3, "dashboards": BOARDS})

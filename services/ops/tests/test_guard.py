@@ -17,20 +17,12 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sstools.common.catalogue import Role, Tier
+from sstools.common.catalogue import ENDPOINTS, Role, Tier
 from sstools.common.confirmation import AUDIENCE, HEADER, Confirmation, ConfirmationCodec, request_fingerprint
 from sstools.common.policy import Decision, RiskLevel
 from sstools.common.sql import classify
 from sstools.common.tokens import JwtCodec, TokenType
-from sstools.common.tool_args import (
-    ENDPOINTS,
-    SQL_SHAPE,
-    CommitBody,
-    DashboardBody,
-    DeployBody,
-    SqlBody,
-    SqlStatement,
-)
+from sstools.common.tool_args import SQL_SHAPE, CommitBody, DashboardBody, DeployBody, SqlBody, SqlStatement
 from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE, RANKS, allowed
 from sstools.ops.api.app import _operation_error
 from sstools.ops.api.auth import Caller

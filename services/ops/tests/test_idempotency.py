@@ -16,7 +16,8 @@ from fastapi import Depends, FastAPI, Header
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sstools.common.tool_args import ENDPOINTS, DashboardBody, MigrationBody
+from sstools.common.catalogue import ENDPOINTS
+from sstools.common.tool_args import DashboardBody, MigrationBody
 from sstools.ops.api.app import _operation_error
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.idempotency import once

@@ -67,6 +67,17 @@ async def _user_token(client: httpx.AsyncClient, username: str) -> str:
     return str(reply.json()["access_token"])
 
 
+async def _disable(database_url: str, username: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text("UPDATE ops_users SET is_active = false WHERE username = :name"), {"name": username}
+            )
+    finally:
+        await engine.dispose()
+
+
 async def _service_token(client: httpx.AsyncClient) -> str:
     reply = await client.post(
         "/api/auth/service-token", json={"client_id": "agent", "client_secret": AGENT_SECRET}
@@ -228,14 +239,43 @@ async def test_agent_only_endpoint_refuses_anything_but_both_valid_tokens(
     assert rows == []  # refused callers leave no decision behind
 
 
+async def test_an_agents_call_takes_a_turns_token_a_while_after_it_expired_the_browser_does_not(
+    ops: httpx.AsyncClient, fresh_database_url: str
+) -> None:
+    """A turn of a slow model may outlive the token it began with: its tool calls still act for
+    the person a while (OPS_LATE_USER_TOKEN_SECONDS, 15 minutes here), beside the agent's service
+    token only; the person's own calls never take an expired token, and a disabled user is
+    refused whatever the token's age."""
+    now = datetime.now(UTC)
+    lately = user_token("oleg", ttl=timedelta(minutes=5), now=now - timedelta(minutes=15))  # 10 min over
+    too_late = user_token("oleg", ttl=timedelta(minutes=5), now=now - timedelta(minutes=21))  # 16 min over
+    service = {"Authorization": f"Bearer {await _service_token(ops)}"}
+
+    async def authorize(token: str) -> httpx.Response:
+        return await ops.post(
+            "/api/tools/deploy_dashboard/authorize",
+            json={"env_id": "dev"},
+            headers={**service, "X-User-Authorization": f"Bearer {token}"},
+        )
+
+    allowed = await authorize(lately)
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.json()["allowed"] is True
+    for refused, code in [
+        (await authorize(too_late), "token_expired"),
+        (await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {lately}"}), "token_expired"),
+    ]:
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["detail"]["code"] == code
+    await _disable(fresh_database_url, "oleg")
+    disabled = await authorize(lately)
+    assert disabled.status_code == 401
+    assert disabled.json()["detail"]["code"] == "user_inactive"
+
+
 async def test_a_disabled_user_loses_access_at_once(ops: httpx.AsyncClient, fresh_database_url: str) -> None:
     token = await _user_token(ops, "oleg")
-    engine = create_engine(fresh_database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(text("UPDATE ops_users SET is_active = false WHERE username = 'oleg'"))
-    finally:
-        await engine.dispose()
+    await _disable(fresh_database_url, "oleg")
     reply = await ops.get("/api/auth/me", headers={"Authorization": f"Bearer {token}"})
     assert reply.status_code == 401
     assert reply.json()["detail"]["code"] == "user_inactive"

@@ -139,12 +139,20 @@ async def test_each_call_to_the_llm_is_measured_as_a_genai_client_operation(llm:
     llm.says(Reply(content="Looks fine."), Reply(status=503))
     async with serving(llm.app()) as url:
         endpoint = LlmEndpoint(
-            f"{url}/v1", "test-key", "review-model", 10.0, GenAiClientMetrics(registry), 300, 0.1
+            f"{url}/v1",
+            "test-key",
+            "review-model",
+            10.0,
+            GenAiClientMetrics(registry),
+            300,
+            0.1,
+            ("<|im_start|>",),
         )
         assert await endpoint.complete("review", "dashboard") == "Looks fine."
         # bounded, under both names the servers read
         asked = llm.requests[0]
         assert (asked["max_tokens"], asked["max_completion_tokens"], asked["temperature"]) == (300, 300, 0.1)
+        assert asked["stop"] == ["<|im_start|>"]
         with pytest.raises(LlmUnavailable):
             await endpoint.complete("review", "dashboard")
     chat = {"gen_ai_operation_name": "chat", "gen_ai_request_model": "review-model"}

@@ -21,9 +21,9 @@ import pytest
 from fastapi.routing import APIRoute
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.catalogue import ENDPOINTS as TOOL_ENDPOINTS
 from sstools.common.db import create_engine
 from sstools.common.tokens import SERVICE_AUDIENCE, USER_AUDIENCE, TokenType
-from sstools.common.tool_args import ENDPOINTS as TOOL_ENDPOINTS
 from sstools.devstack.keys import ISSUER, PUBLIC_KEYS, forged_token, user_token
 from sstools.devstack.policy_table import POLICY_TABLE, allowed
 from sstools.devstack.testing import free_port

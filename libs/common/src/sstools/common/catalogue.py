@@ -1,14 +1,60 @@
-"""The tool catalogue: every tool's name, risk policy, RU+EN descriptions and keyword rules.
+"""The tool catalogue: each tool declared once, as one unit, and read everywhere.
 
-Declared once, here, and read everywhere: the router embeds the descriptions and matches the
-keywords, the agent's ``@tool`` functions take their descriptions, the agent's guard and ops'
-RBAC take the policies. Keyword phrases are written as a person would type them; the router
-reduces them to word stems, so one form covers its inflections ("дашборд" covers "дашбордов").
+A tool's declaration holds its name, risk policy, RU+EN descriptions and keywords, its arguments
+and the ops endpoint that performs it, a request a person could type for it, the read tools
+offered instead when a role may not run it, what its confirmation card says will change, and how
+its result is answered. The router embeds the descriptions and matches the keywords; the agent
+binds the arguments to its tools and validates calls with them; its gate, cards and denials, the
+built-in planner and its answers read the rest; ops takes the same argument models and paths for
+its routes and the same policies for its RBAC. Keyword phrases are written as a person would
+type them; the router reduces them to word stems, so one form covers its inflections
+("дашборд" covers "дашбордов").
+
+A tool may also come from another installed package: an entry point in the ``sstools.tools``
+group names its :class:`ToolSpec` (README, "Adding a tool").
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib.metadata import entry_points
+
+from sstools.common.tool_args import (
+    DASHBOARD_PATH,
+    ENV_PATH,
+    AuditArgs,
+    AuditQuery,
+    BranchBody,
+    CommitBody,
+    CopyArgs,
+    CopyBody,
+    CreateDashboardArgs,
+    DashboardBody,
+    DashboardSearch,
+    DashboardTarget,
+    DatasetArgs,
+    DatasetBody,
+    DeployArgs,
+    DeployBody,
+    Endpoint,
+    EnvArgs,
+    ExploreArgs,
+    ExploreQuery,
+    FormatBody,
+    HealthArgs,
+    HealthQuery,
+    MaintenanceArgs,
+    MaintenanceBody,
+    MaintenanceQuery,
+    MigrationArgs,
+    MigrationBody,
+    NoArgs,
+    SearchArgs,
+    SqlArgs,
+    SqlBody,
+    TaskArgs,
+    ToolArgs,
+)
 
 
 class Tier(StrEnum):
@@ -40,6 +86,29 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """How a tool's result is put to the person when no model words it (the built-in planner).
+
+    ``view`` names the agent's view of the result: ``made`` (the object made, named after
+    ``ru``/``en``: "created dashboard"), ``rows`` (the result's list as a table of ``columns``)
+    or one of the views of a result shape a built-in tool returns (``dashboards``, ``health``, …).
+    A tool with no answer is shown as its result's fields; a task it starts, as that task."""
+
+    view: str
+    ru: str = ""
+    en: str = ""
+    columns: tuple[str, ...] = ()
+
+
+def made(ru: str, en: str) -> Answer:
+    return Answer("made", ru, en)
+
+
+def rows(*columns: str) -> Answer:
+    return Answer("rows", columns=columns)
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     policy: Policy
@@ -47,6 +116,18 @@ class ToolSpec:
     description_ru: str
     keywords_en: tuple[str, ...]
     keywords_ru: tuple[str, ...]
+    # One request a person could type for it, in Russian and in English (shown with alternatives
+    # and capabilities, in the page's language).
+    example: tuple[str, str]
+    # Where ops performs it and its arguments; none: the agent answers it itself.
+    endpoint: Endpoint | None = None
+    # Read tools on the same subject, suggested when a person's role may not run it (the guard
+    # keeps those the role may run, else offers show_capabilities).
+    alternatives: tuple[str, ...] = ()
+    # What its confirmation card says will change (Russian, English): ``{what}`` is the
+    # dashboards named, any other ``{field}`` the call's argument.
+    change: tuple[str, str] | None = None
+    answer: Answer | None = None
     # Only superset_execute_sql: the policy for anything but one read-only statement.
     mutating_sql_policy: Policy | None = field(default=None)
     # A call that makes Superset or a database do real work (every chart's query, a statement,
@@ -56,6 +137,10 @@ class ToolSpec:
     @property
     def keywords(self) -> tuple[str, ...]:
         return self.keywords_en + self.keywords_ru
+
+    @property
+    def args(self) -> type[ToolArgs]:
+        return self.endpoint.args if self.endpoint is not None else NoArgs
 
     @property
     def may_change(self) -> bool:
@@ -73,7 +158,7 @@ VIEWER, ANALYST, OPERATOR, ADMIN = Role.VIEWER, Role.ANALYST, Role.OPERATOR, Rol
 
 ALWAYS_OFFERED = "show_capabilities"
 
-TOOLS: tuple[ToolSpec, ...] = (
+BUILT_IN: tuple[ToolSpec, ...] = (
     ToolSpec(
         "show_capabilities",
         _policy(R, VIEWER),
@@ -94,6 +179,11 @@ TOOLS: tuple[ToolSpec, ...] = (
             "команды",
             "справка",
         ),
+        example=(
+            "Что ты умеешь?",
+            "What can you do?",
+        ),
+        answer=Answer("capabilities"),
     ),
     ToolSpec(
         "search_dashboards",
@@ -117,6 +207,12 @@ TOOLS: tuple[ToolSpec, ...] = (
             "покажи дашборды",
             "список дашбордов",
         ),
+        endpoint=Endpoint("GET", ENV_PATH + "/dashboards", SearchArgs, DashboardSearch),
+        example=(
+            "Покажи дашборды",
+            "Show the dashboards",
+        ),
+        answer=Answer("dashboards"),
     ),
     ToolSpec(
         "get_health_summary",
@@ -163,6 +259,12 @@ TOOLS: tuple[ToolSpec, ...] = (
             "что там с",
         ),
         heavy=True,
+        endpoint=Endpoint("GET", ENV_PATH + "/health", HealthArgs, HealthQuery),
+        example=(
+            "Что сломано в дашбордах?",
+            "What is broken in the dashboards?",
+        ),
+        answer=Answer("health"),
     ),
     ToolSpec(
         "list_environments",
@@ -171,6 +273,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Показать окружения Superset (dev, staging, prod), доступные агенту, с адресами и статусом.",
         ("environments", "environment", "env", "envs", "instances", "stands", "which environments"),
         ("окружения", "окружение", "среды", "среда", "стенды", "стенд", "инстансы", "энвы"),
+        endpoint=Endpoint("GET", "/api/environments", NoArgs),
+        example=(
+            "Какие есть окружения?",
+            "Which environments are there?",
+        ),
+        answer=Answer("environments"),
     ),
     ToolSpec(
         "get_task_status",
@@ -189,6 +297,11 @@ TOOLS: tuple[ToolSpec, ...] = (
             "готово ли",
             "джоба",
         ),
+        endpoint=Endpoint("GET", "/api/tasks/{task_id}", TaskArgs),
+        example=(
+            "Какой статус у моей задачи?",
+            "What is the status of my task?",
+        ),
     ),
     ToolSpec(
         "list_llm_providers",
@@ -197,6 +310,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Показать настроенных LLM-провайдеров и модели, которые может использовать платформа.",
         ("llm providers", "providers", "models", "llm models", "which llm", "openai", "llm list"),
         ("провайдеры", "провайдер llm", "модели", "какие модели", "какие llm", "список llm", "нейросети"),
+        endpoint=Endpoint("GET", "/api/llm/providers", NoArgs),
+        example=(
+            "Какие LLM-провайдеры настроены?",
+            "Which LLM providers are configured?",
+        ),
+        answer=rows("id", "kind", "model", "default"),
     ),
     ToolSpec(
         "get_llm_status",
@@ -225,6 +344,11 @@ TOOLS: tuple[ToolSpec, ...] = (
             "задержка",
             "нейросеть работает",
         ),
+        endpoint=Endpoint("GET", "/api/llm/status", NoArgs),
+        example=(
+            "Работает ли LLM?",
+            "Is the LLM working?",
+        ),
     ),
     ToolSpec(
         "create_branch",
@@ -233,6 +357,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Создать git-ветку в репозитории дашбордов для версионируемых изменений.",
         ("branch", "create branch", "new branch", "git branch", "feature branch"),
         ("ветка", "ветку", "создай ветку", "новая ветка", "бранч", "git ветка"),
+        endpoint=Endpoint("POST", "/api/git/branches", BranchBody, BranchBody),
+        example=(
+            "Создай ветку для дашборда",
+            "Create a branch for a dashboard",
+        ),
+        alternatives=("search_dashboards", "list_environments"),
+        change=(
+            "В репозитории выгрузок создаётся ветка {name} от {start}.",
+            "Branch {name} is created from {start} in the exports repository.",
+        ),
+        answer=made("создана ветка", "created branch"),
     ),
     ToolSpec(
         "commit_changes",
@@ -241,6 +376,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Закоммитить выгруженные изменения дашбордов в git-репозиторий с сообщением.",
         ("commit", "commit changes", "save to git", "push", "git commit"),
         ("коммит", "закоммить", "закоммитить", "закомить", "сохрани в git", "запушь", "пуш", "зафиксируй"),
+        endpoint=Endpoint("POST", "/api/git/commits", CommitBody, CommitBody),
+        example=(
+            "Закоммить изменения дашборда",
+            "Commit the dashboard's changes",
+        ),
+        alternatives=("search_dashboards", "get_task_status"),
+        change=(
+            "Выгрузка дашбордов {what} из {env_id} будет закоммичена в ветку {branch}.",
+            "The export of dashboards {what} from {env_id} is committed to branch {branch}.",
+        ),
+        answer=made("сделан коммит", "committed"),
     ),
     ToolSpec(
         "deploy_dashboard",
@@ -264,6 +410,18 @@ TOOLS: tuple[ToolSpec, ...] = (
             "раскатай",
             "закинь на прод",
             "деплоить",
+        ),
+        endpoint=Endpoint("POST", ENV_PATH + "/deployments", DeployArgs, DeployBody),
+        example=(
+            "Задеплой дашборд в prod",
+            "Deploy a dashboard to prod",
+        ),
+        alternatives=("get_health_summary", "search_dashboards"),
+        change=(
+            "Дашборд {what} из {source_env} будет импортирован в {env_id}: создан там или заменён "
+            "вместе с его графиками и датасетами.",
+            "Dashboard {what} from {source_env} is imported into {env_id}: created there, or replaced "
+            "together with its charts and datasets.",
         ),
     ),
     ToolSpec(
@@ -292,6 +450,18 @@ TOOLS: tuple[ToolSpec, ...] = (
             "синхронизируй окружения",
             "смигрируй",
         ),
+        endpoint=Endpoint("POST", ENV_PATH + "/migrations", MigrationArgs, MigrationBody),
+        example=(
+            "Перенеси дашборд из dev в prod",
+            "Migrate a dashboard from dev to prod",
+        ),
+        alternatives=("get_health_summary", "list_environments"),
+        change=(
+            "Дашборды {what} из {source_env} будут перенесены в {env_id}: созданы там или заменены "
+            "вместе с графиками и датасетами.",
+            "Dashboards {what} from {source_env} are migrated into {env_id}: created there, or "
+            "replaced together with their charts and datasets.",
+        ),
     ),
     ToolSpec(
         "run_backup",
@@ -310,6 +480,17 @@ TOOLS: tuple[ToolSpec, ...] = (
             "снапшот",
             "сохрани копию",
         ),
+        endpoint=Endpoint("POST", ENV_PATH + "/backups", EnvArgs),
+        example=(
+            "Сделай бэкап dev",
+            "Back up dev",
+        ),
+        alternatives=("list_environments", "get_task_status"),
+        change=(
+            "Создаётся резервная копия {env_id}: архив в хранилище ops.",
+            "A backup of {env_id} is made: an archive in ops' storage.",
+        ),
+        answer=made("сделан бэкап", "backed up"),
     ),
     ToolSpec(
         "run_llm_validation",
@@ -338,6 +519,16 @@ TOOLS: tuple[ToolSpec, ...] = (
             "проверь",
             "проверка",
         ),
+        endpoint=Endpoint("POST", DASHBOARD_PATH + "/validation", DashboardTarget),
+        example=(
+            "Проверь дашборд с помощью LLM",
+            "Check a dashboard with the LLM",
+        ),
+        alternatives=("get_health_summary", "list_llm_providers"),
+        change=(
+            "Дашборд {what} в {env_id} проверяется LLM; отчёт сохраняется как задача.",
+            "Dashboard {what} in {env_id} is reviewed by the LLM; the report is kept as a task.",
+        ),
     ),
     ToolSpec(
         "run_llm_documentation",
@@ -357,6 +548,16 @@ TOOLS: tuple[ToolSpec, ...] = (
             "описать",
             "доку",
             "доки",
+        ),
+        endpoint=Endpoint("POST", DASHBOARD_PATH + "/documentation", DashboardTarget),
+        example=(
+            "Опиши чарты дашборда",
+            "Describe a dashboard's charts",
+        ),
+        alternatives=("get_health_summary", "list_llm_providers"),
+        change=(
+            "Для дашборда {what} в {env_id} пишутся описания графиков; они сохраняются как задача.",
+            "Chart descriptions of dashboard {what} in {env_id} are written and kept as a task.",
         ),
     ),
     ToolSpec(
@@ -382,6 +583,12 @@ TOOLS: tuple[ToolSpec, ...] = (
             "окна обслуживания",
             "даунтайм",
         ),
+        endpoint=Endpoint("GET", "/api/maintenance", MaintenanceQuery, MaintenanceQuery),
+        example=(
+            "Какие сейчас идут регламентные работы?",
+            "Which maintenance windows are running?",
+        ),
+        answer=Answer("windows"),
     ),
     ToolSpec(
         "start_maintenance",
@@ -401,6 +608,18 @@ TOOLS: tuple[ToolSpec, ...] = (
             "режим техработ",
             "начинай техработы",
         ),
+        endpoint=Endpoint("POST", ENV_PATH + "/maintenance", MaintenanceArgs, MaintenanceBody),
+        example=(
+            "Начни регламентные работы в prod",
+            "Start maintenance in prod",
+        ),
+        alternatives=("list_maintenance_events", "list_environments"),
+        change=(
+            "В {env_id} начинаются регламентные работы: изменения там отклоняются до их окончания. "
+            "Причина: {reason}.",
+            "Maintenance starts in {env_id}: changes there are refused until it ends. Reason: {reason}.",
+        ),
+        answer=Answer("windows"),
     ),
     ToolSpec(
         "end_maintenance",
@@ -429,6 +648,17 @@ TOOLS: tuple[ToolSpec, ...] = (
             "заканчивай техработы",
             "заканчивай обслуживание",
         ),
+        endpoint=Endpoint("POST", ENV_PATH + "/maintenance/end", EnvArgs),
+        example=(
+            "Заверши регламентные работы в prod",
+            "End maintenance in prod",
+        ),
+        alternatives=("list_maintenance_events", "list_environments"),
+        change=(
+            "Регламентные работы в {env_id} завершаются: изменения снова разрешены.",
+            "Maintenance in {env_id} ends: changes are allowed again.",
+        ),
+        answer=Answer("windows"),
     ),
     ToolSpec(
         "superset_execute_sql",
@@ -439,6 +669,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         ("sql", "запрос", "выполни запрос", "выполни sql", "селект", "скуль", "sql lab", "запусти запрос"),
         mutating_sql_policy=_policy(D, ADMIN),
         heavy=True,
+        endpoint=Endpoint("POST", ENV_PATH + "/sql", SqlArgs, SqlBody),
+        example=(
+            "Выполни SELECT count(*) FROM sales",
+            "Run SELECT count(*) FROM sales",
+        ),
+        alternatives=("superset_format_sql", "superset_explore_database"),
+        change=(
+            "Запрос из аргументов выполняется в {env_id} и может изменить данные.",
+            "The statement in the arguments runs in {env_id} and may change data.",
+        ),
+        answer=Answer("sql"),
     ),
     ToolSpec(
         "superset_explore_database",
@@ -448,6 +689,13 @@ TOOLS: tuple[ToolSpec, ...] = (
         ("database", "schema", "schemas", "tables", "table", "columns", "explore database", "db"),
         ("база", "базы данных", "бд", "схема", "схемы", "таблицы", "таблица", "колонки", "столбцы", "поля"),
         heavy=True,
+        endpoint=Endpoint("GET", ENV_PATH + "/databases", ExploreArgs, ExploreQuery),
+        example=(
+            "Какие таблицы есть в базе?",
+            "Which tables does the database have?",
+        ),
+        alternatives=("search_dashboards", "superset_format_sql"),
+        answer=Answer("catalogue"),
     ),
     ToolSpec(
         "superset_audit_permissions",
@@ -481,6 +729,13 @@ TOOLS: tuple[ToolSpec, ...] = (
             "кто может",
             "кто имеет",
         ),
+        endpoint=Endpoint("GET", ENV_PATH + "/permissions", AuditArgs, AuditQuery),
+        example=(
+            "Покажи права пользователей",
+            "Show users' permissions",
+        ),
+        alternatives=("list_environments", "show_capabilities"),
+        answer=Answer("access"),
     ),
     ToolSpec(
         "superset_create_dashboard",
@@ -496,6 +751,17 @@ TOOLS: tuple[ToolSpec, ...] = (
             "заведи дашборд",
             "как создать дашборд",
         ),
+        endpoint=Endpoint("POST", ENV_PATH + "/dashboards", CreateDashboardArgs, DashboardBody),
+        example=(
+            "Создай дашборд «Продажи»",
+            "Create a dashboard “Sales”",
+        ),
+        alternatives=("search_dashboards", "get_health_summary"),
+        change=(
+            "В {env_id} создаётся дашборд «{title}».",
+            "Dashboard “{title}” is created in {env_id}.",
+        ),
+        answer=made("создан дашборд", "created dashboard"),
     ),
     ToolSpec(
         "superset_copy_dashboard",
@@ -515,6 +781,17 @@ TOOLS: tuple[ToolSpec, ...] = (
             "клон",
             "дубликат",
         ),
+        endpoint=Endpoint("POST", DASHBOARD_PATH + "/copy", CopyArgs, CopyBody),
+        example=(
+            "Скопируй дашборд 12",
+            "Copy dashboard 12",
+        ),
+        alternatives=("search_dashboards", "get_health_summary"),
+        change=(
+            "В {env_id} создаётся копия дашборда {what} под названием «{title}».",
+            "A copy of dashboard {what} titled “{title}” is created in {env_id}.",
+        ),
+        answer=made("создана копия", "created the copy"),
     ),
     ToolSpec(
         "superset_create_dataset",
@@ -523,6 +800,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Создать в Superset датасет из таблицы базы данных, чтобы его могли использовать чарты.",
         ("dataset", "create dataset", "new dataset", "datasets", "register table"),
         ("датасет", "датасеты", "создай датасет", "набор данных", "новый датасет", "дата сет"),
+        endpoint=Endpoint("POST", ENV_PATH + "/datasets", DatasetArgs, DatasetBody),
+        example=(
+            "Создай датасет из таблицы sales",
+            "Create a dataset from the sales table",
+        ),
+        alternatives=("superset_explore_database", "search_dashboards"),
+        change=(
+            "В {env_id} регистрируется датасет из таблицы {table_name}.",
+            "A dataset of table {table_name} is registered in {env_id}.",
+        ),
+        answer=made("создан датасет", "created dataset"),
     ),
     ToolSpec(
         "superset_format_sql",
@@ -531,60 +819,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Отформатировать SQL-запрос для читаемости, не выполняя его.",
         ("format sql", "format", "prettify", "beautify", "pretty print", "indent sql"),
         ("отформатируй", "форматирование", "форматировать", "причеши", "красиво оформи", "выровняй"),
+        endpoint=Endpoint("POST", "/api/sql/format", FormatBody, FormatBody),
+        example=(
+            "Отформатируй SQL-запрос",
+            "Format an SQL query",
+        ),
+        answer=Answer("code"),
     ),
 )
-
-# What the agent suggests instead when a person's role may not run a tool: read tools on the
-# same subject (the guard keeps those the role may run, else offers show_capabilities).
-ALTERNATIVES: dict[str, tuple[str, ...]] = {
-    "deploy_dashboard": ("get_health_summary", "search_dashboards"),
-    "execute_migration": ("get_health_summary", "list_environments"),
-    "commit_changes": ("search_dashboards", "get_task_status"),
-    "create_branch": ("search_dashboards", "list_environments"),
-    "run_backup": ("list_environments", "get_task_status"),
-    "start_maintenance": ("list_maintenance_events", "list_environments"),
-    "end_maintenance": ("list_maintenance_events", "list_environments"),
-    "superset_execute_sql": ("superset_format_sql", "superset_explore_database"),
-    "superset_explore_database": ("search_dashboards", "superset_format_sql"),
-    "superset_audit_permissions": ("list_environments", "show_capabilities"),
-    "superset_create_dashboard": ("search_dashboards", "get_health_summary"),
-    "superset_copy_dashboard": ("search_dashboards", "get_health_summary"),
-    "superset_create_dataset": ("superset_explore_database", "search_dashboards"),
-    "run_llm_validation": ("get_health_summary", "list_llm_providers"),
-    "run_llm_documentation": ("get_health_summary", "list_llm_providers"),
-}
-
-# One request a person could type to run each tool, in Russian and in English (shown with
-# alternatives and capabilities, in the page's language).
-EXAMPLE_PROMPTS: dict[str, tuple[str, str]] = {
-    "show_capabilities": ("Что ты умеешь?", "What can you do?"),
-    "search_dashboards": ("Покажи дашборды", "Show the dashboards"),
-    "get_health_summary": ("Что сломано в дашбордах?", "What is broken in the dashboards?"),
-    "list_environments": ("Какие есть окружения?", "Which environments are there?"),
-    "get_task_status": ("Какой статус у моей задачи?", "What is the status of my task?"),
-    "list_llm_providers": ("Какие LLM-провайдеры настроены?", "Which LLM providers are configured?"),
-    "get_llm_status": ("Работает ли LLM?", "Is the LLM working?"),
-    "create_branch": ("Создай ветку для дашборда", "Create a branch for a dashboard"),
-    "commit_changes": ("Закоммить изменения дашборда", "Commit the dashboard's changes"),
-    "deploy_dashboard": ("Задеплой дашборд в prod", "Deploy a dashboard to prod"),
-    "execute_migration": ("Перенеси дашборд из dev в prod", "Migrate a dashboard from dev to prod"),
-    "run_backup": ("Сделай бэкап dev", "Back up dev"),
-    "run_llm_validation": ("Проверь дашборд с помощью LLM", "Check a dashboard with the LLM"),
-    "run_llm_documentation": ("Опиши чарты дашборда", "Describe a dashboard's charts"),
-    "list_maintenance_events": (
-        "Какие сейчас идут регламентные работы?",
-        "Which maintenance windows are running?",
-    ),
-    "start_maintenance": ("Начни регламентные работы в prod", "Start maintenance in prod"),
-    "end_maintenance": ("Заверши регламентные работы в prod", "End maintenance in prod"),
-    "superset_execute_sql": ("Выполни SELECT count(*) FROM sales", "Run SELECT count(*) FROM sales"),
-    "superset_explore_database": ("Какие таблицы есть в базе?", "Which tables does the database have?"),
-    "superset_audit_permissions": ("Покажи права пользователей", "Show users' permissions"),
-    "superset_create_dashboard": ("Создай дашборд «Продажи»", "Create a dashboard “Sales”"),
-    "superset_copy_dashboard": ("Скопируй дашборд 12", "Copy dashboard 12"),
-    "superset_create_dataset": ("Создай датасет из таблицы sales", "Create a dataset from the sales table"),
-    "superset_format_sql": ("Отформатируй SQL-запрос", "Format an SQL query"),
-}
 
 # What an empty chat offers to ask, best first: each one the person's role may run.
 IDLE_EXAMPLES = (
@@ -597,6 +839,20 @@ IDLE_EXAMPLES = (
 )
 
 
+def _installed() -> tuple[ToolSpec, ...]:
+    """Tools other installed packages declare, through ``sstools.tools`` entry points."""
+    found = []
+    for point in entry_points(group="sstools.tools"):
+        spec = point.load()
+        if not isinstance(spec, ToolSpec):
+            raise TypeError(f"entry point {point.name!r} of sstools.tools is not a ToolSpec: {spec!r}")
+        found.append(spec)
+    return tuple(sorted(found, key=lambda spec: spec.name))
+
+
+TOOLS: tuple[ToolSpec, ...] = BUILT_IN + _installed()
+
+
 def tool(name: str) -> ToolSpec:
     """The spec of one tool; ``KeyError`` for a name that is not in the catalogue."""
     return _BY_NAME[name]
@@ -607,3 +863,14 @@ def tool_names() -> Iterator[str]:
 
 
 _BY_NAME = {spec.name: spec for spec in TOOLS}
+if len(_BY_NAME) != len(TOOLS):
+    raise ValueError("two tools of the catalogue share a name")
+
+# Read from the declarations: where ops performs each tool, each tool's arguments, what each
+# offers instead, what a person could type for each.
+ENDPOINTS: Mapping[str, Endpoint] = {spec.name: spec.endpoint for spec in TOOLS if spec.endpoint}
+ARGS: Mapping[str, type[ToolArgs]] = {spec.name: spec.args for spec in TOOLS}
+ALTERNATIVES: Mapping[str, tuple[str, ...]] = {
+    spec.name: spec.alternatives for spec in TOOLS if spec.alternatives
+}
+EXAMPLE_PROMPTS: Mapping[str, tuple[str, str]] = {spec.name: spec.example for spec in TOOLS}

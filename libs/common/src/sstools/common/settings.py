@@ -4,9 +4,9 @@ Each service declares one subclass with its own ``env_prefix`` (``ROUTER_``, ``O
 fields declared here are shared by all services and keep their conventional, unprefixed names.
 """
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, StringConstraints, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sstools.common.grpc_auth import Callers
@@ -169,4 +169,14 @@ class LlmSettings(BaseSettings):
         le=2,
         validation_alias="LLM_TEMPERATURE",
         description="Sampling temperature of LLM replies (0: the likeliest; tool calls want it low).",
+    )
+    # A small model that does not stop at its turn's end goes on to write the person's next
+    # message: these open a new turn in the common chat templates (ChatML, Llama 3, Gemma,
+    # Mistral) and never belong in an answer. OpenAI's API takes at most four.
+    llm_stop: list[Annotated[str, StringConstraints(min_length=1, max_length=32)]] = Field(
+        default=["<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "[INST]"],
+        max_length=4,
+        validation_alias="LLM_STOP",
+        description="Stop sequences of LLM replies, a JSON list (at most four; []: none, for models "
+        "that refuse them).",
     )

@@ -1,4 +1,4 @@
-"""Each tool's arguments and the ops endpoint that performs it, declared once beside the catalogue.
+"""The types of the tools' arguments and of ops' endpoints, which the catalogue's declarations use.
 
 The agent binds these models to its LangChain tools (the model sees their JSON schema), its
 confirmation gate and fast path validate calls with them, and ops takes the same query and body
@@ -10,7 +10,6 @@ path segment percent-encoded; an environment id is one validated type everywhere
 
 import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 from urllib.parse import quote
@@ -318,45 +317,13 @@ class Endpoint:
         return (path, rest, None) if self.method == "GET" else (path, None, rest)
 
 
-_ENVS = "/api/envs/{env_id}"
-_DASHBOARD = _ENVS + "/dashboards/{dashboard_id}"
-
-ENDPOINTS: Mapping[str, Endpoint] = {
-    "search_dashboards": Endpoint("GET", _ENVS + "/dashboards", SearchArgs, DashboardSearch),
-    "get_health_summary": Endpoint("GET", _ENVS + "/health", HealthArgs, HealthQuery),
-    "list_environments": Endpoint("GET", "/api/environments", NoArgs),
-    "get_task_status": Endpoint("GET", "/api/tasks/{task_id}", TaskArgs),
-    "list_llm_providers": Endpoint("GET", "/api/llm/providers", NoArgs),
-    "get_llm_status": Endpoint("GET", "/api/llm/status", NoArgs),
-    "create_branch": Endpoint("POST", "/api/git/branches", BranchBody, BranchBody),
-    "commit_changes": Endpoint("POST", "/api/git/commits", CommitBody, CommitBody),
-    "deploy_dashboard": Endpoint("POST", _ENVS + "/deployments", DeployArgs, DeployBody),
-    "execute_migration": Endpoint("POST", _ENVS + "/migrations", MigrationArgs, MigrationBody),
-    "run_backup": Endpoint("POST", _ENVS + "/backups", EnvArgs),
-    "run_llm_validation": Endpoint("POST", _DASHBOARD + "/validation", DashboardTarget),
-    "run_llm_documentation": Endpoint("POST", _DASHBOARD + "/documentation", DashboardTarget),
-    "list_maintenance_events": Endpoint("GET", "/api/maintenance", MaintenanceQuery, MaintenanceQuery),
-    "start_maintenance": Endpoint("POST", _ENVS + "/maintenance", MaintenanceArgs, MaintenanceBody),
-    "end_maintenance": Endpoint("POST", _ENVS + "/maintenance/end", EnvArgs),
-    "superset_execute_sql": Endpoint("POST", _ENVS + "/sql", SqlArgs, SqlBody),
-    "superset_explore_database": Endpoint("GET", _ENVS + "/databases", ExploreArgs, ExploreQuery),
-    "superset_audit_permissions": Endpoint("GET", _ENVS + "/permissions", AuditArgs, AuditQuery),
-    "superset_create_dashboard": Endpoint("POST", _ENVS + "/dashboards", CreateDashboardArgs, DashboardBody),
-    "superset_copy_dashboard": Endpoint("POST", _DASHBOARD + "/copy", CopyArgs, CopyBody),
-    "superset_create_dataset": Endpoint("POST", _ENVS + "/datasets", DatasetArgs, DatasetBody),
-    "superset_format_sql": Endpoint("POST", "/api/sql/format", FormatBody, FormatBody),
-}
+ENV_PATH = "/api/envs/{env_id}"
+DASHBOARD_PATH = ENV_PATH + "/dashboards/{dashboard_id}"
 
 # Not a tool: how the gate asks ops whether a statement only reads, in the target's dialect.
-SQL_SHAPE = Endpoint("POST", _ENVS + "/sql/shape", SqlStatementArgs, SqlStatement)
+SQL_SHAPE = Endpoint("POST", ENV_PATH + "/sql/shape", SqlStatementArgs, SqlStatement)
 # Not a tool: how the gate names the dashboards a card is about (a confirmation names its object).
-DASHBOARD_TITLES = Endpoint("GET", _ENVS + "/dashboards/titles", DashboardTitlesArgs, DashboardTitlesQuery)
-
-# show_capabilities is answered by the agent from the catalogue: no endpoint, no arguments.
-ARGS: Mapping[str, type[ToolArgs]] = {
-    "show_capabilities": NoArgs,
-    **{name: endpoint.args for name, endpoint in ENDPOINTS.items()},
-}
+DASHBOARD_TITLES = Endpoint("GET", ENV_PATH + "/dashboards/titles", DashboardTitlesArgs, DashboardTitlesQuery)
 
 # The fields that name an environment: each must be a configured one.
 ENV_FIELDS = ("env_id", "source_env")

@@ -39,11 +39,19 @@ from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, say
 from sstools.agent.tools import Passes, idempotency_key, ops_call
-from sstools.common.catalogue import ALTERNATIVES, ALWAYS_OFFERED, EXAMPLE_PROMPTS, Role, Tier, tool_names
+from sstools.common.catalogue import (
+    ALTERNATIVES,
+    ALWAYS_OFFERED,
+    ARGS,
+    EXAMPLE_PROMPTS,
+    Role,
+    Tier,
+    tool_names,
+)
 from sstools.common.catalogue import tool as catalogue_tool
 from sstools.common.confirmation import Confirmation
 from sstools.common.policy import Decision, decide, resolve_env
-from sstools.common.tool_args import ARGS, ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
+from sstools.common.tool_args import ENV_FIELDS, SqlArgs, ToolArgs, is_env_id
 
 ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model is not asked again
 # The artifact key of a call's result that a person answered: the card's digest and the answer,

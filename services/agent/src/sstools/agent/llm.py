@@ -127,6 +127,7 @@ def chat_model(
         timeout=settings.llm_timeout_seconds,
         max_tokens=settings.llm_max_tokens,
         temperature=settings.llm_temperature,
+        stop=settings.llm_stop or None,
         max_retries=1,
         streaming=True,
         # Ask for the usage chunk (stream_options.include_usage) that the GenAI token metrics

@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
 from sstools.agent.clients.router import ToolRouter
 from sstools.agent.settings import AgentSettings
+from sstools.common.catalogue import ENDPOINTS
 from sstools.common.grpc_auth import ServiceTokenUnavailable
-from sstools.common.tool_args import ENDPOINTS
 
 # The variable the password comes from: never an argument, which `ps` would show.
 PASSWORD_VARIABLE = "AGENT_CHECK_PASSWORD"

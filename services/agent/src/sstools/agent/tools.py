@@ -1,6 +1,6 @@
-"""The 24 tools the model may call: native LangChain tools whose names and descriptions come
-from the catalogue, whose argument models and ops endpoints are the ones declared beside it
-(``sstools.common.tool_args``), and which act through ops.
+"""The tools the model may call: native LangChain tools whose names and descriptions come
+from the catalogue, whose argument models and ops endpoints are the ones each declares, and
+which act through ops.
 
 Each tool's body is one ops call on behalf of the user in the run's config (``__user_token``),
 with what the gate handed it beside the arguments (:class:`Passes`): the call's
@@ -22,9 +22,9 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from pydantic import create_model
 
 from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
-from sstools.common.catalogue import TOOLS, Role, ToolSpec
+from sstools.common.catalogue import ARGS, ENDPOINTS, TOOLS, Role, ToolSpec
 from sstools.common.confirmation import Confirmation, ConfirmationCodec
-from sstools.common.tool_args import ARGS, ENDPOINTS, TaskArgs, ToolArgs
+from sstools.common.tool_args import TaskArgs, ToolArgs
 
 USER_TOKEN = "__user_token"  # in the run's config; "__" keeps it out of checkpoint metadata
 RETRY_ATTEMPTS = 3
@@ -169,7 +169,7 @@ def build_tools(
 ) -> dict[str, BaseTool]:
     tools: dict[str, BaseTool] = {}
     for spec in TOOLS:
-        if spec.name == "show_capabilities":
+        if spec.endpoint is None:  # the agent's own answer (the capabilities)
 
             async def show(config: RunnableConfig, **values: Any) -> str:
                 role = (config.get("configurable") or {}).get("user_role")

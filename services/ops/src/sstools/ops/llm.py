@@ -60,6 +60,7 @@ class LlmEndpoint:
     metrics: GenAiClientMetrics
     max_tokens: int
     temperature: float
+    stop: tuple[str, ...] = ()
 
     @property
     def configured(self) -> bool:
@@ -121,6 +122,7 @@ class LlmEndpoint:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "max_completion_tokens": self.max_tokens,
+            **({"stop": list(self.stop)} if self.stop else {}),
         }
         try:
             with self.metrics.chat(self.model) as usage:

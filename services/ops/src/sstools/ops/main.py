@@ -65,6 +65,7 @@ def build_context(
         users,
         user_ttl=timedelta(seconds=settings.user_token_ttl_seconds),
         service_ttl=timedelta(seconds=settings.service_token_ttl_seconds),
+        late_user=timedelta(seconds=settings.late_user_token_seconds),
     )
     supersets = Supersets(
         parse_environments(settings.environments),
@@ -85,6 +86,7 @@ def build_context(
         llm_metrics if llm_metrics is not None else GenAiClientMetrics(CollectorRegistry()),
         settings.llm_max_tokens,
         settings.llm_temperature,
+        tuple(settings.llm_stop),
     )
     tasks = TaskStore(engine)
     handlers = jobs.handlers(supersets, backups, deployments, llm)

@@ -73,6 +73,13 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         default=43_200, ge=1, description="Life of a refresh token; each use gives a new one."
     )
     service_token_ttl_seconds: int = Field(default=300, ge=30, description="Life of a service token.")
+    late_user_token_seconds: int = Field(
+        default=900,
+        ge=0,
+        le=3600,
+        description="How long after it expired a user token still authorises the agent's calls (beside "
+        "a valid service token; never the browser's own): a turn may outlive the token it began with.",
+    )
     heavy_reads_per_minute: int = Field(
         default=20,
         ge=1,

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 import httpx
 import jwt
 
+from sstools.common.catalogue import ENDPOINTS
 from sstools.common.confirmation import HEADER, Confirmation, ConfirmationCodec, request_fingerprint
-from sstools.common.tool_args import ENDPOINTS
 
 UNCONFIRMED = {HEADER: ""}  # headers of a call sent without any confirmation
 # Every endpoint that changes something, with the tool whose policy guards it: the agent's

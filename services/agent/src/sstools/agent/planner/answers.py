@@ -13,7 +13,8 @@ from typing import Any
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import Markdown, link, markdown_text
 from sstools.agent.wording import explained
-from sstools.common.catalogue import EXAMPLE_PROMPTS
+from sstools.common.catalogue import ARGS, EXAMPLE_PROMPTS, Answer
+from sstools.common.catalogue import tool as catalogue_tool
 
 _EXAMPLES_SHOWN = ("search_dashboards", "get_health_summary", "deploy_dashboard")
 
@@ -284,23 +285,49 @@ def _capabilities(text: str, lang: Lang) -> str:
     )
 
 
-RENDERERS: Mapping[str, Callable[[Any, Lang], str]] = {
-    "search_dashboards": _dashboards,
-    "get_health_summary": _health,
-    "superset_execute_sql": _sql,
-    "superset_explore_database": _catalogue,
-    "superset_audit_permissions": _access,
-    "list_environments": _environments,
-    "list_maintenance_events": _windows,
-    "start_maintenance": _windows,
-    "end_maintenance": _windows,
-    "superset_create_dashboard": _created("создан дашборд", "created dashboard"),
-    "superset_copy_dashboard": _created("создана копия", "created the copy"),
-    "superset_create_dataset": _created("создан датасет", "created dataset"),
-    "create_branch": _created("создана ветка", "created branch"),
-    "commit_changes": _created("сделан коммит", "committed"),
-    "run_backup": _created("сделан бэкап", "backed up"),
+def _rows(columns: Sequence[str]) -> Callable[[Any, Lang], str]:
+    def render(result: Any, lang: Lang) -> str:
+        items = [item for item in result if isinstance(item, dict)] if isinstance(result, list) else []
+        if not items:
+            return say(lang, "Пусто: ничего не нашлось.", "Nothing was found.")
+        shown = [[_yes_no(item.get(column), lang) for column in columns] for item in items[:_ROWS_SHOWN]]
+        return say(lang, f"Найдено: {len(items)}.", f"Found: {len(items)}.") + f"\n\n{table(columns, shown)}"
+
+    return render
+
+
+def _yes_no(value: Any, lang: Lang) -> Any:
+    if isinstance(value, bool):
+        return say(lang, "да", "yes") if value else say(lang, "нет", "no")
+    return "—" if value is None else _value(value, lang)
+
+
+def _code(result: Any, lang: Lang) -> str:
+    return _code_block("sql", str(result.get("sql", ""))) if isinstance(result, dict) else _cell(result)
+
+
+# The views an answer declaration names (the catalogue's ``Answer.view``); "capabilities" is
+# the agent's own text, read before any JSON.
+VIEWS: Mapping[str, Callable[[Any, Lang], str]] = {
+    "dashboards": _dashboards,
+    "health": _health,
+    "sql": _sql,
+    "catalogue": _catalogue,
+    "access": _access,
+    "environments": _environments,
+    "windows": _windows,
+    "code": _code,
 }
+
+
+def _renderer(declared: Answer | None) -> Callable[[Any, Lang], str] | None:
+    if declared is None:
+        return None
+    if declared.view == "made":
+        return _created(declared.ru, declared.en)
+    if declared.view == "rows":
+        return _rows(declared.columns)
+    return VIEWS.get(declared.view)
 
 
 def failure(tool: str, detail: Mapping[str, Any], lang: Lang) -> str:
@@ -332,18 +359,17 @@ def _code_block(language: str, text: str) -> str:
 
 def rendered(tool: str, content: str, lang: Lang) -> str:
     """One tool's result as the person reads it."""
+    declared = catalogue_tool(tool).answer if tool in ARGS else None
     try:
         result = json.loads(content)
-    except ValueError:
-        return _capabilities(content, lang) if tool == "show_capabilities" else _cell(content)
+    except ValueError:  # the agent's own text: the capabilities it lists
+        return _capabilities(content, lang) if declared == Answer("capabilities") else _cell(content)
     if isinstance(result, dict) and isinstance(result.get("error"), dict):
         return failure(tool, result["error"], lang)
     if isinstance(result, dict) and {"id", "kind", "status"} <= set(result):
         return _task(result, lang)
-    if render := RENDERERS.get(tool):
+    if render := _renderer(declared):
         return render(result, lang)
-    if tool == "superset_format_sql" and isinstance(result, dict):
-        return _code_block("sql", str(result.get("sql", "")))
     if isinstance(result, dict):
         rows = [(key, value) for key, value in result.items()]
         return (

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from pydantic import ValidationError
 
 from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
@@ -30,9 +31,8 @@ from sstools.agent.planner.reading import (
     table_named_in,
 )
 from sstools.agent.planner.refining import refined
-from sstools.common.catalogue import tool
+from sstools.common.catalogue import ARGS, tool
 from sstools.common.routing.keywords import KeywordIndex
-from sstools.common.tool_args import ARGS
 
 SEARCH = "search_dashboards"
 EXPLORE = "superset_explore_database"
@@ -450,8 +450,6 @@ class Planner:
             return {**args, "reason": reason or self.say("Плановые работы", "Planned maintenance")}
         if intent == "end_maintenance" and last_started and not (request.target_env or request.source_env):
             return {"env_id": last_started}
-        if intent in ("end_maintenance", "run_backup"):
-            return args
         if intent == "superset_format_sql":
             if request.sql is None:
                 needs.question = self.say("Какой SQL отформатировать?", "Which SQL should I format?")
@@ -480,8 +478,12 @@ class Planner:
             return {"name": name, **({"start": start.group(1).rstrip("./")} if start else {})}
         if intent == EXPLORE:
             return self._explore(args, needs)
-        needs.question = self.say("Уточните, что сделать.", "What exactly should I do?")
-        return None
+        try:  # any other tool: called once what the words gave fills what it requires
+            ARGS[intent].model_validate(args)
+            return args
+        except ValidationError:
+            needs.question = self.say("Уточните, что сделать.", "What exactly should I do?")
+            return None
 
     # -- resolving names -----------------------------------------------------------------------
 

@@ -1,6 +1,12 @@
-"""The ops REST application: routers for each area, and typed errors as JSON."""
+"""The ops REST application: routers for each area, and typed errors as JSON.
 
-from fastapi import FastAPI, Request
+A tool another installed package declares (the catalogue's ``sstools.tools`` entry points) is
+served by the router its package gives in the ``sstools.ops_routes`` group: a function taking
+the context and the guard, as each area's ``router`` here does."""
+
+from importlib.metadata import entry_points
+
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from sstools.common.paging import BadCursor
@@ -33,6 +39,11 @@ def build_app(ctx: OpsContext) -> FastAPI:
     app.include_router(audit.router(ctx, admins))
     app.include_router(superset.router(ctx, guard))
     app.include_router(operations.router(ctx, guard, user_only))
+    for point in entry_points(group="sstools.ops_routes"):
+        routes = point.load()(ctx, guard)
+        if not isinstance(routes, APIRouter):
+            raise TypeError(f"entry point {point.name!r} of sstools.ops_routes gave no APIRouter: {routes!r}")
+        app.include_router(routes)
     app.add_exception_handler(OperationError, _operation_error)
     app.add_exception_handler(BadCursor, _bad_cursor)
     return app

@@ -54,13 +54,24 @@ def bearer(header: str | None, missing_code: str) -> str:
 
 
 class Authenticator:
+    """``late_user``: how long after it expired a person's token still authorises an agent's call
+    (beside a valid service token, never the browser's own): a turn that began while the token
+    was valid — the agent checks it then — may outlive it."""
+
     def __init__(
-        self, codec: PublicKeyCodec, users: UserStore, *, user_ttl: timedelta, service_ttl: timedelta
+        self,
+        codec: PublicKeyCodec,
+        users: UserStore,
+        *,
+        user_ttl: timedelta,
+        service_ttl: timedelta,
+        late_user: timedelta = timedelta(),
     ) -> None:
         self.codec = codec
         self.users = users
         self.user_ttl = user_ttl
         self.service_ttl = service_ttl
+        self._late_codec = PublicKeyCodec(codec.trusted, leeway_seconds=late_user.total_seconds())
 
     def issue_user_token(self, username: str) -> str:
         return self.codec.issue(
@@ -82,9 +93,10 @@ class Authenticator:
             ttl=SUPERSET_TOKEN_TTL,
         )
 
-    async def user(self, token: str) -> Caller:
+    async def user(self, token: str, *, late: bool = False) -> Caller:
+        codec = self._late_codec if late else self.codec
         try:
-            claims = self.codec.verify(token, audience=USER_AUDIENCE, token_type=TokenType.USER)
+            claims = codec.verify(token, audience=USER_AUDIENCE, token_type=TokenType.USER)
         except TokenError as error:
             raise unauthorized(error.code, str(error)) from None
         user = await self.users.active(claims.subject)
@@ -131,7 +143,7 @@ def dependencies(authenticator: Authenticator) -> tuple[object, object]:
         x_user_authorization: Annotated[str | None, Header()] = None,
     ) -> Caller:
         service = authenticator.service(bearer(authorization, "service_token_missing"))
-        user = await authenticator.user(bearer(x_user_authorization, "user_token_missing"))
+        user = await authenticator.user(bearer(x_user_authorization, "user_token_missing"), late=True)
         return Caller(service, user.username, user.role)
 
     return Depends(user_only), Depends(agent_for_user)

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel
 
-from sstools.common.catalogue import Role
+from sstools.common.catalogue import ENDPOINTS, Role
 from sstools.common.tool_args import (
-    ENDPOINTS,
     BranchBody,
     CommitBody,
     DeployBody,

@@ -7,11 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from pydantic import BaseModel
 
-from sstools.common.catalogue import Role
+from sstools.common.catalogue import ENDPOINTS, Role
 from sstools.common.sql import SqlNotParsed, classify, format_sql
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
-    ENDPOINTS,
     FORCED_HEALTH_ROLE,
     SQL_SHAPE,
     AuditQuery,
