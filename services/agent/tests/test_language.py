@@ -19,6 +19,16 @@ from sstools.agent.sqltext import split_sql
         ("delete all rows from the orders table on prod", "ru", "en"),  # a request, not SQL
         ("Создай ветку fix/legacy-kpis от main", "en", "ru"),  # a branch's name is not English
         ("а shipped?", "en", "ru"),
+        # Russian speakers name tables, columns and SQL words in English inside Russian sentences
+        ("покажи orders by status в prod", "en", "ru"),
+        ("сделай select count по customers group by region", "en", "ru"),
+        ("top 5 customers by revenue за прошлый месяц", "en", "ru"),
+        ("Проверь Отчёт по продажам", "en", "ru"),
+        # an English speaker writes Russian only in a title, capitalised mid-sentence
+        ("check health of Отчёт по продажам in prod", "ru", "en"),
+        ("What is broken in the Финансы dashboard on prod?", "ru", "en"),
+        ("select count of dashboards per owner", "ru", "en"),
+        ("Is the LLM up?\nСломалось что-то", "en", "ru"),  # a new line starts a sentence, not a title
     ],
 )
 def test_the_language_of_a_message_is_that_of_its_own_words(text: str, page: Lang, language: Lang) -> None:
