@@ -89,6 +89,32 @@ def test_ok_said_in_passing_asks_no_health_check(text: str, intent: str | None) 
         assert request.dashboard_name == "Sales Overview"
 
 
+@pytest.mark.parametrize(
+    ("text", "negated", "intent"),
+    [
+        ("бэкап не нужен, только проверь здоровье дашбордов на проде", "run_backup", "get_health_summary"),
+        ("деплой не нужен, покажи дашборды", "deploy_dashboard", "search_dashboards"),
+    ],
+)
+def test_what_is_said_not_to_be_needed_is_not_done(text: str, negated: str, intent: str) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert negated in request.negated
+    assert request.intent == intent
+
+
+def test_a_tasks_id_asks_about_its_task_whatever_else_the_message_names() -> None:
+    request = read_request("как там бэкап, готово? 7c9e6679-7425-40de-944b-e07fc1f90ae7", ENVIRONMENTS)
+    assert request.intent == "get_task_status"
+    assert str(request.task_id) == "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+
+@pytest.mark.parametrize(
+    "text", ["is anything broken on the prod dashboards right now?", "check dashboard health on prod"]
+)
+def test_words_after_the_plural_or_a_state_are_not_a_dashboards_name(text: str) -> None:
+    assert read_request(text, ENVIRONMENTS).dashboard_name is None
+
+
 def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
     request = read_request("don't deploy, just show me the Sales Overview dashboard", ENVIRONMENTS)
     assert "deploy_dashboard" in request.negated
@@ -158,7 +184,15 @@ SALES = [
     {"name": "region", "type": "TEXT"},
     {"name": "amount", "type": "REAL"},
 ]
-TABLES = {"orders": ORDERS, "events": EVENTS, "sales": SALES}
+# A table no request set or planner word list knows of.
+TICKETS = [
+    {"name": "id", "type": "INTEGER"},
+    {"name": "team", "type": "VARCHAR(40)"},
+    {"name": "priority", "type": "TEXT"},
+    {"name": "opened_on", "type": "DATE"},
+    {"name": "cost", "type": "NUMERIC(10, 2)"},
+]
+TABLES = {"orders": ORDERS, "events": EVENTS, "sales": SALES, "tickets": TICKETS}
 
 
 @pytest.mark.parametrize(
@@ -197,6 +231,43 @@ TABLES = {"orders": ORDERS, "events": EVENTS, "sales": SALES}
             SALES,
             "SELECT region, SUM(amount) AS value FROM sales WHERE day >= '2025-12-01' AND day < '2026-01-01'"
             " GROUP BY region ORDER BY value DESC",
+        ),
+        # a value written beside its text column's name: after an article, or in capitals
+        (
+            "how many tickets are on the platform team?",
+            TICKETS,
+            "SELECT COUNT(*) FROM tickets WHERE team = 'platform'",
+        ),
+        (
+            "show tickets of the High priority",
+            TICKETS,
+            "SELECT * FROM tickets WHERE priority = 'High' LIMIT 10",
+        ),
+        ("сколько тикетов у team Mobile?", TICKETS, "SELECT COUNT(*) FROM tickets WHERE team = 'Mobile'"),
+        # ... never a verb or a word of the question
+        (
+            "Which region sold the most?",
+            SALES,
+            "SELECT region, COUNT(*) AS value FROM sales GROUP BY region ORDER BY value DESC",
+        ),
+        # a grouping said as "for each", "в разрезе": the first one that names a real column
+        ("count tickets for each team", TICKETS, "SELECT team, COUNT(*) FROM tickets GROUP BY team"),
+        (
+            "сделай select по tickets: сумма cost в разрезе team",
+            TICKETS,
+            "SELECT team, SUM(cost) AS value FROM tickets GROUP BY team ORDER BY value DESC",
+        ),
+        # a grouping with nothing to measure counts the rows of each group
+        (
+            "tickets broken down by priority",
+            TICKETS,
+            "SELECT priority, COUNT(*) FROM tickets GROUP BY priority",
+        ),
+        # "the most" with no number to sum: the most rows
+        (
+            "which team opened the most tickets?",
+            TICKETS,
+            "SELECT team, COUNT(*) AS value FROM tickets GROUP BY team ORDER BY value DESC",
         ),
     ],
 )

@@ -37,7 +37,7 @@ NEGATION = re.compile(
 # A negation reaches over at most this many words, and never past a clause break.
 _NEGATION_REACH = 3
 _REFUSED_AFTER = re.compile(
-    r"\W*(?:[\w-]+\W+){0,2}?(?:не\s+надо|не\s+нужн\w*|не\s+требу\w*|не\s+будем|not\s+needed|isn'?t\s+needed)\b",
+    r"\W*(?:[\w-]+\W+){0,2}?(?:не\s+надо|не\s+нуж(?:ен|н)\w*|не\s+требу\w*|не\s+будем|not\s+needed|isn'?t\s+needed)\b",
     re.I,
 )
 # Where one request of a message ends and the next begins.
@@ -60,6 +60,9 @@ _END = (
 _NEAR = r"\W+(?:[\w'-]+\W+){0,5}?"
 ENDING = re.compile(rf"\b{_END}", re.I)
 
+# Only tasks have ids of this shape: one in a message asks about its task, whatever else it names.
+_TASK_ID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+
 # The tools a request may want, most specific first: the first one the words name (and do not
 # negate) leads; the router's order decides among the rest.
 INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -68,7 +71,7 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "get_task_status",
             r"\btask\b|\bзадач\w*|\bтаск\w*|\bjob\b|\b(?:done|finished|ready|complete)\s+yet\b"
-            r"|(?:готов|закончил|завершил|прош[её]л)\w*\s+ли|^\W*[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\W*$",
+            rf"|(?:готов|закончил|завершил|прош[её]л)\w*\s+ли|{_TASK_ID}",
         ),
         ("end_maintenance", rf"{_END}{_NEAR}{_MAINTENANCE}|{_MAINTENANCE}\w*{_NEAR}(?:{_END}|off)\b"),
         (
@@ -281,6 +284,9 @@ _STATE_WORDS = {
     "working",
     "doing",
     "alive",
+    "health",
+    "status",
+    "state",
     "здоров",
     "здоровый",
     "исправен",
@@ -400,6 +406,8 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
         consider(SQL_TOOL, _DESCRIBED_SQL)
     consider("list_llm_providers", _LLM_PROVIDERS)
     named.sort(key=lambda tool: clause_of.get(tool, 0))
+    if re.search(_TASK_ID, words, re.I) and "get_task_status" in named:  # a task asked after by its id
+        named.insert(0, named.pop(named.index("get_task_status")))
     # nouns more than requests ("dashboard", "table"): they lead only when nothing else is asked
     consider("superset_explore_database", _EXPLORE)
     consider("search_dashboards", _SEARCH)
@@ -505,7 +513,9 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
         return quoted[0].strip()
     excluded = {word.lower() for word in env_words} | _ALL_KIND_WORDS
     for match in re.finditer(_DASHBOARD_WORD, words, re.I):
-        for name in (_name_after(words, match), _name_before(words, match)):
+        # "the sales dashboards": a name comes before the English plural, not after it
+        plural = match.group(0).lower().endswith("s") and _script(match.group(0)) == "latin"
+        for name in (None if plural else _name_after(words, match), _name_before(words, match)):
             if name and name.lower() not in excluded and not name.isdigit() and not _PRONOUN.fullmatch(name):
                 return name
     names = []
@@ -670,6 +680,9 @@ TABLE_SYNONYMS = {
     "платеж": "payments",
     "счет": "invoices",
     "сотрудник": "employees",
+    "продан": "sales",
+    "аккаунт": "accounts",
+    "инвойс": "invoices",
     "order": "orders",
     "sale": "sales",
     "event": "events",
@@ -678,6 +691,8 @@ TABLE_SYNONYMS = {
     "product": "products",
     "payment": "payments",
     "invoice": "invoices",
+    "account": "accounts",
+    "sold": "sales",
 }
 
 
@@ -709,6 +724,7 @@ _COLUMN_WORDS = {
     "покупател": "customer",
     "статус": "status",
     "тип": "kind",
+    "тариф": "plan",
     "вид": "kind",
     "пользовател": "user_id",
     "сумм": "amount",
@@ -725,7 +741,9 @@ _VALUE_WORDS = {
     "просмотр": ("kind", "view"),
     "экспорт": ("kind", "export"),
 }
-GROUP_BY = re.compile(r"\b(?:by|per|по)\s+(?:the\s+)?([a-zа-я_]+)", re.I)
+GROUP_BY = re.compile(
+    r"\b(?:by|per|по|в\s+разрезе|(?:for|на|в|у)\s+(?:each|кажд\w*)|each)\s+(?:the\s+)?([a-zа-я_]+)", re.I
+)
 _DISTINCT = re.compile(r"\b(?:distinct|unique|different|уникальн\w*|разн\w*)\s+([a-zа-я_]+)", re.I)
 _AGGREGATE = re.compile(
     r"\b(?P<op>total|sum|average|avg|mean|max(?:imum)?|min(?:imum)?|сумм\w*|средн\w*|максимал\w*|минимал\w*)"
@@ -748,7 +766,7 @@ _OPS = {
 _TYPE_VALUE = re.compile(r"(?:типа|of\s+type|kind|type)\s+[«\"']?([a-z_]+)", re.I)
 _USER = re.compile(r"(?:user|пользовател\w*)\s+(?:id\s+)?(\d+)", re.I)
 _MOST = re.compile(r"больше\s+всего|the\s+most|\bmost\b|\btop\b", re.I)
-_MONEY = re.compile(r"денег|деньг|выручк|money|revenue|amount|earn", re.I)
+_MONEY = re.compile(r"денег|деньг|выручк|потрат\w*|money|revenue|amount|earn|spen[dt]\w*", re.I)
 
 
 def column_of(word: str) -> str:
@@ -805,6 +823,47 @@ def table_named_in(request: Request, tables: Sequence[str], statement: str | Non
 
 _NUMERIC_TYPE = re.compile(r"int|real|float|double|numeric|decimal|number|money", re.I)
 _FRACTION_TYPE = re.compile(r"real|float|double|numeric|decimal|money", re.I)
+
+
+_TEXT_TYPE = re.compile(r"char|text|string|enum", re.I)
+_VALUE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,40}")
+_LEADS_VALUE = {"the", "a", "an", "on", "in", "at", "for", "with", "на", "в", "во", "с", "со"}
+_NOT_VALUES = _LEADS_VALUE | {
+    *("by", "per", "of", "and", "or", "from", "to", "each", "every", "all", "any", "is", "are", "was"),
+    *("how", "many", "much", "which", "what", "who", "where", "group", "order", "count", "sum", "total"),
+    *("avg", "average", "max", "min", "distinct", "unique", "top", "most", "last", "first", "still"),
+    *("select", "table", "rows", "row", "their", "its", "this", "that", "there", "than", "not", "no"),
+}
+
+
+def _values_beside(words: str, columns: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A value written beside its text column's name: before it after an article or in capitals
+    ("on the enterprise plan", "in the South region"), after it in capitals or after a Russian
+    word for the column ("region West", "в статусе paid"). Only plain words become values."""
+    texts = [str(column["name"]) for column in columns if _TEXT_TYPE.search(str(column.get("type") or ""))]
+    everything = [str(column.get("name")) for column in columns]
+    tokens = re.findall(r"[\w-]+", words)
+    found: dict[str, str] = {}
+
+    def value(token: str) -> bool:
+        return (
+            _VALUE.fullmatch(token) is not None
+            and token.lower() not in _NOT_VALUES
+            and _column(token, everything) is None
+        )
+
+    for index, token in enumerate(tokens):
+        column = _column(token, texts)
+        if column is None or column in found or _is_key(column):
+            continue
+        before = tokens[index - 1] if index else ""
+        lead = tokens[index - 2].lower() if index > 1 else ""
+        after = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if value(before) and (before[0].isupper() or lead in _LEADS_VALUE):
+            found[column] = before
+        elif value(after) and (after[0].isupper() or _script(token) == "cyrillic"):
+            found[column] = after
+    return [f"{column} = '{written}'" for column, written in found.items()]
 
 
 def _column(word: str, columns: Sequence[str]) -> str | None:
@@ -899,6 +958,11 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
     if _DELETE.search(words):
         return f"DELETE FROM {table}"
     conditions = [condition for condition in conditions_in(words) if condition.split(" ")[0] in names]
+    conditions += [
+        condition
+        for condition in _values_beside(words, columns)
+        if not any(known.split(" ")[0] == condition.split(" ")[0] for known in conditions)
+    ]
     if (period := _period(words)) and (dated := _date_column(columns)):
         conditions.append(f"{dated} >= '{period[0]}' AND {dated} < '{period[1]}'")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
@@ -910,8 +974,12 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
     elif _MONEY.search(words):
         op, measured = "SUM", _measure_column(columns)
     measure = f"{op}({measured})" if measured else None
-    group = GROUP_BY.search(words)
-    grouped = _column(group.group(1), names) if group else None
+    if measure is None and _MOST.search(words):  # "which customer ordered most": most rows
+        measure = "COUNT(*)"
+    # the first "by …" that names a real column ("select по invoices … в разрезе status": status)
+    grouped = next(
+        (column for group in GROUP_BY.finditer(words) if (column := _column(group.group(1), names))), None
+    )
     # rows are grouped by what they are counted for, never by the id or the number summed ("by total value")
     grouped = (
         None if grouped is not None and grouped.casefold() in ("id", str(measured).casefold()) else grouped
@@ -935,7 +1003,7 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
             )
     if measure:
         return f"SELECT {measure} FROM {table}{where}"
-    if _COUNT.search(words):
+    if _COUNT.search(words) or grouped:
         if grouped:
             return f"SELECT {grouped}, COUNT(*) FROM {table}{where} GROUP BY {grouped}"
         return f"SELECT COUNT(*) FROM {table}{where}"
