@@ -60,9 +60,6 @@ _END = (
 _NEAR = r"\W+(?:[\w'-]+\W+){0,5}?"
 ENDING = re.compile(rf"\b{_END}", re.I)
 
-# Only tasks have ids of this shape: one in a message asks about its task, whatever else it names.
-_TASK_ID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
-
 # The tools a request may want, most specific first: the first one the words name (and do not
 # negate) leads; the router's order decides among the rest.
 INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -71,7 +68,7 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "get_task_status",
             r"\btask\b|\bзадач\w*|\bтаск\w*|\bjob\b|\b(?:done|finished|ready|complete)\s+yet\b"
-            rf"|(?:готов|закончил|завершил|прош[её]л)\w*\s+ли|{_TASK_ID}",
+            rf"|(?:готов|закончил|завершил|прош[её]л)\w*\s+ли|{_UUID.pattern}",
         ),
         ("end_maintenance", rf"{_END}{_NEAR}{_MAINTENANCE}|{_MAINTENANCE}\w*{_NEAR}(?:{_END}|off)\b"),
         (
@@ -406,7 +403,8 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
         consider(SQL_TOOL, _DESCRIBED_SQL)
     consider("list_llm_providers", _LLM_PROVIDERS)
     named.sort(key=lambda tool: clause_of.get(tool, 0))
-    if re.search(_TASK_ID, words, re.I) and "get_task_status" in named:  # a task asked after by its id
+    # only tasks have ids of this shape: one asks about its task, whatever else the message names
+    if _UUID.search(words) and "get_task_status" in named:
         named.insert(0, named.pop(named.index("get_task_status")))
     # nouns more than requests ("dashboard", "table"): they lead only when nothing else is asked
     consider("superset_explore_database", _EXPLORE)
