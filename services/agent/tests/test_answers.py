@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from markdown_it import MarkdownIt
 
 from sstools.agent.context import Environment, TurnContext
-from sstools.agent.language import Lang
+from sstools.agent.language import Lang, language_of
 from sstools.agent.markdown import link, markdown_text
 from sstools.agent.planner import OfflinePlanner
 from sstools.agent.planner.answers import VIEWS, failure, rendered
@@ -257,3 +257,13 @@ def test_a_query_results_fractions_are_shown_for_the_persons_language(lang: str,
     result = {"columns": list(row), "rows": [row], "row_count": 1}
     answer = rendered("superset_execute_sql", json.dumps(result), lang)  # type: ignore[arg-type]
     assert answer.splitlines()[-1] == "| " + " | ".join(cells) + " |"
+
+
+def test_a_list_of_tables_is_names_in_code_and_the_answer_stays_in_the_persons_language() -> None:
+    listed = json.dumps({"env_id": "dev", "tables": ["accounts", "invoices", "monthly_revenue"]})
+    answer = rendered("superset_explore_database", listed, "ru")
+    assert answer == "Таблицы (3): `accounts`, `invoices`, `monthly_revenue`"
+    assert language_of(answer, "en") == "ru"  # the names are data, not English words
+    # a name holding a backtick stays one code span
+    odd = rendered("superset_explore_database", json.dumps({"env_id": "dev", "tables": ["a`b"]}), "en")
+    assert "<code>a`b</code>" in MarkdownIt().render(odd)

@@ -136,7 +136,9 @@ def test_a_query_runs_in_the_one_database_that_has_its_table_else_it_asks(
     for database, schema in ((1, "main"), (2, "public")):
         listed = {"env_id": "dev", "database_id": database}
         assert _planned(messages) == [(EXPLORE, listed)]
-        messages = _answered(messages, EXPLORE, listed, {"env_id": "dev", "schemas": ["other", schema]})
+        # a system schema is never looked in for a person's table
+        schemas = {"env_id": "dev", "schemas": ["information_schema", schema]}
+        messages = _answered(messages, EXPLORE, listed, schemas)
         assert _planned(messages) == [(EXPLORE, {**listed, "schema": schema})]
         messages = _answered(messages, EXPLORE, {**listed, "schema": schema}, {"tables": tables[database]})
     planned = OfflinePlanner().plan(messages)
@@ -183,3 +185,97 @@ def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
     assert [call["name"] for call in planned.tool_calls] == ["list_maintenance_events"]
     named = [CONTEXT.message(), HumanMessage("end the maintenance on dev")]
     assert [call["name"] for call in _routed("end_maintenance").plan(named).tool_calls] == ["end_maintenance"]
+
+
+def test_a_table_outside_the_default_schema_is_looked_for_in_the_others_and_its_values_read() -> None:
+    """A question in words about a table of a second schema: the default schema first, then the
+    next; the values the question may name are read from the table before the query is written."""
+    one_database = {"env_id": "dev", "databases": [{"id": 2, "name": "warehouse"}]}
+    messages: list[Any] = [CONTEXT.message(), HumanMessage("how many overdue bills are there?")]
+    assert _planned(messages) == [(EXPLORE, {"env_id": "dev"})]
+    messages = _answered(messages, EXPLORE, {"env_id": "dev"}, one_database)
+    listed = {"env_id": "dev", "database_id": 2}
+    assert _planned(messages) == [(EXPLORE, listed)]
+    messages = _answered(messages, EXPLORE, listed, {"schemas": ["pg_toast", "public", "billing"]})
+    for schema, tables in (("public", ["accounts"]), ("billing", ["bills", "payments"])):
+        assert _planned(messages) == [(EXPLORE, {**listed, "schema": schema})]
+        messages = _answered(messages, EXPLORE, {**listed, "schema": schema}, {"tables": tables})
+    table = {**listed, "schema": "billing", "table": "bills"}
+    assert _planned(messages) == [(EXPLORE, table)]
+    columns = [{"name": "id", "type": "INTEGER"}, {"name": "state", "type": "VARCHAR(12)"}]
+    messages = _answered(messages, EXPLORE, table, {"columns": columns})
+    ((tool, probe),) = _planned(messages)
+    assert tool == "superset_execute_sql"
+    assert "SELECT DISTINCT state FROM bills" in probe["sql"]
+    held = {"rows": [{"column_name": "state", "column_value": value} for value in ("open", "Overdue")]}
+    messages = _answered(messages, tool, probe, held)
+    assert _planned(messages) == [
+        (
+            tool,
+            {"env_id": "dev", "database_id": 2, "sql": "SELECT COUNT(*) FROM bills WHERE state = 'Overdue'"},
+        )
+    ]
+
+
+def _turn(text: str, name: str, args: dict[str, Any], result: dict[str, Any]) -> list[Any]:
+    """An earlier turn: its message, the call it made and what came back."""
+    return _answered([HumanMessage(text)], name, args, result)
+
+
+COPY = {"env_id": "dev", "dashboard_id": 4, "title": "Ops (draft)"}
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        # a switch said after a call: the same call, with it
+        ("and the charts too, please", ("superset_copy_dashboard", {**COPY, "duplicate_charts": True})),
+        ("только вместе с чартами", ("superset_copy_dashboard", {**COPY, "duplicate_charts": True})),
+    ],
+)
+def test_a_follow_up_adding_a_switch_is_the_last_call_with_it(text: str, call: tuple[str, Any]) -> None:
+    earlier = _turn("copy Ops as «Ops (draft)»", "superset_copy_dashboard", COPY, {"status": "rejected"})
+    assert _planned([CONTEXT.message(), *earlier, HumanMessage(text)]) == [call]
+
+
+def test_another_one_is_the_last_tool_with_what_the_follow_up_names() -> None:
+    one_database = {"env_id": "dev", "databases": [{"id": 2, "name": "warehouse"}]}
+    registered = {"env_id": "dev", "database_id": 2, "table_name": "accounts", "schema": "public"}
+    earlier = _turn("register accounts as a dataset", "superset_create_dataset", registered, {"id": 9})
+    messages: list[Any] = [CONTEXT.message(), *earlier, HumanMessage("and one more from bills")]
+    for where, result in (
+        ({"env_id": "dev"}, one_database),
+        ({"env_id": "dev", "database_id": 2}, {"schemas": ["public"]}),
+        ({"env_id": "dev", "database_id": 2, "schema": "public"}, {"tables": ["accounts", "bills"]}),
+    ):
+        assert _planned(messages) == [(EXPLORE, where)]
+        messages = _answered(messages, EXPLORE, where, result)
+    assert _planned(messages) == [("superset_create_dataset", {**registered, "table_name": "bills"})]
+
+
+def test_a_follow_up_naming_no_value_the_table_holds_asks_instead_of_running_the_query_again() -> None:
+    counted = {"env_id": "dev", "database_id": 2, "sql": "SELECT COUNT(*) FROM bills"}
+    earlier = _turn("how many bills are there?", "superset_execute_sql", counted, {"rows": [{"n": 3}]})
+    where = {"env_id": "dev", "database_id": 2, "schema": "public", "table": "bills"}
+    reads: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({"env_id": "dev"}, {"databases": [{"id": 2, "name": "warehouse"}]}),
+        ({"env_id": "dev", "database_id": 2}, {"schemas": ["public"]}),
+        ({"env_id": "dev", "database_id": 2, "schema": "public"}, {"tables": ["bills"]}),
+        (where, {"columns": [{"name": "state", "type": "TEXT"}]}),
+    ]
+    for text, value, filtered in (
+        ("looks good", "open", None),
+        ("only Overdue", "Overdue", "SELECT COUNT(*) FROM bills WHERE state = 'Overdue'"),
+    ):
+        messages: list[Any] = [CONTEXT.message(), *earlier, HumanMessage(text)]
+        for where_read, result in reads:
+            messages = _answered(messages, EXPLORE, where_read, result)
+        ((tool, probe),) = _planned(messages)
+        assert tool == "superset_execute_sql"
+        rows = {"rows": [{"column_name": "state", "column_value": held} for held in ("open", value)]}
+        planned = OfflinePlanner().plan(_answered(messages, tool, probe, rows))
+        if filtered is None:
+            assert planned.tool_calls == []
+            assert planned.response_metadata == {"needs_clarification": True}
+        else:
+            assert [(call["name"], call["args"]["sql"]) for call in planned.tool_calls] == [(tool, filtered)]

@@ -1,10 +1,19 @@
 """How the offline planner reads a message, without a stack: environments as configured,
 negations, SQL not to run, names beside the words that make something new."""
 
+import sqlite3
+
 import pytest
 
 from sstools.agent.context import Environment
-from sstools.agent.planner.reading import SQL_TOOL, described_sql, read_request, table_named_in
+from sstools.agent.planner.reading import (
+    SQL_TOOL,
+    described_sql,
+    probed_values,
+    read_request,
+    table_named_in,
+    values_probe,
+)
 from sstools.agent.planner.refining import refined
 from sstools.agent.planner.spelling import speller
 
@@ -144,11 +153,22 @@ def test_a_negated_verb_is_set_aside_and_the_rest_leads() -> None:
             "а для пользователя 5?",
             "SELECT COUNT(*) FROM orders WHERE status = 'paid' AND user_id = 5",
         ),
-        ("SELECT COUNT(*) FROM events", "только логины", "SELECT COUNT(*) FROM events WHERE kind = 'login'"),
     ],
 )
 def test_a_follow_up_changes_the_last_query(sql: str, words: str, changed: str) -> None:
     assert refined(sql, words) == changed
+
+
+def test_a_follow_up_naming_a_value_filters_by_the_column_whose_data_holds_it() -> None:
+    # with nothing filtered yet, a value's column is known only from the table's data
+    assert refined("SELECT COUNT(*) FROM events", "только логины") is None
+    held = {"kind": ["login", "view"], "page": ["home", "login-help"]}
+    assert refined("SELECT COUNT(*) FROM events", "только логины", held) == (
+        "SELECT COUNT(*) FROM events WHERE kind = 'login'"
+    )
+    assert refined(
+        "SELECT COUNT(*) FROM tickets", "just the Mobile ones", {"team": ["platform", "Mobile"]}
+    ) == ("SELECT COUNT(*) FROM tickets WHERE team = 'Mobile'")
 
 
 @pytest.mark.parametrize(
@@ -208,7 +228,6 @@ TABLES = {"orders": ORDERS, "events": EVENTS, "sales": SALES, "tickets": TICKETS
         ("count orders by customer", ORDERS, "SELECT customer, COUNT(*) FROM orders GROUP BY customer"),
         # a condition on a column the table has not is left out too
         ("how many paid events?", EVENTS, "SELECT COUNT(*) FROM events"),
-        ("how many paid orders?", ORDERS, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
         # the rows counted for, not the number summed, are what a top list groups by
         (
             "Top 5 customers by total order value",
@@ -278,6 +297,75 @@ def test_a_question_in_words_is_written_with_the_tables_real_columns(
     assert described_sql(read_request(text, ENVIRONMENTS), table, columns) == sql
 
 
+TICKET_VALUES = {"team": ["platform", "Mobile", "data"], "priority": ["Low", "High", "Urgent"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "held", "sql"),
+    [
+        # a word of the question that a text column holds becomes a condition, as the data writes it
+        ("how many urgent tickets?", TICKET_VALUES, "SELECT COUNT(*) FROM tickets WHERE priority = 'Urgent'"),
+        (
+            "list the high tickets of mobile",
+            TICKET_VALUES,
+            "SELECT * FROM tickets WHERE priority = 'High' AND team = 'Mobile' LIMIT 10",
+        ),
+        # the same words where the data holds no such value filter nothing: no value is guessed
+        (
+            "how many urgent tickets?",
+            {"team": ["platform"], "priority": ["P1", "P2"]},
+            "SELECT COUNT(*) FROM tickets",
+        ),
+        # a value two columns hold goes to the one the words name, else to neither
+        (
+            "how many data tickets?",
+            {"team": ["data"], "priority": ["data"]},
+            "SELECT COUNT(*) FROM tickets",
+        ),
+        (
+            "how many tickets of team data?",
+            {"team": ["data"], "priority": ["data"]},
+            "SELECT COUNT(*) FROM tickets WHERE team = 'data'",
+        ),
+        # a Russian state stands for the English value tables keep, when the data holds it
+        (
+            "сколько отменённых тикетов?",
+            {"team": ["platform"], "priority": ["cancelled", "open"]},
+            "SELECT COUNT(*) FROM tickets WHERE priority = 'cancelled'",
+        ),
+        # a quote in a stored value stays inside its literal
+        ("how many o'brien tickets?", {"team": ["o'brien"]}, "SELECT COUNT(*) FROM tickets"),
+        ("how many obrien tickets?", {"team": ["OBrien's"]}, "SELECT COUNT(*) FROM tickets"),
+        # the biggest or smallest rows by the money column
+        ("the single most expensive ticket", {}, "SELECT * FROM tickets ORDER BY cost DESC LIMIT 1"),
+        ("3 cheapest tickets", {}, "SELECT * FROM tickets ORDER BY cost ASC LIMIT 3"),
+    ],
+)
+def test_values_come_from_the_tables_data(text: str, held: dict[str, list[str]], sql: str) -> None:
+    assert described_sql(read_request(text, ENVIRONMENTS), "tickets", TICKETS, held) == sql
+
+
+def test_the_values_read_runs_on_a_real_database_and_yields_what_each_column_holds() -> None:
+    database = sqlite3.connect(":memory:")
+    database.execute("CREATE TABLE tickets (id INTEGER, team TEXT, priority TEXT, opened_on DATE, cost REAL)")
+    rows = [
+        (n, ("platform", "Mobile")[n % 2], ("Low", "Urgent", "High")[n % 3], "2026-01-01", n)
+        for n in range(90)
+    ]
+    database.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, ?)", rows)
+    probe = values_probe("how many urgent tickets?", "tickets", TICKETS)
+    assert probe is not None
+    cursor = database.execute(probe)
+    names = [column[0] for column in cursor.description]
+    held = probed_values({"rows": [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]})
+    assert {column: sorted(values) for column, values in held.items()} == {
+        "team": ["Mobile", "platform"],
+        "priority": ["High", "Low", "Urgent"],
+    }
+    # a question with no word that could be a value reads nothing
+    assert values_probe("how many tickets?", "tickets", TICKETS) is None
+
+
 @pytest.mark.parametrize(
     ("text", "table"),
     [
@@ -317,3 +405,185 @@ def test_a_name_the_database_gives_is_written_into_sql_only_as_a_plain_identifie
     columns = [{"name": "id", "type": "INTEGER"}, {"name": HOSTILE_COLUMN, "type": "REAL"}]
     written = described_sql(read_request("average amount of sales", ENVIRONMENTS), "sales", columns)
     assert "DROP" not in written
+
+
+@pytest.mark.parametrize(
+    "text", ["thanks a lot, that helped", "добрый вечер! как ты?", "hello there, good to see you"]
+)
+def test_thanks_or_a_greeting_with_nothing_asked_is_small_talk(text: str) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.small_talk, request.intents) == (True, ())
+
+
+def test_a_greeting_before_a_request_is_the_request() -> None:
+    request = read_request("hi, please back up prod", ENVIRONMENTS)
+    assert (request.small_talk, request.intent, request.target_env) == (False, "run_backup", "prod")
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("find the finance dashboards", "finance"),
+        ("any churn dashboards on prod?", "churn"),
+        ("show all dashboards", None),
+        ("list my dashboards", None),
+        ("which dashboards are broken?", None),
+    ],
+)
+def test_a_plain_word_before_dashboards_is_what_they_are_about(text: str, name: str | None) -> None:
+    assert read_request(text, ENVIRONMENTS).dashboard_name == name
+
+
+@pytest.mark.parametrize(
+    ("text", "intent", "negated"),
+    [
+        # a question of how things are asks it, whatever it negates
+        ("на проде ничего не сломалось?", "get_health_summary", frozenset()),
+        ("are the charts running without errors?", "get_health_summary", frozenset()),
+        # a request not to check is not a question
+        ("не проверяй здоровье, просто сделай бэкап прода", "run_backup", {"get_health_summary"}),
+    ],
+)
+def test_a_negation_inside_a_question_of_state_does_not_negate_it(
+    text: str, intent: str | None, negated: set[str]
+) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.intent, request.negated) == (intent, frozenset(negated))
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("which language models are set up here?", "list_llm_providers"),
+        ("is the ai provider reachable right now?", "get_llm_status"),
+        ("какие модели подключены, и отвечает ли сейчас провайдер?", "list_llm_providers"),
+        ("list the superset instances we have", "list_environments"),
+    ],
+)
+def test_models_and_instances_are_told_apart(text: str, intent: str) -> None:
+    assert read_request(text, ENVIRONMENTS).intent == intent
+
+
+@pytest.mark.parametrize(
+    ("text", "target"),
+    [
+        ("take a snapshot of prod's metadata", "prod"),
+        ("сделай бэкап prod-окружения", "prod"),
+        ("back up dev, don't touch prod", "dev"),
+        ("бэкап дев, кроме прода", "dev"),
+    ],
+)
+def test_an_environment_is_read_in_a_possessive_a_compound_and_never_where_it_is_refused(
+    text: str, target: str
+) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.intent, request.target_env) == ("run_backup", target)
+
+
+def test_an_apostrophe_inside_a_word_quotes_nothing() -> None:
+    request = read_request("what's the largest ticket we've logged?", ENVIRONMENTS)
+    assert request.quoted == ()
+    assert request.intent == SQL_TOOL
+
+
+@pytest.mark.parametrize(
+    ("text", "mapping"),
+    [
+        ("migrate Ops Board to prod, map warehouse to analytics", (("warehouse", "analytics"),)),
+        ("смигрируй Ops Board в прод, базу warehouse маппь на analytics", (("warehouse", "analytics"),)),
+    ],
+)
+def test_a_database_mapping_is_read_either_way_round(text: str, mapping: tuple[tuple[str, str], ...]) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.intent, request.database_mapping) == ("execute_migration", mapping)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("commit Ops Board to team/ops-refresh, message: new layout", "team/ops-refresh"),
+        ("заведи ветку feature/x", "feature/x"),
+    ],
+)
+def test_a_name_with_a_slash_after_to_is_a_branch(text: str, value: str) -> None:
+    assert read_request(text, ENVIRONMENTS).branch == value
+
+
+@pytest.mark.parametrize(
+    ("text", "dialect", "uncached", "published"),
+    [
+        ("format for postgres: select 1", "postgres", False, None),
+        ("отформатируй под mysql: select 1", "mysql", False, None),
+        ("recheck Ops Board bypassing the cache", None, True, None),
+        ("создай дашборд «Ops» и опубликуй его", None, False, True),
+    ],
+)
+def test_switches_are_read_from_plain_words(
+    text: str, dialect: str | None, uncached: bool, published: bool | None
+) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.dialect, request.uncached, request.published) == (dialect, uncached, published)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("ship ops-weekly to prod", "ops weekly"),
+        ("run a follow-up check on prod", None),
+        ("create a dashboard with slug q3-sales", None),
+    ],
+)
+def test_a_slug_names_the_dashboard_it_is_made_from(text: str, name: str | None) -> None:
+    assert read_request(text, ENVIRONMENTS).dashboard_name == name
+
+
+@pytest.mark.parametrize(
+    ("text", "backend", "sql"),
+    [
+        (
+            "tickets opened per month",
+            "sqlite",
+            "SELECT strftime('%Y-%m', opened_on) AS month, COUNT(*) FROM tickets GROUP BY 1 ORDER BY 1",
+        ),
+        (
+            "сумма cost по дням",
+            "postgresql",
+            "SELECT date_trunc('day', opened_on) AS day, SUM(cost) FROM tickets GROUP BY 1 ORDER BY 1",
+        ),
+        (
+            "топ-3 по сумме cost в разрезе team",
+            None,
+            "SELECT team, SUM(cost) AS value FROM tickets GROUP BY team ORDER BY value DESC LIMIT 3",
+        ),
+    ],
+)
+def test_rows_by_period_are_cut_in_the_databases_own_sql(text: str, backend: str | None, sql: str) -> None:
+    assert described_sql(read_request(text, ENVIRONMENTS), "tickets", TICKETS, {}, backend) == sql
+
+
+@pytest.mark.parametrize(
+    ("text", "tables", "earlier", "table"),
+    [
+        ("show the weekly usage for the North region", ["accounts", "weekly_usage"], None, "weekly_usage"),
+        ("how many tikcets are open?", ["tickets", "teams"], None, "tickets"),
+        ("how many of them failed?", ["tickets", "teams"], "tickets", "tickets"),
+        ("how many failed?", ["tickets", "teams"], None, None),
+    ],
+)
+def test_the_table_is_the_real_one_the_words_or_the_conversation_name(
+    text: str, tables: list[str], earlier: str | None, table: str | None
+) -> None:
+    assert table_named_in(read_request(text, ENVIRONMENTS), tables, None, earlier) == table
+
+
+def test_a_value_is_spelt_as_the_data_has_it() -> None:
+    held = {"customer": ["Acme"], "status": ["paid", "shipped"]}
+    written = read_request("how many orders in status shiped?", ENVIRONMENTS)
+    assert (
+        described_sql(written, "orders", ORDERS, held)
+        == "SELECT COUNT(*) FROM orders WHERE status = 'shipped'"
+    )
+    misspelt = read_request("how many urgnet tickets?", ENVIRONMENTS)
+    assert described_sql(misspelt, "tickets", TICKETS, TICKET_VALUES) == (
+        "SELECT COUNT(*) FROM tickets WHERE priority = 'Urgent'"
+    )

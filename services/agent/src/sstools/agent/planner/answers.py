@@ -128,7 +128,7 @@ def _catalogue(result: dict[str, Any], lang: Lang) -> str:
     for key, ru, en in (("tables", "Таблицы", "Tables"), ("schemas", "Схемы", "Schemas")):
         if result.get(key) is not None:
             items = result[key]
-            names = ", ".join(markdown_text(item) for item in items[:100])
+            names = ", ".join(_inline_code(str(item)) for item in items[:100])
             return say(lang, f"{ru} ({len(items)}): ", f"{en} ({len(items)}): ") + names
     columns = [(column.get("name"), column.get("type")) for column in result.get("columns") or []]
     head = say(lang, f"Колонки ({len(columns)}):", f"Columns ({len(columns)}):")
@@ -347,6 +347,15 @@ def failure(tool: str, detail: Mapping[str, Any], lang: Lang) -> str:
         "Уточните запрос или попробуйте позже.",
         f"That did not work: {named} refused with {code_shown} — “{message}”. Rephrase, or try again later.",
     )
+
+
+def _inline_code(text: str) -> str:
+    """``text`` as a code span (a name, not words of the answer) that no backtick inside it closes."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    text = " ".join(text.split())
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    return f"{fence}{padded}{fence}"
 
 
 def _code_block(language: str, text: str) -> str:

@@ -7,20 +7,24 @@ tools. Russian and English, typos of the common words and slang included; stems 
 lists where Russian inflects.
 """
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sstools.agent.context import KIND_WORDS, Environment, env_aliases
-from sstools.agent.planner.spelling import speller
+from sstools.agent.planner.spelling import one_typo, speller
 from sstools.agent.sqltext import split_sql
+from sstools.common.catalogue import tool as tool_spec
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
-_QUOTED = re.compile(r"[«\"“”'`]([^«»\"“”'`]{1,200})[»\"“”'`]")
+# an apostrophe inside a word ("what's", "dev's") opens and closes nothing
+_QUOTED = re.compile(r"(?<!\w)[«\"“”'`]([^«»\"“”'`]{1,200})[»\"“”'`](?!\w)")
 _TOKEN = re.compile(r"[\w'-]+|->|→|[,.;:!?()—–]", re.UNICODE)
 _DASHBOARD_WORD = (
-    r"(?:dash\w*|dahsboard\w*|dashbord\w*|board\w*|дашб\w*|дэшб\w*|дашик\w*|даш\b|борд\w*|панел\w*)"
+    r"(?:dash\w*|dahsboard\w*|dashbord\w*|board\w*|дашб\w*|дэшб\w*|дашик\w*|даш\b|борд\w*|панел\w*"
+    r"|доск[аиуе]\b)"
 )
 _ID_AFTER_WORD = re.compile(rf"(?:{_DASHBOARD_WORD}|#|\bid)\s*(?:#|№|id|номер)?\s*(\d{{1,9}})\b", re.I)
 _BARE_NUMBER = re.compile(r"(?<![\w.#-])(\d{1,9})(?![\w.%-])")
@@ -37,7 +41,8 @@ NEGATION = re.compile(
 # A negation reaches over at most this many words, and never past a clause break.
 _NEGATION_REACH = 3
 _REFUSED_AFTER = re.compile(
-    r"\W*(?:[\w-]+\W+){0,2}?(?:не\s+надо|не\s+нуж(?:ен|н)\w*|не\s+требу\w*|не\s+будем|not\s+needed|isn'?t\s+needed)\b",
+    r"\W*(?:[\w-]+\W+){0,2}?(?:не\s+надо|не\s+нуж(?:ен|н)\w*|не\s+требу\w*|не\s+будем|not\s+needed|isn'?t\s+needed"
+    r"|не\s+(?:за|вы|с|про|от)?\w*(?:ай|яй|уй|ей)\b)",
     re.I,
 )
 # Where one request of a message ends and the next begins.
@@ -45,7 +50,7 @@ _CLAUSES = re.compile(r"[,;.!?—–]|\b(?:and|then|и|затем|потом)\b"
 _CLAUSE_BREAK = re.compile(r"[,.;:!?—–]|\b(?:but|just|only|instead|а|но|просто|только|лучше)\b", re.I)
 
 _MAINTENANCE = (
-    r"(?:maint\w*|mainten\w*|обслужив\w*|техработ\w*|тех\.?\s*работ\w*|регламентн\w*|мейнтенанс\w*"
+    r"(?:maint\w*|mainten\w*|downtime|обслужив\w*|техработ\w*|тех\.?\s*работ\w*|регламентн\w*|мейнтенанс\w*"
     r"|ме[йи]нт\w*)"
 )
 _START = (
@@ -78,8 +83,9 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("list_maintenance_events", rf"{_MAINTENANCE}|\bwindows?\b|окн[оа]\w*"),
         (
             "run_backup",
-            r"back\s*-?\s*up\w*|бэкап\w*|бекап\w*|резервн\w*\s+коп\w*|snapshot\w*|снапшот\w*"
-            r"|коп\w*\s+(?:всего\s+)?(?:прод|дев|стейдж|окружени)\w*",
+            r"back\s*-?\s*up\w*|бэкап\w*|бекап\w*|резервн\w*\s+коп\w*|snapshot\w*|снапшот\w*|слеп(?:ок|ка)\b"
+            r"|коп\w*\s+(?:всего\s+)?(?:прод|дев|стейдж|окружени)\w*"
+            r"|\bcop(?:y|ies)\s+of\s+(?:the\s+)?(?:whole\s+|entire\s+)?(?:dev|prod|stag|environment|env)\w*",
         ),
         (
             "superset_copy_dashboard",
@@ -87,8 +93,9 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "execute_migration",
-            r"migrat\w*|мигр\w*|with\s+(?:the\s+|its\s+)?datasets|(?:вместе\s+)?с\s+датасет\w*"
-            r"|database\s+mapping|маппинг\w*|подключени\w*\s+к\s+баз\w*",
+            r"migrat\w*|мигр\w*|with\s+(?:the\s+|its\s+|their\s+|all\s+)?(?:the\s+)?datasets"
+            r"|(?:вместе\s+)?со?\s+(?:всеми\s+|его\s+|их\s+|своими\s+)?датасет\w*"
+            r"|database\s+mapping|маппинг\w*|\bмапп?\w*|подключени\w*\s+к\s+баз\w*",
         ),
         (
             "deploy_dashboard",
@@ -103,12 +110,14 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|провер\w*\W+(?:[\w-]+\W+){0,5}(?:через|с\s+помощью)\s+(?:llm|ллм|ии|нейросет\w*)"
             # an AI asked to go over a dashboard
             r"|(?:нейросет\w*|\bии\b|\bai\b|\bllm\b|ллм)\W+(?:[\w-]+\W+){0,3}"
-            r"(?:пройд\w*|просмотр\w*|go\s+over|look\s+over)",
+            r"(?:пройд\w*|просмотр\w*|go\s+over|look\s+over|look\s+into|dig|analy[sz]\w*|разбер\w*|проанализ\w*)"
+            r"|нейросетев\w*\s+(?:ревизи|провер|анализ|аудит)\w*",
         ),
         (
             "run_llm_documentation",
-            r"\bdocument(?:ing|ation\s+for)?\b(?!s)|write\s+(?:up\s+)?(?:the\s+)?descriptions|задокументир\w*"
-            r"|документир\w*|документаци\w*|\bdocs\b|опиши\b|описани\w*",
+            r"\bdocument(?:ing|ation\s+for)?\b(?!s)|задокументир\w*"
+            r"|(?:write|generate|create|add|fill\s+in)\s+(?:up\s+)?(?:the\s+)?(?:missing\s+)?descriptions"
+            r"|документир\w*|документаци\w*|\bdocs\b|\bдок[уи]\b|опиши\b|описани\w*|annotat\w*|аннотир\w*",
         ),
         (
             "superset_format_sql",
@@ -118,23 +127,23 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "superset_create_dataset",
             rf"(?:create|register|add|make|new|создай|создать|зарегистр\w*|добав\w*|заведи|сделай){_NEAR}"
-            r"(?:dataset|датасет\w*|набор\w*\s+данных)",
+            r"(?:dataset|датасет\w*|набор\w*\s+данных)|\bas\s+(?:a\s+|the\s+)?dataset\b",
         ),
         (
             "superset_create_dashboard",
-            rf"(?:create|make|build|new|создай|создать|сделай|заведи|нов\w+){_NEAR}{_DASHBOARD_WORD}",
+            rf"(?:creat\w*|make|build|new|set\s+up|spin\s+up|создай|создать|сделай|заведи|нов\w+){_NEAR}{_DASHBOARD_WORD}",
         ),
         ("commit_changes", r"\bcommit\w*|коммит\w*|закоммит\w*"),
         ("create_branch", r"\bbranch\w*|ветк\w*|ветку"),
         (
             "superset_audit_permissions",
-            r"permission\w*|\baccess\b|who\s+(?:can|has|may)|\bправ[ао]?\b|права\b|доступ\w*"
+            r"permission\w*|\baccess\b|who\s+(?:can|has|may|is\s+allowed|are\s+allowed)|\bправ[ао]?\b|права\b|доступ\w*"
             r"|кто\s+(?:может|видит|имеет)|\baudit\w*|аудит\w*|\brbac\b",
         ),
         (
             "get_health_summary",
             r"health\w*|helth\w*|broken(?!\s+down)|\bwrong\b|\berrors?\b|fail\w*|not\s+working"
-            r"|doesn'?t\s+work|(?<!broken\s)\bdown\b(?!\s+by\b)|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
+            r"|doesn'?t\s+work|(?<!broken\s)(?<!break\s)\bdown\b(?!\s+by\b)|\bstatus\s+of\b|everything\s+(?:ok|fine)|\bhealthy\b"
             r"|здоров\w*|слома\w*|ошибк\w*|ошибок|проблем\w*|не\s+работа\w*|чекни|упал\w*|пада\w*"
             r"|бит(?:ые|ых|ый)|работает\s+ли|состояни\w*|вс[её]\s+(?:ок|норм|в\s+порядке)|отвал\w*"
             # a question of how something is: "Is Sales Overview ok?", "how's it doing", "Sales
@@ -148,11 +157,22 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 SQL_TOOL = "superset_execute_sql"
 # A question about rows that the planner can write as SQL.
 _DESCRIBED_SQL = re.compile(
-    r"how\s+many|\bcount\b|сколько|number\s+of|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
+    r"how\s+many|\bcount\b|сколько|скока|number\s+of|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
     r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|(?<!\d)\d+\s+(?:последн|перв)\w*"
     r"|\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bdrop\b|\bexecute\b|\brun\s+(?:a\s+)?(?:query|sql)"
     r"|выполни\w*|запрос\w*|\btotal\b|\bsum\b|\baverage\b|\bavg\b|\bdistinct\b|сумм\w*|средн\w*"
     r"|уникальн\w*|больше\s+всего|the\s+most\b|посчита\w*|подсчита\w*|calculate",
+    re.I,
+)
+_EXTREME = re.compile(
+    r"\b(?P<high>biggest|largest|highest|most\s+expensive|крупн\w*|сам\w+\s+(?:больш|дорог|крупн)\w*)\b"
+    r"|\b(?:smallest|lowest|cheapest|сам\w+\s+(?:мал|дешев|маленьк)\w*)\b",
+    re.I,
+)
+_ROWS_DESCRIBED = re.compile(
+    r"\b(?:by|per|по|в\s+разрезе)\s+(?-i:[a-zа-яё_])\w*|денег|деньг|выручк\w*|revenue|помесячн\w*|monthly|names\s+of"
+    r"|\b(?:in|during|за|в)\s+(?:19|20)\d\d\b"
+    rf"|{_EXTREME.pattern}",
     re.I,
 )
 _RUN_SQL_WORDS = re.compile(
@@ -164,7 +184,7 @@ _EXPLORE = re.compile(
 )
 _ENVIRONMENTS = re.compile(
     r"(?:which|what|list|show|какие|список|покажи|перечисли)\W+(?:[\w-]+\W+){0,2}"
-    r"(?:environments|envs|окружени\w*|стенд\w*|сред\b|среды)"
+    r"(?:environments|envs|окружени\w*|стенд\w*|сред\b|среды|instances?|инстанс\w*)"
     r"|^\W*(?:environments|envs|окружения|стенды)\W*$"
     r"|(?:is\s+there|do\s+we\s+have|есть\s+ли)\W+(?:[\w-]+\W+){0,3}(?:staging|стейдж\w*|environment|окружени\w*)"
     r"|(?:стейдж\w*|staging|окружени\w*|environments?)\W+(?:[\w-]+\W+){0,4}(?:есть|exists?)\b",
@@ -176,13 +196,15 @@ _LLM_PROVIDERS = re.compile(
     re.I,
 )
 _LLM_STATUS = re.compile(
-    r"\b(?:llm|language\s+model|модел\w*)\b.{0,30}(?:status|статус|работает|доступн|alive|up\b|healthy|respond\w*)"
-    r"|(?:status|статус)\W+(?:of\s+)?(?:the\s+)?(?:llm|модел)|(?:жив\w*|работает|доступн\w*)\s+ли\s+(?:llm|ллм|модел\w*)",
+    r"\b(?:llm|ллм|language\s+model|модел\w*|(?:ai|ии)\s+provider\w*)\b[^,;.?!]{0,30}"
+    r"(?:status|статус|работает|доступн|alive|(?<!set\s)up\b|healthy|respond\w*|reachable|отвечает|отвеча\w+\s+ли)"
+    r"|(?:status|статус)\W+(?:of\s+)?(?:the\s+)?(?:llm|модел)|(?:жив\w*|работает|доступн\w*|отвечает)\s+ли\s+(?:\w+\s+)?(?:llm|ллм|модел\w*|провайдер\w*)",
     re.I,
 )
 _CAPABILITIES = re.compile(
     r"что\s+(?:ты\s+)?(?:\w+\s+)?(?:умеешь|умееш|можешь|умеет)|w\w{1,3}t\s+(?:can|do)\s+(?:you|u)\s+do"
-    r"|\bwhat\b.{0,40}\bcan\s+(?:you|u)\s+do\b|what\s+are\s+you\s+able"
+    r"|\bwhat\b.{0,40}\b(?:can|could)\s+(?:you|u)\s+(?:do|help)\b|what\s+are\s+you\s+able"
+    r"|чем\s+(?:ты\s+)?(?:\w+\s+)?(?:можешь\s+)?помо\w+"
     r"|capabilit\w*|возможност\w*|what\s+tools|какие\b.{0,30}\b(?:инструмент|команд)\w*"
     r"|how\s+(?:do\s+i|to)\s+use|^\W*(?:help|помощь|справка|помоги|хелп)\W*$",
     re.I,
@@ -191,13 +213,19 @@ _SEARCH = re.compile(
     rf"{_DASHBOARD_WORD}|\breports?\b|отч[её]т\w*|\bfind\b|\bsearch\b|\blist\b|\bshow\b|найди|покажи|поиск|список|\bwhich\b",
     re.I,
 )
+_THANKS_AND_GREETINGS = (
+    r"thanks?|thank\s+you|thx|спасибо|спс|благодарю|hi|hello|hey|привет|здравствуй\w*|добр\w+\s+\w+"
+    r"|good\s+(?:morning|afternoon|evening)"
+)
+_NOUNS = {"superset_explore_database": _EXPLORE, "search_dashboards": _SEARCH}
 _SMALL_TALK = re.compile(
-    r"^(?:\W*(?:thanks?|thank\s+you|thx|спасибо|спс|благодарю|hi|hello|hey|привет|здравствуй\w*|добрый\s+\w+|ok"
-    r"|okay|ок|окей|хорошо|понятно|great|cool|супер|отлично|how\s+are\s+you|как\s+(?:дела|настроение|ты|жизнь)"
-    r"|lol|haha|ха-?ха|ахах\w*|nice|ясно|клас+"
+    rf"^(?:\W*(?:{_THANKS_AND_GREETINGS}|ok|okay|ок|окей|хорошо|понятно|great|cool|супер|отлично"
+    r"|how\s+are\s+you|как\s+(?:дела|настроение|ты|жизнь)|lol|haha|ха-?ха|ахах\w*|nice|ясно|клас+"
     r"|what'?s\s+up)\W*)+$",
     re.I,
 )
+# "спасибо, это помогло": thanks or a greeting first, and nothing asked after it
+_SMALL_TALK_FIRST = re.compile(rf"^\W*(?:{_THANKS_AND_GREETINGS})\b", re.I)
 _PRONOUN = re.compile(
     r"\b(?:it|its|this|that|this\s+one|him|them|его|него|нему|ним|нём|нем|этот|этого|этому|этом|эту|её|ее"
     r"|тот|того|он|она|оно)\b",
@@ -212,7 +240,7 @@ _SEARCH_FILTER = re.compile(
 _TITLE = re.compile(
     r"(?:called|named|titled|title|call\s+it|name\s+it|\bas|названием|назови\w*|название\w*|под\s+именем"
     r"|именем|с\s+именем)\s*[:«\"“']?\s*([^«»\"“”'\n]{1,120}?)[»\"”']?"
-    r"(?=\s*(?:$|[,.;!?]|\s(?:in|on|from|to|в|на|из)\s))",
+    r"(?=\s*(?:$|[,.;!?]|\s(?:in|on|from|to|with|slug|в|на|из)\s))",
     re.I,
 )
 _REASON = re.compile(
@@ -267,6 +295,13 @@ _NAME_STOP = {
     "дашборда",
     "it",
     "его",
+    "over",
+    "is",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
 }
 # How a dashboard is, not what it is called, after the word "dashboard": in lower case, or in
 # any case as the question's last word ("is this dashboard healthy?", "is this dashboard OK?",
@@ -296,15 +331,26 @@ _TABLE_WORDS = re.compile(r"(?:table|таблиц\w*|from|из)\s+[«\"'`]?([A-Z
 _TABLE_BEFORE = re.compile(r"\b([A-Za-z_][\w]*)\s+(?:table|таблиц\w*)\b", re.I)
 _TABLE_IN = re.compile(r"\b(?:in|в|во)\s+([a-z_][a-z0-9_]*)\b")  # "это в events": a lower-case name
 _LIMIT = re.compile(
-    r"\b(?:top|last|first|последн\w*|перв\w*|покажи|show)\s+(\d{1,4})\b|\b(\d{1,4})\s+(?:последн|перв|rows|строк|записей|записи)\w*",
+    r"\b(?:top|топ|last|first|последн\w*|перв\w*|покажи|show)[\s-]+(\d{1,4})\b"
+    r"|\b(\d{1,4})\s+(?:последн|перв|rows|строк|записей|записи|biggest|largest|highest|smallest|lowest|cheapest"
+    r"|most\s+expensive|сам\w+\s+(?:больш|дорог|крупн|мал|дешев))\w*",
     re.I,
 )
 _LATEST = re.compile(r"\blast\b|\blatest\b|\bnewest\b|\brecent\w*|последн\w*|свеж\w*|нов\w+", re.I)
-_COUNT = re.compile(r"how\s+many|\bcount\b|сколько|number\s+of", re.I)
+_COUNT = re.compile(r"how\s+many|\bcount\b|сколько|скока|number\s+of", re.I)
 _DELETE = re.compile(r"\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bwipe\b", re.I)
 _DROP = re.compile(r"\bdrop\b|удали\w*\s+таблиц\w*", re.I)
-_STATUS_VALUE = re.compile(
-    r"(?:status|статус\w*|state)\s+[«\"']?([\w-]+)|\b(new|paid|shipped|cancelled|canceled)\b", re.I
+_STATUS_VALUE = re.compile(r"(?:status|статус\w*|state)\s+[«\"']?([\w-]+)", re.I)
+_MAP = r"(?:map\w*|мапп?\w*|замапп?\w*|сопостав\w*)"
+_A_DATABASE = r"(?:the\s+)?(?:database|db|базу|бд)"
+# "map warehouse to analytics", "базу warehouse маппь на analytics"
+_MAPPED = re.compile(
+    rf"\b(?:{_MAP}\s+(?:{_A_DATABASE}\s+)?|{_A_DATABASE}\s+(?=[\w.-]+\s+{_MAP}))([\w.-]+)\s+(?:{_MAP}\s+)?"
+    r"(?:to|onto|на|в|->|→)\s+([\w.-]+)",
+    re.I,
+)
+_SCHEMA_NAMED = re.compile(
+    r"(?:schema|схем[аеуы])\s+[«\"'`]?([A-Za-z_]\w*)|(?<![\w-])([A-Za-z_]\w*)\s+schema\b", re.I
 )
 _DATABASE_NAMED = re.compile(
     r"(?:database|db|базе|базы|база|бд)\s+[«\"']?([\w.-]+)|(?<![\w-])([\w-]+)\s+(?:database|db)\b", re.I
@@ -326,6 +372,8 @@ class Request:
     sql: str | None
     table: str | None
     database_name: str | None
+    schema: str | None  # "in the billing schema", "в схеме billing"
+    database_mapping: tuple[tuple[str, str], ...]  # source → target database names
     task_id: str | None
     title: str | None
     reason: str | None
@@ -342,6 +390,7 @@ class Request:
     slug: str | None = None
     with_charts: bool = False
     published: bool | None = None
+    uncached: bool = False  # "skipping the cache": computed afresh
 
     @property
     def intent(self) -> str | None:
@@ -365,6 +414,19 @@ def _negated(words: str, start: int, end: int | None = None) -> bool:
     return bool(NEGATION.search(tail)) and not re.search(r"\bли\b", words[start : start + 40])
 
 
+def _in_question(words: str, start: int, end: int) -> bool:
+    """Whether the sentence around ``start``–``end`` asks: it ends with "?" or holds "ли"."""
+    opened = max((found.end() for found in re.finditer(r"[.!?]", words[:start])), default=0)
+    closing = re.search(r"[.!?]|$", words[end:])
+    sentence = words[opened : end + (closing.end() if closing else 0)]
+    return sentence.rstrip().endswith("?") or re.search(r"\bли\b", sentence) is not None
+
+
+def asks_anything(words: str) -> bool:
+    """Whether the words ask for something: a tool named by more than its object's noun."""
+    return any(tool not in _NOUNS for tool in read_intents(words, None)[0])
+
+
 def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozenset[str]]:
     """The tools the words name — the one asked first leads (by clause, in precedence order within
     one) — and those they name only to negate."""
@@ -376,8 +438,18 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
         matches = list(pattern.finditer(words))
         if not matches:
             return
-        # the first match no negation reaches (each is looked at only until one is found)
-        affirmed = next((match for match in matches if not _negated(words, match.start(), match.end())), None)
+        # the first match no negation reaches (each is looked at only until one is found); a
+        # question about how things are asks it whatever it negates ("ничего не упало?")
+        asks = not tool_spec(tool).may_change
+        affirmed = next(
+            (
+                match
+                for match in matches
+                if (asks and _in_question(words, match.start(), match.end()))
+                or not _negated(words, match.start(), match.end())
+            ),
+            None,
+        )
         if affirmed is None:
             negated.add(tool)
         elif tool not in named:
@@ -406,9 +478,12 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
     # only tasks have ids of this shape: one asks about its task, whatever else the message names
     if _UUID.search(words) and "get_task_status" in named:
         named.insert(0, named.pop(named.index("get_task_status")))
+    if SQL_TOOL not in named and not re.search(_DASHBOARD_WORD, words, re.I):
+        # rows by something, their money, the biggest, a period: when nothing else is asked
+        consider(SQL_TOOL, _ROWS_DESCRIBED)
     # nouns more than requests ("dashboard", "table"): they lead only when nothing else is asked
-    consider("superset_explore_database", _EXPLORE)
-    consider("search_dashboards", _SEARCH)
+    for tool, pattern in _NOUNS.items():
+        consider(tool, pattern)
     return tuple(named), frozenset(negated)
 
 
@@ -422,11 +497,24 @@ def unknown_env(tokens: Sequence[str], aliases: Mapping[str, str]) -> str | None
     return None
 
 
+def _negated_env(tokens: Sequence[str], index: int) -> bool:
+    """Whether a negation stands right before an environment's name ("don't touch prod")."""
+    before = " ".join(tokens[max(0, index - 2) : index]).lower()
+    return bool(re.search(r"(?:\b(?:except|not|без|кроме)|(?:don'?t|не)\s+(?:touch|трогай\w*))$", before))
+
+
 def read_envs(tokens: Sequence[str], aliases: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(target, source) named by the words: "from dev to prod", "из дев в прод", "на проде"."""
     mentions: list[tuple[str, str | None]] = []  # env, "from" | "to" | None
     for index, token in enumerate(tokens):
-        env = aliases.get(token.lower())
+        lowered = token.lower().removesuffix("'s")
+        env = (
+            aliases.get(lowered) or aliases.get(lowered.split("-")[0])
+            if "-" in lowered
+            else aliases.get(lowered)
+        )
+        if env is not None and _negated_env(tokens, index):
+            continue  # "don't touch prod"
         if env is None:
             continue
         before = tokens[index - 1].lower() if index else ""
@@ -457,9 +545,33 @@ def _name_before(words: str, match: re.Match[str]) -> str | None:
         return slug.group(1) if slug else None
     name = found.group(1).strip()
     parts = name.split()
+    if parts and _char_before(before, found.start()) in ("", ".", "!", "?") and _imperative(parts[0]):
+        parts.pop(0)  # "Verify dashboard status": the verb is not the name
     while parts and parts[0].lower() in _ARTICLES | _NAME_STOP:
         parts.pop(0)
     return " ".join(parts) or None
+
+
+# Words before "dashboards" that say which or how many, not what about.
+_NOT_TOPICS = (
+    _ARTICLES
+    | _NAME_STOP
+    | {
+        *("all", "any", "some", "other", "which", "what", "many", "those", "these", "your", "their", "every"),
+        *("show", "list", "find", "search", "look", "get", "give", "see", "up", "me", "us", "new", "old"),
+        *("published", "draft", "recent", "latest", "certified", "favorite", "favourite", "existing"),
+        *("more", "most", "few", "several", "two", "three", "how", "are", "is", "do", "does", "have"),
+    }
+)
+
+
+def _topic_before(words: str, match: re.Match[str]) -> str | None:
+    """ "the sales dashboards": the one plain word before an English plural, as a search text."""
+    found = re.search(r"\b([a-z][a-z-]{2,40})\s+$", words[max(0, match.start() - 60) : match.start()])
+    word = found.group(1) if found else None
+    if word is None or word in _NOT_TOPICS or word in _STATE_WORDS or word in _ALL_KIND_WORDS:
+        return None
+    return word
 
 
 def _script(token: str) -> str:
@@ -513,7 +625,8 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
     for match in re.finditer(_DASHBOARD_WORD, words, re.I):
         # "the sales dashboards": a name comes before the English plural, not after it
         plural = match.group(0).lower().endswith("s") and _script(match.group(0)) == "latin"
-        for name in (None if plural else _name_after(words, match), _name_before(words, match)):
+        after = None if plural else _name_after(words, match)
+        for name in (after, _name_before(words, match), _topic_before(words, match) if plural else None):
             if name and name.lower() not in excluded and not name.isdigit() and not _PRONOUN.fullmatch(name):
                 return name
     names = []
@@ -523,14 +636,40 @@ def read_dashboard_name(words: str, quoted: Sequence[str], env_words: Iterable[s
         # "Deploy Sales Overview": the verb is not the name. A Russian sentence's verbs are
         # Russian, so there a name may lead ("Sales Overview в порядке?") unless it is a tool's verb.
         if _char_before(words, run.start()) in ("", ".", "!", "?") and not (
-            russian and not read_intents(name.split()[0], None)[0]
+            russian and not _imperative(name.split()[0])
         ):
             name = " ".join(name.split()[1:])
         parts = [part for part in name.split() if part.upper() not in _ACRONYMS]
         name = " ".join(parts)
         if name and name.lower() not in excluded and parts[0].lower() not in excluded:
             names.append(name)
-    return max(names, key=len) if names else None
+    if names:
+        return max(names, key=len)
+    # "ship ops-weekly to prod": a slug, as the title it is made from
+    slugs = [
+        slug
+        for slug in _SLUG_WORD.findall(_SLUG.sub(" ", words))  # a new dashboard's own slug is not a name
+        if not excluded & set(slug.split("-")) and slug not in _HYPHENATED_WORDS
+    ]
+    return slugs[0].replace("-", " ") if slugs else None
+
+
+_HYPHENATED_WORDS = {
+    *("follow-up", "re-run", "rerun", "built-in", "up-to-date", "e-mail", "check-in", "roll-out", "log-in"),
+    *("sign-in", "opt-in", "drill-down", "drop-down", "real-time", "read-only", "non-prod", "pre-prod"),
+}
+_SLUG_WORD = re.compile(r"(?<![\w/@.-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?![\w/@.-])")
+
+
+# Verbs a request starts with that name no tool of their own.
+_IMPERATIVES = {
+    *("check", "show", "find", "run", "open", "give", "tell", "get", "look", "list", "see", "verify"),
+    *("inspect", "test", "fix", "make", "please", "can", "could", "would", "let", "help", "pull"),
+}
+
+
+def _imperative(word: str) -> bool:
+    return word.lower() in _IMPERATIVES or bool(read_intents(word, None)[0])
 
 
 def _char_before(words: str, index: int) -> str:
@@ -568,7 +707,7 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
     """The reading of one message."""
     aliases = env_aliases(environments)
     words, before_sql, sql = _sql_and_tail(_normalised(text), aliases)
-    words = speller().text(words)
+    words = speller(_NOUNS_SPELLED).text(words)
     refused_table = None
     if sql is not None and NEGATION.search(" ".join(before_sql.split()[-_NEGATION_REACH:])):
         # a statement the message says not to run: its table is what the rest of the message
@@ -608,23 +747,31 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         sql=sql,
         table=read_table(plain) or refused_table,
         database_name=_first_group(_DATABASE_NAMED.search(plain)),
+        schema=_first_group(_SCHEMA_NAMED.search(plain)),
+        database_mapping=tuple(_MAPPED.findall(plain)),
         task_id=task.group(0).lower() if task else None,
         title=title or (quoted[0] if quoted else None),
         reason=_first_group(message) or _first_group(_REASON.search(plain)),
         search_query=search_filter.group(3) if search_filter else None,
         tag=search_filter.group(1) if search_filter else None,
         owner=search_filter.group(2) if search_filter else None,
-        small_talk=bool(_SMALL_TALK.match(plain)),
+        small_talk=bool(_SMALL_TALK.match(plain) or (not intents and _SMALL_TALK_FIRST.match(plain))),
         limit=int(next(group for group in limit.groups() if group)) if limit else None,
         quoted=quoted,
-        branch=branch.group(1).rstrip("./") if branch and branch.group(1).lower() not in _NAME_STOP else None,
+        branch=_branch_name(branch),
         slug=_first_group(_SLUG.search(words)),
         with_charts=bool(_WITH_CHARTS.search(words)),
+        uncached=bool(_UNCACHED.search(words)),
         published=False if _UNPUBLISHED.search(words) else True if _PUBLISHED.search(words) else None,
         unknown_env=unknown_env(tokens, aliases),
         dialect=_first_group(_DIALECT.search(words)),
         colon_value=_first_group(re.search(r":\s*([^,.;:!?]{1,120})", plain)),
     )
+
+
+def _branch_name(found: re.Match[str] | None) -> str | None:
+    name = (_first_group(found) or "").rstrip("./")
+    return name if name and name.lower() not in _NAME_STOP else None
 
 
 def _described_sql_first(intents: tuple[str, ...], words: str, sql: str | None) -> tuple[str, ...]:
@@ -637,25 +784,44 @@ def _described_sql_first(intents: tuple[str, ...], words: str, sql: str | None) 
         or _MONEY.search(words)
         or _MOST.search(words)
     )
-    if sql is None and SQL_TOOL in intents and asks_rows and read_table(words):
+    if (
+        sql is None
+        and SQL_TOOL in intents
+        and asks_rows
+        and _DESCRIBED_SQL.search(words)
+        and read_table(words)
+    ):
         return (SQL_TOOL, *(intent for intent in intents if intent != SQL_TOOL))
     return intents
 
 
-_BRANCH = re.compile(r"(?:branch|ветк\w*)\s+(?:called\s+|named\s+)?[«\"'`]?([A-Za-z0-9][\w./-]*)", re.I)
+_BRANCH = re.compile(
+    r"(?:branch|ветк\w*)\s+(?:called\s+|named\s+)?[«\"'`]?([A-Za-z0-9][\w./-]*)"
+    r"|\b(?:to|onto|into|в|на)\s+([A-Za-z0-9][\w.-]*/[\w./-]*[\w])",  # a name with a slash is a branch's
+    re.I,
+)
 _MESSAGE = re.compile(
     r"(?:message|сообщени\w*)\s*:?\s*[«\"“'`]([^«»\"“”'`]{1,500})[»\"”'`]|(?:message|сообщени\w*)\s*:\s*(.{1,500}?)\s*$",
     re.I,
 )
 _DIALECT = re.compile(
-    r"\b([a-z0-9]{2,20})\s+dialect|dialect\s*:?\s*([a-z0-9]{2,20})|диалект\w*\s+([a-z0-9]{2,20})", re.I
+    r"\b([a-z0-9]{2,20})\s+dialect|dialect\s*:?\s*([a-z0-9]{2,20})|диалект\w*\s+([a-z0-9]{2,20})"
+    r"|\b(?:под|для|for|as|in)\s+(sqlite|postgres(?:ql)?|mysql|tsql|oracle|bigquery|snowflake|clickhouse"
+    r"|trino|presto|duckdb|redshift|hive|spark|databricks|athena)\b",
+    re.I,
 )
 _SLUG = re.compile(r"\bslug\s*:?\s*[«\"'`]?([A-Za-z0-9_-]{1,255})", re.I)
 _UNPUBLISHED = re.compile(r"unpublish\w*|not\s+published|неопубликован\w*|черновик\w*|\bdraft\b", re.I)
-_PUBLISHED = re.compile(r"\bpublished\b|опубликованн\w*", re.I)
+_PUBLISHED = re.compile(r"\bpublish(?:ed)?\b|опубликованн\w*|опубликуй\w*|опубликовать", re.I)
+_UNCACHED = re.compile(
+    r"(?:skip\w*|bypass\w*|ignor\w*|without|no|past)\s+(?:the\s+)?cache\w*|\bforce\w*|\bfresh\b"
+    r"|(?:без|мимо|игнорир\w*|минуя|сброс\w*)\s+к[эе]ш\w*|принудительн\w*|заново",
+    re.I,
+)
 _WITH_CHARTS = re.compile(
     r"with\s+(?:the\s+|its\s+|all\s+)?charts|including\s+(?:the\s+)?charts|charts\s+included"
-    r"|(?:вместе\s+)?с\s+(?:чартами|графиками)|включая\s+(?:чарты|графики)",
+    r"|(?:вместе\s+)?с\s+(?:чартами|графиками)|включая\s+(?:чарты|графики)"
+    r"|(?:и\s+)?(?:чарты|графики)\s+тоже|charts\s+(?:too|as\s+well)|also\s+the\s+charts",
     re.I,
 )
 
@@ -694,12 +860,18 @@ TABLE_SYNONYMS = {
 }
 
 
+# The nouns of rows as they are spelt: a stem, and an English one in the plural too ("tikcets").
+_NOUNS_SPELLED = tuple(
+    form for stem in TABLE_SYNONYMS for form in ((stem, f"{stem}s") if stem.isascii() else (stem,))
+)
+
+
 def read_table(words: str) -> str | None:
     """The table a message is about: named beside the word "table", after from/из, or the noun
     of its rows ("сколько заказов" → orders)."""
     for pattern in (_TABLE_BEFORE, _TABLE_WORDS, _TABLE_IN):
         for match in pattern.finditer(words):
-            name = match.group(1)
+            name = match.group(1).rstrip(".")
             if (
                 name.lower() not in _NAME_STOP
                 and name.lower() not in _ALL_KIND_WORDS
@@ -710,7 +882,11 @@ def read_table(words: str) -> str | None:
     for stem, table in TABLE_SYNONYMS.items():
         if re.search(rf"\b{stem}\w*", lowered):
             return table
-    return None
+    # a name written as tables are ("weekly_usage"), not as a key ("user_id")
+    return next((name for name in _SNAKE_NAME.findall(words) if not _is_key(name)), None)
+
+
+_SNAKE_NAME = re.compile(r"(?<![\w.])([a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9])(?![\w.])")
 
 
 # Russian words for the columns and values people ask about, as a table likely names them.
@@ -725,19 +901,32 @@ _COLUMN_WORDS = {
     "тариф": "plan",
     "вид": "kind",
     "пользовател": "user_id",
+    "аккаунт": "account",
     "сумм": "amount",
     "выручк": "amount",
     "денег": "amount",
     "деньг": "amount",
 }
+# Russian stems of the states and kinds rows are filtered by, as tables usually store them; one
+# becomes a condition only on a column whose data holds it (:func:`values_probe`).
 _VALUE_WORDS = {
-    "отмен": ("status", "cancelled"),
-    "оплач": ("status", "paid"),
-    "отправл": ("status", "shipped"),
-    "новых": ("status", "new"),
-    "логин": ("kind", "login"),
-    "просмотр": ("kind", "view"),
-    "экспорт": ("kind", "export"),
+    "отмен": ("cancelled", "canceled"),
+    "неоплач": ("unpaid",),
+    "оплач": ("paid",),
+    "отправл": ("shipped",),
+    "доставл": ("delivered",),
+    "новы": ("new",),
+    "логин": ("login",),
+    "просмотр": ("view",),
+    "экспорт": ("export",),
+    "ошибк": ("error",),
+    "просроч": ("overdue",),
+    "бесплатн": ("free",),
+    "активн": ("active",),
+    "закрыт": ("closed",),
+    "открыт": ("open",),
+    "возврат": ("refunded", "returned"),
+    "ожида": ("pending",),
 }
 GROUP_BY = re.compile(
     r"\b(?:by|per|по|в\s+разрезе|(?:for|на|в|у)\s+(?:each|кажд\w*)|each)\s+(?:the\s+)?([a-zа-я_]+)", re.I
@@ -763,7 +952,7 @@ _OPS = {
 }
 _TYPE_VALUE = re.compile(r"(?:типа|of\s+type|kind|type)\s+[«\"']?([a-z_]+)", re.I)
 _USER = re.compile(r"(?:user|пользовател\w*)\s+(?:id\s+)?(\d+)", re.I)
-_MOST = re.compile(r"больше\s+всего|the\s+most|\bmost\b|\btop\b", re.I)
+_MOST = re.compile(r"больше\s+всего|the\s+most|\bmost\b|\btop\b|\bтоп\b", re.I)
 _MONEY = re.compile(r"денег|деньг|выручк|потрат\w*|money|revenue|amount|earn|spen[dt]\w*", re.I)
 
 
@@ -778,30 +967,124 @@ def column_of(word: str) -> str:
 
 
 def conditions_in(words: str) -> list[str]:
+    """Conditions the words write with their column: "status paid", "of type login", "user 7"."""
     found: list[str] = []
-    if status := _STATUS_VALUE.search(words):
-        value = (status.group(1) or status.group(2) or "").lower()
-        if value.isidentifier():
-            found.append(f"status = '{value}'")
+    if (status := _STATUS_VALUE.search(words)) and status.group(1).isidentifier():
+        found.append(f"status = '{status.group(1).lower()}'")
     if kind := _TYPE_VALUE.search(words):
         found.append(f"kind = '{kind.group(1).lower()}'")
-    lowered = words.lower()
-    for stem, (column, value) in _VALUE_WORDS.items():
-        if re.search(rf"\b{stem}", lowered) and not any(part.startswith(f"{column} =") for part in found):
-            found.append(f"{column} = '{value}'")
     if user := _USER.search(words):
         found.append(f"user_id = {int(user.group(1))}")
     return found
+
+
+def value_words(words: str) -> list[str]:
+    """Words of a question that may be values a column holds: its plain Latin words, and what a
+    Russian state's stem stands for ("закрытых" → closed)."""
+    found = [word for word in _VALUE.findall(words) if word.casefold() not in _NOT_VALUES]
+    lowered = words.casefold()
+    found += [
+        value for stem, values in _VALUE_WORDS.items() if re.search(rf"\b{stem}", lowered) for value in values
+    ]
+    return list(dict.fromkeys(found))
+
+
+# A question's values are looked up in at most so many text columns, so many values each.
+_PROBED_COLUMNS = 8
+_PROBED_VALUES = 50
+PROBED_ROWS = _PROBED_COLUMNS * _PROBED_VALUES
+_SHORTEST_MISSPELT = 5
+
+
+def values_probe(words: str, table: str, columns: Sequence[Mapping[str, Any]]) -> str | None:
+    """A read of the values the table's text columns hold, when the question has words that may
+    be some of them ("urgent tickets", "the Mobile team"); None when it has none."""
+    names = [str(column.get("name")) for column in columns if _IDENTIFIER.fullmatch(str(column.get("name")))]
+    texts = [
+        str(column["name"])
+        for column in columns
+        if str(column.get("name")) in names
+        and _TEXT_TYPE.search(str(column.get("type") or ""))
+        and not _is_key(str(column["name"]))
+        and not _DATE_NAME.search(str(column["name"]))  # a date kept as text names no state
+    ][:_PROBED_COLUMNS]
+    candidates = [word for word in value_words(words) if _column(word, names) is None and word != table]
+    if not texts or not candidates:
+        return None
+    return " UNION ALL ".join(
+        f"SELECT '{name}' AS column_name, {name} AS column_value"
+        f" FROM (SELECT DISTINCT {name} FROM {table} LIMIT {_PROBED_VALUES}) AS values_{index}"
+        for index, name in enumerate(texts)
+    )
+
+
+def probed_values(result: Mapping[str, Any]) -> dict[str, list[str]]:
+    """A probe's rows as the values each column holds."""
+    held: dict[str, list[str]] = {}
+    for row in result.get("rows") or []:
+        if isinstance(row, Mapping) and isinstance(row.get("column_value"), str):
+            held.setdefault(str(row.get("column_name")), []).append(row["column_value"])
+    return held
+
+
+def _as_held(value: str, values: Sequence[str]) -> str | None:
+    """``value`` as the data writes it: the same but for case, else one typo away."""
+    same = [held for held in values if held.casefold() == value.casefold()]
+    near = [
+        held
+        for held in values
+        if len(held) >= _SHORTEST_MISSPELT and one_typo(held.casefold(), value.casefold())
+    ]
+    found = same or near
+    return found[0] if len(found) == 1 else None
+
+
+def _spelt_as_held(condition: str, held: Mapping[str, Sequence[str]]) -> str:
+    """A condition the words wrote ("status closd"), with its value as the column's data has it."""
+    column, _, written = condition.partition(" = ")
+    if column in held and written.startswith("'") and (value := _as_held(written.strip("'"), held[column])):
+        return f"{column} = '{value.replace(chr(39), chr(39) * 2)}'"
+    return condition
+
+
+def values_held(words: str, held: Mapping[str, Sequence[str]]) -> list[str]:
+    """Conditions for the question's words that are values of a column, as the data writes them;
+    a value two columns hold goes to the one the words name, else to neither."""
+    found: dict[str, str] = {}
+    written = re.findall(r"[\w-]+", words)
+    for word in value_words(words):
+        # "tickets": ticket; "urgnet": one typo from a value of five letters or more
+        holding = {
+            column: value
+            for column, values in held.items()
+            if (value := _as_held(word, values) or _as_held(word.removesuffix("s"), values))
+        }
+        named = {
+            column: value for column, value in holding.items() if any(_column(w, [column]) for w in written)
+        }
+        chosen = named if len(holding) > 1 else holding
+        if len(chosen) == 1:
+            ((column, value),) = chosen.items()
+            found.setdefault(column, value)
+    return [f"{column} = '{value.replace(chr(39), chr(39) * 2)}'" for column, value in found.items()]
 
 
 _FIRST_TABLE = re.compile(r"\b(?:from|join|into|update)\s+[\"`]?([A-Za-z_][\w.]*)", re.I)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def table_named_in(request: Request, tables: Sequence[str], statement: str | None = None) -> str | None:
+def first_table(sql: str | None) -> str | None:
+    """The first table a statement reads or writes."""
+    return _first_group(_FIRST_TABLE.search(sql or ""))
+
+
+def table_named_in(
+    request: Request, tables: Sequence[str], statement: str | None = None, earlier: str | None = None
+) -> str | None:
     """Which of a schema's real ``tables`` the request is about: the one its statement reads,
     the one its words name beside "table", else any word of it (or the table its noun stands
-    for) that is one of them, in the singular or plural."""
+    for) that is one of them, in the singular or plural; else the one the conversation was
+    about (``earlier``: "how many of them failed?")."""
     # A name is the database's to choose, not ours to trust: only a plain identifier is written into SQL.
     known = {name.casefold(): name for name in tables if _IDENTIFIER.fullmatch(name)}
     reads = _FIRST_TABLE.search(statement or request.sql or "")
@@ -809,6 +1092,9 @@ def table_named_in(request: Request, tables: Sequence[str], statement: str | Non
     candidates += _IDENTIFIER.findall(request.words)
     lowered = request.words.casefold()
     candidates += [table for stem, table in TABLE_SYNONYMS.items() if re.search(rf"\b{stem}", lowered)]
+    plain = re.findall(r"[A-Za-z]+", request.words)
+    candidates += [f"{first}_{second}" for first, second in itertools.pairwise(plain)]  # "weekly usage"
+    candidates.append(earlier)
     for candidate in candidates:
         if not candidate:
             continue
@@ -816,7 +1102,13 @@ def table_named_in(request: Request, tables: Sequence[str], statement: str | Non
         for form in (name, f"{name}s", name.removesuffix("s")):
             if form in known and form not in _NAME_STOP:
                 return known[form]
-    return None
+    misspelt = [  # "tikcets": one typo from a real table's name
+        known[table]
+        for word in plain
+        for table in known
+        if len(table) >= _SHORTEST_MISSPELT and one_typo(table, word.casefold())
+    ]
+    return misspelt[0] if len(set(misspelt)) == 1 else None
 
 
 _NUMERIC_TYPE = re.compile(r"int|real|float|double|numeric|decimal|number|money", re.I)
@@ -831,6 +1123,10 @@ _NOT_VALUES = _LEADS_VALUE | {
     *("how", "many", "much", "which", "what", "who", "where", "group", "order", "count", "sum", "total"),
     *("avg", "average", "max", "min", "distinct", "unique", "top", "most", "last", "first", "still"),
     *("select", "table", "rows", "row", "their", "its", "this", "that", "there", "than", "not", "no"),
+    *("it", "them", "they", "we", "our", "you", "me", "my", "now", "same", "again", "also", "too", "then"),
+    *("please", "about", "instead", "right", "ever", "only", "just", "show", "list", "give", "tell", "get"),
+    *("sql", "query", "run", "do", "does", "did", "have", "has", "had", "be", "been", "were", "so", "far"),
+    *_ALL_KIND_WORDS,
 }
 
 
@@ -944,7 +1240,34 @@ def _date_column(columns: Sequence[Mapping[str, Any]]) -> str | None:
     return str((typed or named)[0]["name"]) if typed or named else None
 
 
-def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, Any]]) -> str:
+_EACH_MONTH = re.compile(
+    r"\b(?:by|per|each|every)\s+month\b|\bmonthly\b|month\s+by\s+month|помесячн\w*|по\s+месяц\w*"
+    r"|(?:в|за|на)\s+кажд\w+\s+месяц\w*",
+    re.I,
+)
+_EACH_DAY = re.compile(
+    r"\b(?:by|per|each|every)\s+day\b|\bdaily\b|day\s+by\s+day|по\s+дн(?:ям|ю)|ежедневн\w*|посуточн\w*"
+    r"|(?:в|за|на)\s+кажд\w+\s+д(?:ень|ня)",
+    re.I,
+)
+
+
+def _period_of(column: str, unit: str, backend: str | None) -> str:
+    """A date column cut to its month or day, in the database's own SQL."""
+    if backend == "sqlite":
+        return f"strftime('%Y-%m', {column})" if unit == "month" else f"date({column})"
+    if backend in ("mysql", "mariadb"):
+        return f"DATE_FORMAT({column}, '%Y-%m')" if unit == "month" else f"DATE({column})"
+    return f"date_trunc('{unit}', {column})"
+
+
+def described_sql(
+    request: Request,
+    table: str,
+    columns: Sequence[Mapping[str, Any]],
+    held: Mapping[str, Sequence[str]] | None = None,
+    backend: str | None = None,
+) -> str:
     """The statement a question about rows asks for, over a table and its real columns: a count
     (of distinct values), a sum or average (by a column), the top or latest rows. A word that names
     no column of the table is left out, never guessed into the statement."""
@@ -955,12 +1278,14 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
         return f"DROP TABLE {table}"
     if _DELETE.search(words):
         return f"DELETE FROM {table}"
-    conditions = [condition for condition in conditions_in(words) if condition.split(" ")[0] in names]
-    conditions += [
-        condition
-        for condition in _values_beside(words, columns)
-        if not any(known.split(" ")[0] == condition.split(" ")[0] for known in conditions)
+    conditions = [
+        _spelt_as_held(condition, held or {})
+        for condition in conditions_in(words)
+        if condition.split(" ")[0] in names
     ]
+    for condition in [*values_held(words, held or {}), *_values_beside(words, columns)]:
+        if not any(known.split(" ")[0] == condition.split(" ")[0] for known in conditions):
+            conditions.append(condition)
     if (period := _period(words)) and (dated := _date_column(columns)):
         conditions.append(f"{dated} >= '{period[0]}' AND {dated} < '{period[1]}'")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
@@ -972,8 +1297,12 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
     elif _MONEY.search(words):
         op, measured = "SUM", _measure_column(columns)
     measure = f"{op}({measured})" if measured else None
-    if measure is None and _MOST.search(words):  # "which customer ordered most": most rows
+    if measure is None and _MOST.search(words) and not _EXTREME.search(words):  # "ordered most": most rows
         measure = "COUNT(*)"
+    unit = "month" if _EACH_MONTH.search(words) else "day" if _EACH_DAY.search(words) else None
+    if unit and (dated := _date_column(columns)):  # "per month": rows counted or summed by period
+        cut = _period_of(dated, unit, backend)
+        return f"SELECT {cut} AS {unit}, {measure or 'COUNT(*)'} FROM {table}{where} GROUP BY 1 ORDER BY 1"
     # the first "by …" that names a real column ("select по invoices … в разрезе status": status)
     grouped = next(
         (column for group in GROUP_BY.finditer(words) if (column := _column(group.group(1), names))), None
@@ -989,7 +1318,7 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
             (
                 found
                 for word in re.findall(r"[a-zа-я_]+", words.lower())
-                if (found := _column(word, names)) and not _is_key(found) and found not in measure
+                if (found := _column(word, names)) and found.casefold() != "id" and found not in measure
             ),
             None,
         )
@@ -1005,6 +1334,9 @@ def described_sql(request: Request, table: str, columns: Sequence[Mapping[str, A
         if grouped:
             return f"SELECT {grouped}, COUNT(*) FROM {table}{where} GROUP BY {grouped}"
         return f"SELECT COUNT(*) FROM {table}{where}"
+    if (extreme := _EXTREME.search(words)) and (ranked := _measure_column(columns)):
+        order = "DESC" if extreme.group("high") else "ASC"
+        return f"SELECT * FROM {table}{where} ORDER BY {ranked} {order} LIMIT {request.limit or 1}"
     latest = next((name for name in ("id", *names) if name in names), None) if _LATEST.search(words) else None
     order = f" ORDER BY {latest} DESC" if latest else ""
     return f"SELECT * FROM {table}{where}{order} LIMIT {request.limit or 10}"

@@ -1,12 +1,17 @@
 """A follow-up that changes the last query instead of asking a new one: naming another status
-swaps the one a count filters on, "by <column>" groups the count. Only a
-single plain SELECT is changed; anything else is left to be asked again in full."""
+swaps the one a count filters on ("а closed?" after "… в статусе open"), "by <column>" groups the
+count. Only a single plain SELECT is changed; anything else is left to be asked again in full."""
+
+from collections.abc import Mapping, Sequence
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from sstools.agent.planner.reading import GROUP_BY, column_of, conditions_in
+from sstools.agent.planner.reading import GROUP_BY, column_of, conditions_in, value_words, values_held
+
+# A follow-up that swaps a value is short: "а closed?", "what about the urgent ones?"
+_SWAP_WORDS = 6
 
 
 def _column_compared(condition: exp.Expr) -> str | None:
@@ -27,9 +32,22 @@ def _with_condition(query: exp.Select, condition: exp.Expr) -> exp.Select:
     return query.where(condition, copy=False)
 
 
-def refined(sql: str, words: str) -> str | None:
+def _with_value(query: exp.Select, value: str) -> exp.Select:
+    """The one text value the query filters on, swapped for ``value``."""
+    where = query.args.get("where")
+    compared = [
+        condition
+        for condition in (where.find_all(exp.EQ) if where is not None else [])
+        if isinstance(condition.right, exp.Literal) and condition.right.is_string
+    ]
+    if len(compared) == 1:
+        compared[0].set("expression", exp.Literal.string(value))
+    return query
+
+
+def refined(sql: str, words: str, held: Mapping[str, Sequence[str]] | None = None) -> str | None:
     """``sql`` as the follow-up ``words`` change it, or None when they change nothing in it (or it
-    is not one plain SELECT)."""
+    is not one plain SELECT); ``held``: the values the table's text columns hold, when read."""
     try:
         query = sqlglot.parse_one(sql)
     except SqlglotError:
@@ -37,8 +55,12 @@ def refined(sql: str, words: str) -> str | None:
     if not isinstance(query, exp.Select) or query.args.get("joins") or query.find(exp.Subquery):
         return None
     before = query.sql()
-    for condition in conditions_in(words):
+    conditions = conditions_in(words) + values_held(words, held or {})
+    for condition in conditions:
         query = _with_condition(query, exp.condition(condition))
+    values = value_words(words)
+    if not conditions and values and len(words.split()) <= _SWAP_WORDS and not GROUP_BY.search(words):
+        query = _with_value(query, values[0])
     if (grouping := GROUP_BY.search(words)) is not None:
         column = column_of(grouping.group(1))
         table = query.find(exp.Table)

@@ -23,7 +23,7 @@ def _variants(word: str) -> set[str]:
     return deletions(word) | swaps(word)
 
 
-def _one_typo(first: str, second: str) -> bool:
+def one_typo(first: str, second: str) -> bool:
     if len(first) == len(second):
         differ = [index for index, (a, b) in enumerate(zip(first, second, strict=True)) if a != b]
         return len(differ) == 1 or (
@@ -54,18 +54,32 @@ class Speller:
         for variant in _variants(lowered) | {lowered}:
             found |= self._by_variant.get(variant, set())
         # a word of five letters is one typo from too many others to be put right as one of them
-        found = {word for word in found if len(word) > _SHORTEST_MEANT and _one_typo(word, lowered)}
+        found = {word for word in found if len(word) > _SHORTEST_MEANT and one_typo(word, lowered)}
         return found.pop() if len(found) == 1 else written
 
     def text(self, text: str) -> str:
         return _WORD.sub(lambda match: self.word(match.group(0)), text)
 
 
+# The words of questions about rows and objects, which no tool's declaration needs to say.
+_QUESTION_WORDS = (
+    *("сколько", "состояние", "покажи", "проверь", "количество", "последние", "таблицы", "колонки"),
+    *("average", "distinct", "columns", "tables", "create", "search", "dashboards", "where"),
+)
+
+
 @cache
-def speller() -> Speller:
-    """One speller over every tool's descriptions and keywords, both languages."""
+def speller(nouns: tuple[str, ...] = ()) -> Speller:
+    """One speller over every tool's descriptions and keywords, both languages, the words of
+    questions and the ``nouns`` of the things asked about."""
     return Speller(
-        text
-        for spec in TOOLS
-        for text in (spec.description_en, spec.description_ru, *spec.keywords_en, *spec.keywords_ru)
+        [
+            *(
+                text
+                for spec in TOOLS
+                for text in (spec.description_en, spec.description_ru, *spec.keywords_en, *spec.keywords_ru)
+            ),
+            *_QUESTION_WORDS,
+            *nouns,
+        ]
     )

@@ -24,15 +24,21 @@ from sstools.agent.markdown import markdown_text
 from sstools.agent.planner.answers import examples, failure, rendered, table
 from sstools.agent.planner.reading import (
     ENDING,
+    PROBED_ROWS,
     SQL_TOOL,
     Request,
+    asks_anything,
     described_sql,
-    read_intents,
+    first_table,
+    probed_values,
     table_named_in,
+    value_words,
+    values_probe,
 )
 from sstools.agent.planner.refining import refined
 from sstools.common.catalogue import ARGS, tool
 from sstools.common.routing.keywords import KeywordIndex
+from sstools.common.sql import classify
 
 SEARCH = "search_dashboards"
 EXPLORE = "superset_explore_database"
@@ -52,21 +58,36 @@ _COLUMNS_WANTED = re.compile(r"columns?|колонк\w*|столбц\w*|\bfields
 # A request about a table in an environment with several databases: so many are explored (two
 # reads each, counted against the person's budget) to find the one that has it; more are asked.
 _DATABASES_SEARCHED = 3
+# and in a database, so many schemas for it when its default one does not have it
+_SCHEMAS_SEARCHED = 3
+_SYSTEM_SCHEMA = re.compile(r"information_schema$|pg_|sys$|mysql$|performance_schema$", re.I)
 
 
 def _other_clause(words: str) -> str | None:
     """A clause of the message that names no tool: why it is asked, when it says so."""
     clauses = [clause.strip() for clause in re.split(r"[,;:—–]|\s-\s", words) if clause.strip()]
     return next(
-        (clause for clause in reversed(clauses[1:]) if not read_intents(clause, None)[0] and len(clause) > 3),
+        (clause for clause in reversed(clauses[1:]) if not asks_anything(clause) and len(clause) > 3),
         None,
     )
+
+
+def _changed(done: "Done") -> bool:
+    """Whether a call of the turn may have changed something (a read-only statement did not)."""
+    if done.tool == SQL_TOOL:
+        return not classify(str(done.args.get("sql", ""))).read_only
+    return tool(done.tool).may_change
 
 
 def _default_schema(schemas: Sequence[str]) -> str:
     return next((name for name in schemas if name in ("main", "public")), schemas[0])
 
 
+_ANOTHER = re.compile(
+    r"(?:ещё|еще)\s+(?:один|одну|одно|раз)\b|\banother\s+one\b|\bone\s+more\b|\bsame\s+for\b"
+    r"|то\s+же\s+(?:самое\s+)?(?:для|с)\b",
+    re.I,
+)
 _MAINTENANCE_SHOWN = {"start_maintenance", "list_maintenance_events"}
 _STATE_QUESTION = re.compile(
     r"работа\w*|отвеча\w*|жив\w*|доступн\w*|respond\w*|working|alive|\bup\b|healthy|\bok\b", re.I
@@ -114,6 +135,7 @@ class Earlier:
     last_call: Call | None = None
     dashboard_id: int | None = None
     sql: str | None = None
+    table: str | None = None  # the table last explored, queried or registered
 
 
 @dataclass
@@ -152,9 +174,16 @@ def earlier_turns(messages: Sequence[BaseMessage]) -> Earlier:
     last_call: Call | None = None
     dashboard: int | None = None
     sql: str | None = None
+    table: str | None = None
     for done in turn_calls(messages):
         last_call = Call(done.tool, done.args)
         sql = done.args.get("sql") or sql
+        table = (
+            done.args.get("table")
+            or done.args.get("table_name")
+            or first_table(done.args.get("sql"))
+            or table
+        )
         ids = done.args.get("dashboard_ids") or []
         dashboard = done.args.get("dashboard_id") or (ids[-1] if ids else None) or dashboard
         if (
@@ -163,7 +192,7 @@ def earlier_turns(messages: Sequence[BaseMessage]) -> Earlier:
             and len(done.result.get("dashboards", [])) == 1
         ):
             dashboard = done.result["dashboards"][0]["id"]
-    return Earlier(last_call, dashboard, sql)
+    return Earlier(last_call, dashboard, sql, table)
 
 
 def _titles(boards: Sequence[Mapping[str, Any]], lang: Lang) -> str:
@@ -236,8 +265,12 @@ class Planner:
             return SQL_TOOL  # "а shipped?": the last query, changed
         if self._repeats() and last is not None:
             return last.tool
+        if last is not None and (self._flags(last.tool) or _ANOTHER.search(request.words)):
+            return last.tool  # "and the charts too", "one more from bills": the last call again
         if request.negated or request.small_talk:
             return None
+        if self._names_values:
+            return SQL_TOOL  # "only the urgent ones": the last query, filtered by a value its table holds
         named = _KEYWORDS.match(request.words).tools
         return next((name for name in self.routed if name in named or not tool(name).may_change), None)
 
@@ -259,7 +292,7 @@ class Planner:
                 ),
                 asks_back=True,
             )
-        if changed := next((done for done in self.done if tool(done.tool).may_change), None):
+        if changed := next((done for done in self.done if _changed(done)), None):
             return self._answer(changed)  # one change a turn: its outcome is the answer
         needs = _Needs()
         args = self._arguments(intent, needs)
@@ -343,6 +376,14 @@ class Planner:
             and "env_id" in last.args
         ):
             return {**last.args, "env_id": request.target_env or request.source_env}
+        flags = self._flags(intent)
+        if (
+            flags
+            and last is not None
+            and intent == last.tool
+            and not (request.dashboard_name or request.dashboard_ids or request.title or request.sql)
+        ):
+            return {**last.args, **flags}  # "with charts too": the last call, with what this one adds
         # What each argument is read from follows its declared type and whether it is required.
         if not ARGS[intent].model_fields:
             return {}
@@ -360,13 +401,12 @@ class Planner:
             dashboard = self._dashboard(env, needs, required=_needs(intent, "dashboard_id"))
             if needs.call or needs.question:
                 return None
+            args.update(flags)
             if _takes(intent, "dashboard_ids"):  # some of the environment's dashboards, or all
                 return {**args, "dashboard_ids": [dashboard]} if dashboard else args
             if dashboard:
                 args["dashboard_id"] = dashboard
             if _needs(intent, "title"):  # a new dashboard made from this one
-                if request.with_charts and _takes(intent, "duplicate_charts"):
-                    args["duplicate_charts"] = True
                 args["title"] = (
                     request.title
                     if request.title and request.title != request.dashboard_name
@@ -378,6 +418,12 @@ class Planner:
         if _needs(intent, "database_id"):
             return self._with_database(intent, args, needs)
         return self._simple(intent, args, needs)
+
+    def _flags(self, intent: str) -> dict[str, Any]:
+        """The switches the words set that the tool takes: charts copied too, no cache."""
+        request = self.request
+        said = {"duplicate_charts": request.with_charts, "force": request.uncached}
+        return {name: True for name, on in said.items() if on and _takes(intent, name)}
 
     def _production(self) -> str | None:
         """The one production environment, when there is exactly one."""
@@ -396,7 +442,9 @@ class Planner:
                 "From where to where? For example: “from dev to prod”.",
             )
             return None
-        moved = {"env_id": target, "source_env": source}
+        moved: dict[str, Any] = {"env_id": target, "source_env": source}
+        if _takes(intent, "database_mapping") and self.request.database_mapping:
+            moved["database_mapping"] = dict(self.request.database_mapping)
         if _takes(intent, "dashboard_ids"):
             boards = self._dashboards(source, needs)
             return {**args, **moved, "dashboard_ids": boards} if boards else None
@@ -474,7 +522,10 @@ class Planner:
             if not name:
                 needs.question = self.say("Как назвать ветку?", "What should the branch be called?")
                 return None
-            start = re.search(r"\b(?:from|off|от|из)\s+([A-Za-z0-9][\w./-]*)", request.words)
+            start = re.search(
+                r"\b(?:from|off|от|из)\s+(?:(?:the\s+)?branch\s+|ветки\s+)?([A-Za-z0-9][\w./-]*)",
+                request.words,
+            )
             return {"name": name, **({"start": start.group(1).rstrip("./")} if start else {})}
         if intent == EXPLORE:
             return self._explore(args, needs)
@@ -674,22 +725,28 @@ class Planner:
         )
 
     def _table_place(self, env: str, database: int, needs: _Needs) -> tuple[str, str | None] | None:
-        """(schema, the table the words name or None) in ``database``: its schema as the words
-        name it, else its default one; None while still to be explored (``needs.call``) or when
-        it has no such schema."""
-        schema_named = (self.request.table or "").rpartition(".")[0]
+        """(schema, the table the words name or None) in ``database``: in the schema the words
+        name, else in its default one or, failing that, the next few; None while still to be
+        explored (``needs.call``) or when it has no such schema."""
+        schema_named = self.request.schema or (self.request.table or "").rpartition(".")[0]
         schemas = (self._explored(env, database_id=database) or {}).get("schemas")
         if schemas is None:
             needs.call = Call(EXPLORE, {"env_id": env, "database_id": database})
             return None
-        schema = schema_named or _default_schema(schemas) if schemas else None
-        if schema is None or schema not in schemas:
+        if not schemas or (schema_named and schema_named not in schemas):
             return None
-        tables = (self._explored(env, database_id=database, schema=schema) or {}).get("tables")
-        if tables is None:
-            needs.call = Call(EXPLORE, {"env_id": env, "database_id": database, "schema": schema})
-            return None
-        return schema, table_named_in(self.request, [str(name) for name in tables], self._statement)
+        default = _default_schema(schemas)
+        others = [name for name in schemas if name != default and not _SYSTEM_SCHEMA.match(name)]
+        looked = [schema_named] if schema_named else [default, *others][:_SCHEMAS_SEARCHED]
+        for schema in looked:
+            tables = (self._explored(env, database_id=database, schema=schema) or {}).get("tables")
+            if tables is None:
+                needs.call = Call(EXPLORE, {"env_id": env, "database_id": database, "schema": schema})
+                return None
+            named = [str(name) for name in tables]
+            if found := table_named_in(self.request, named, self._statement, self.earlier.table):
+                return schema, found
+        return looked[0], None
 
     @property
     def _statement(self) -> str | None:
@@ -709,6 +766,60 @@ class Planner:
             return sql
         return refined(sql, self.request.words) or sql
 
+    @cached_property
+    def _names_values(self) -> bool:
+        """Whether a short follow-up to a query names values the query does not filter on yet."""
+        last, request = self.earlier.last_call, self.request
+        return (
+            last is not None
+            and last.tool == SQL_TOOL
+            and request.sql is None
+            and not request.intent
+            and self._earlier_sql == self.earlier.sql
+            and len(request.words.split()) <= _FOLLOW_UP_WORDS
+            and bool(value_words(request.words))
+        )
+
+    def _table_found(self, env: str, database: int, needs: _Needs) -> tuple[str, str] | None:
+        """(schema, table) the request is about in ``database``; None while a read comes first
+        (``needs.call``) or when none is found (``needs.question``, with the tables there are)."""
+        place = self._table_place(env, database, needs)
+        if needs.call is not None:
+            return None
+        if place is None or place[1] is None:
+            needs.question = self.say("Какая таблица имеется в виду?", "Which table do you mean?")
+            tables = (self._explored(env, database_id=database, schema=place[0]) or {}) if place else {}
+            if tables.get("tables"):
+                needs.details.append(", ".join(markdown_text(name) for name in tables["tables"][:100]))
+            return None
+        return place[0], str(place[1])
+
+    def _values_held(
+        self, env: str, database: int, needs: _Needs
+    ) -> tuple[str, list[dict[str, Any]], dict[str, list[str]]] | None:
+        """The table the request is about in ``database``, its columns, and the values its text
+        columns hold that the words may name (read once, when they may name some); None while
+        a read comes first (``needs.call``) or when no table is found (``needs.question``)."""
+        found = self._table_found(env, database, needs)
+        if found is None:
+            return None
+        schema, table_name = found
+        where = {"database_id": database, "schema": schema, "table": table_name}
+        columns = (self._explored(env, **where) or {}).get("columns")
+        if columns is None:
+            needs.call = Call(EXPLORE, {"env_id": env, **where})
+            return None
+        held: dict[str, list[str]] = {}
+        if probe := values_probe(self.request.words, table_name, columns):
+            looked = {"env_id": env, "database_id": database, "sql": probe, "limit": PROBED_ROWS}
+            done = next((done for done in self.done if done.tool == SQL_TOOL and done.args == looked), None)
+            if done is None:
+                needs.call = Call(SQL_TOOL, looked)
+                return None
+            if isinstance(done.result, dict) and not done.failed:
+                held = probed_values(done.result)
+        return table_name, columns, held
+
     def _with_database(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
         """A statement (as written, the last one as this follow-up changes it, or one written from
         the table's real columns for a question about its rows), or a table to register, with the
@@ -718,8 +829,23 @@ class Planner:
         again = last is not None and last.tool == SQL_TOOL and last.args.get("env_id") == env
         if intent == SQL_TOOL and request.sql is None and statement and again:
             assert last is not None
-            return {**args, "database_id": last.args["database_id"], "sql": statement}
-        if intent == SQL_TOOL and statement is None and request.table is None:
+            database = last.args["database_id"]
+            if self._names_values:
+                found = self._values_held(env, database, needs)
+                if found is None:
+                    return None
+                changed = refined(statement, request.words, found[2])
+                if changed is None:  # "looks good": no value of the table, nothing to run again
+                    needs.question = self.say(
+                        "Что изменить в запросе? Назовите значение или колонку.",
+                        "What should change in the query? Name a value or a column.",
+                    )
+                    return None
+                statement = changed
+            return {**args, "database_id": database, "sql": statement}
+        # a table is looked for among the real ones when a word of the request may be its name
+        may_name = request.table or self.earlier.table or re.search(r"[A-Za-z_]{3,}", request.words)
+        if intent == SQL_TOOL and statement is None and not may_name:
             needs.question = self.say(
                 "Какой запрос выполнить? Пришлите SQL или назовите таблицу.",
                 "Which query should I run? Send the SQL or name the table.",
@@ -730,24 +856,21 @@ class Planner:
             return None
         if intent == SQL_TOOL and statement is not None:
             return {**args, "database_id": database, "sql": statement}
-        place = self._table_place(env, database, needs)
-        if needs.call is not None:
-            return None
-        if place is None or place[1] is None:
-            needs.question = self.say("Какая таблица имеется в виду?", "Which table do you mean?")
-            tables = (self._explored(env, database_id=database, schema=place[0]) or {}) if place else {}
-            if tables.get("tables"):
-                needs.details.append(", ".join(markdown_text(name) for name in tables["tables"][:100]))
-            return None
-        schema, table_name = place[0], str(place[1])
         if intent == "superset_create_dataset":
-            return {**args, "database_id": database, "table_name": table_name}
-        where = {"database_id": database, "schema": schema, "table": table_name}
-        columns = (self._explored(env, **where) or {}).get("columns")
-        if columns is None:
-            needs.call = Call(EXPLORE, {"env_id": env, **where})
+            place = self._table_found(env, database, needs)
+            return (
+                {**args, "database_id": database, "table_name": place[1], "schema": place[0]}
+                if place
+                else None
+            )
+        found = self._values_held(env, database, needs)
+        if found is None:
             return None
-        return {**args, "database_id": database, "sql": described_sql(request, table_name, columns)}
+        table_name, columns, held = found
+        databases = (self._explored(env) or {}).get("databases") or []
+        backend = next((db.get("backend") for db in databases if db.get("id") == database), None)
+        sql = described_sql(request, table_name, columns, held, backend)
+        return {**args, "database_id": database, "sql": sql}
 
     def _explore(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
         """Databases; or, for tables or a table's columns, one step deeper at a time: the
@@ -777,6 +900,6 @@ class Planner:
         )
         if schemas is None:
             return {**args, "database_id": database}
-        schema = _default_schema(schemas)
+        schema = request.schema if request.schema in schemas else _default_schema(schemas)
         columns = {"table": request.table} if request.table and not wants_tables else {}
         return {**args, "database_id": database, "schema": schema, **columns}
