@@ -333,9 +333,6 @@ TICKET_VALUES = {"team": ["platform", "Mobile", "data"], "priority": ["Low", "Hi
             {"team": ["platform"], "priority": ["cancelled", "open"]},
             "SELECT COUNT(*) FROM tickets WHERE priority = 'cancelled'",
         ),
-        # a quote in a stored value stays inside its literal
-        ("how many o'brien tickets?", {"team": ["o'brien"]}, "SELECT COUNT(*) FROM tickets"),
-        ("how many obrien tickets?", {"team": ["OBrien's"]}, "SELECT COUNT(*) FROM tickets"),
         # the biggest or smallest rows by the money column
         ("the single most expensive ticket", {}, "SELECT * FROM tickets ORDER BY cost DESC LIMIT 1"),
         ("3 cheapest tickets", {}, "SELECT * FROM tickets ORDER BY cost ASC LIMIT 3"),
@@ -586,4 +583,24 @@ def test_a_value_is_spelt_as_the_data_has_it() -> None:
     misspelt = read_request("how many urgnet tickets?", ENVIRONMENTS)
     assert described_sql(misspelt, "tickets", TICKETS, TICKET_VALUES) == (
         "SELECT COUNT(*) FROM tickets WHERE priority = 'Urgent'"
+    )
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        # a cell one typo from the question's word, carrying a quote or a backslash out of its literal
+        {"column_name": "priority", "column_value": "urgen'"},
+        {"column_name": "priority", "column_value": "urgen\\"},
+        # a column name the database sent back that is not one
+        {"column_name": "1=1 OR priority", "column_value": "Urgent"},
+    ],
+)
+def test_what_a_database_holds_never_changes_the_statement_it_goes_into(row: dict[str, str]) -> None:
+    held = probed_values({"rows": [row]})
+    request = read_request("how many urgent tickets?", ENVIRONMENTS)
+    assert described_sql(request, "tickets", TICKETS, held) == "SELECT COUNT(*) FROM tickets"
+    # nor does a column the values were read for that the table does not have
+    assert described_sql(request, "tickets", TICKETS, {"priority OR 1": ["Urgent"]}) == (
+        "SELECT COUNT(*) FROM tickets"
     )

@@ -155,20 +155,19 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 SQL_TOOL = "superset_execute_sql"
+_COUNT = re.compile(r"how\s+many|\bcount\b|сколько|скока|number\s+of", re.I)
 # A question about rows that the planner can write as SQL.
 _DESCRIBED_SQL = re.compile(
-    r"how\s+many|\bcount\b|сколько|скока|number\s+of|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
+    rf"{_COUNT.pattern}|\brows?\b|\brecords?\b|строк\w*|записей|запис\w*"
     r"|\btop\s+\d+|\blast\s+\d+|\bfirst\s+\d+|последн\w*\s+\d+|перв\w*\s+\d+|(?<!\d)\d+\s+(?:последн|перв)\w*"
     r"|\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bdrop\b|\bexecute\b|\brun\s+(?:a\s+)?(?:query|sql)"
     r"|выполни\w*|запрос\w*|\btotal\b|\bsum\b|\baverage\b|\bavg\b|\bdistinct\b|сумм\w*|средн\w*"
     r"|уникальн\w*|больше\s+всего|the\s+most\b|посчита\w*|подсчита\w*|calculate",
     re.I,
 )
-_EXTREME = re.compile(
-    r"\b(?P<high>biggest|largest|highest|most\s+expensive|крупн\w*|сам\w+\s+(?:больш|дорог|крупн)\w*)\b"
-    r"|\b(?:smallest|lowest|cheapest|сам\w+\s+(?:мал|дешев|маленьк)\w*)\b",
-    re.I,
-)
+_HIGHEST = r"biggest|largest|highest|most\s+expensive|крупн\w*|сам\w+\s+(?:больш|дорог|крупн)\w*"
+_LOWEST = r"smallest|lowest|cheapest|сам\w+\s+(?:мал|дешев|маленьк)\w*"
+_EXTREME = re.compile(rf"\b(?P<high>{_HIGHEST})\b|\b(?:{_LOWEST})\b", re.I)
 _ROWS_DESCRIBED = re.compile(
     r"\b(?:by|per|по|в\s+разрезе)\s+(?-i:[a-zа-яё_])\w*|денег|деньг|выручк\w*|revenue|помесячн\w*|monthly|names\s+of"
     r"|\b(?:in|during|за|в)\s+(?:19|20)\d\d\b"
@@ -332,12 +331,11 @@ _TABLE_BEFORE = re.compile(r"\b([A-Za-z_][\w]*)\s+(?:table|таблиц\w*)\b", 
 _TABLE_IN = re.compile(r"\b(?:in|в|во)\s+([a-z_][a-z0-9_]*)\b")  # "это в events": a lower-case name
 _LIMIT = re.compile(
     r"\b(?:top|топ|last|first|последн\w*|перв\w*|покажи|show)[\s-]+(\d{1,4})\b"
-    r"|\b(\d{1,4})\s+(?:последн|перв|rows|строк|записей|записи|biggest|largest|highest|smallest|lowest|cheapest"
-    r"|most\s+expensive|сам\w+\s+(?:больш|дорог|крупн|мал|дешев))\w*",
+    r"|\b(\d{1,4})\s+(?:последн|перв|rows|строк|записей|записи)\w*"
+    rf"|\b(\d{{1,4}})\s+(?:{_HIGHEST}|{_LOWEST})",
     re.I,
 )
 _LATEST = re.compile(r"\blast\b|\blatest\b|\bnewest\b|\brecent\w*|последн\w*|свеж\w*|нов\w+", re.I)
-_COUNT = re.compile(r"how\s+many|\bcount\b|сколько|скока|number\s+of", re.I)
 _DELETE = re.compile(r"\bdelete\b|\bremove\b|удали\w*|\btruncate\b|очист\w*|\bwipe\b", re.I)
 _DROP = re.compile(r"\bdrop\b|удали\w*\s+таблиц\w*", re.I)
 _STATUS_VALUE = re.compile(r"(?:status|статус\w*|state)\s+[«\"']?([\w-]+)", re.I)
@@ -513,9 +511,7 @@ def read_envs(tokens: Sequence[str], aliases: Mapping[str, str]) -> tuple[str | 
             if "-" in lowered
             else aliases.get(lowered)
         )
-        if env is not None and _negated_env(tokens, index):
-            continue  # "don't touch prod"
-        if env is None:
+        if env is None or _negated_env(tokens, index):  # "don't touch prod" names no environment
             continue
         before = tokens[index - 1].lower() if index else ""
         hint = "from" if before in _FROM else "to" if before in _TO else None
@@ -1019,11 +1015,17 @@ def values_probe(words: str, table: str, columns: Sequence[Mapping[str, Any]]) -
 
 
 def probed_values(result: Mapping[str, Any]) -> dict[str, list[str]]:
-    """A probe's rows as the values each column holds."""
+    """A probe's rows as the values each column holds. A cell is the database's to choose, not
+    ours to trust: only a column named as an identifier and a plain value (letters, digits, "_",
+    "-", no quote or backslash) is kept, so nothing read can change the statement it goes into."""
     held: dict[str, list[str]] = {}
     for row in result.get("rows") or []:
-        if isinstance(row, Mapping) and isinstance(row.get("column_value"), str):
-            held.setdefault(str(row.get("column_name")), []).append(row["column_value"])
+        if not isinstance(row, Mapping):
+            continue
+        column, value = row.get("column_name"), row.get("column_value")
+        plain = isinstance(value, str) and _VALUE.fullmatch(value) is not None
+        if isinstance(column, str) and _IDENTIFIER.fullmatch(column) and plain:
+            held.setdefault(column, []).append(str(value))
     return held
 
 
@@ -1043,7 +1045,7 @@ def _spelt_as_held(condition: str, held: Mapping[str, Sequence[str]]) -> str:
     """A condition the words wrote ("status closd"), with its value as the column's data has it."""
     column, _, written = condition.partition(" = ")
     if column in held and written.startswith("'") and (value := _as_held(written.strip("'"), held[column])):
-        return f"{column} = '{value.replace(chr(39), chr(39) * 2)}'"
+        return f"{column} = '{value}'"
     return condition
 
 
@@ -1066,7 +1068,7 @@ def values_held(words: str, held: Mapping[str, Sequence[str]]) -> list[str]:
         if len(chosen) == 1:
             ((column, value),) = chosen.items()
             found.setdefault(column, value)
-    return [f"{column} = '{value.replace(chr(39), chr(39) * 2)}'" for column, value in found.items()]
+    return [f"{column} = '{value}'" for column, value in found.items()]
 
 
 _FIRST_TABLE = re.compile(r"\b(?:from|join|into|update)\s+[\"`]?([A-Za-z_][\w.]*)", re.I)
@@ -1087,8 +1089,7 @@ def table_named_in(
     about (``earlier``: "how many of them failed?")."""
     # A name is the database's to choose, not ours to trust: only a plain identifier is written into SQL.
     known = {name.casefold(): name for name in tables if _IDENTIFIER.fullmatch(name)}
-    reads = _FIRST_TABLE.search(statement or request.sql or "")
-    candidates = [reads.group(1) if reads else None, request.table]
+    candidates = [first_table(statement or request.sql), request.table]
     candidates += _IDENTIFIER.findall(request.words)
     lowered = request.words.casefold()
     candidates += [table for stem, table in TABLE_SYNONYMS.items() if re.search(rf"\b{stem}", lowered)]
@@ -1278,12 +1279,14 @@ def described_sql(
         return f"DROP TABLE {table}"
     if _DELETE.search(words):
         return f"DELETE FROM {table}"
+    # the values read are kept only for this table's real columns, as plain values (probed_values)
+    held = {column: values for column, values in (held or {}).items() if column in names}
     conditions = [
-        _spelt_as_held(condition, held or {})
+        _spelt_as_held(condition, held)
         for condition in conditions_in(words)
         if condition.split(" ")[0] in names
     ]
-    for condition in [*values_held(words, held or {}), *_values_beside(words, columns)]:
+    for condition in [*values_held(words, held), *_values_beside(words, columns)]:
         if not any(known.split(" ")[0] == condition.split(" ")[0] for known in conditions):
             conditions.append(condition)
     if (period := _period(words)) and (dated := _date_column(columns)):
