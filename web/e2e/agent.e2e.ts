@@ -452,7 +452,7 @@ describe("the /agent page", () => {
     await page.getByTestId("no-conversations").waitFor();
   });
 
-  it("archives a conversation and restores it from the archive filter", async () => {
+  it("archives a conversation, closing it, and restores it from the archive to continue", async () => {
     const page = await signedIn(ADMIN);
     await ask(page, PROBLEMS);
     await expectState(page, "issues_found");
@@ -461,13 +461,31 @@ describe("the /agent page", () => {
     await item.waitFor();
     await item.getByTestId("archive").click();
     await expect.poll(() => item.count()).toBe(0);
+    // the open conversation was closed: the page goes on in a new, empty one
+    await expect.poll(async () => (await debugSnapshot(page)).conv_id).not.toBe(conversationId);
+    expect(await page.getByTestId("assistant-message").count()).toBe(0);
     await page.getByTestId("archived-filter").check();
     await expect.poll(() => item.count()).toBe(1);
-    await shoot(page, "10-archived");
     await item.getByTestId("restore").click();
     await expect.poll(() => item.count()).toBe(0);
     await page.getByTestId("archived-filter").uncheck();
     await expect.poll(() => item.count()).toBe(1);
+
+    // archived again and opened from the archive: read, not continued, until restored there
+    await item.getByTestId("archive").click();
+    await page.getByTestId("archived-filter").check();
+    await item.locator("small").click();
+    await expect.poll(() => page.getByTestId("assistant-message").count()).toBe(1);
+    await page.getByTestId("archived-banner").waitFor();
+    expect(await page.getByTestId("composer").isDisabled()).toBe(true);
+    expect(await page.getByTestId("send").isDisabled()).toBe(true);
+    await shoot(page, "10-archived");
+    await page.getByTestId("restore-open").click();
+    await expect.poll(() => page.getByTestId("archived-banner").count()).toBe(0);
+    await ask(page, PROBLEMS);
+    await expectState(page, "issues_found");
+    expect(await page.getByTestId("assistant-message").count()).toBe(2);
+    expect((await debugSnapshot(page)).conv_id).toBe(conversationId);
   });
 
   it("an access token that ends mid-conversation is renewed without the person noticing", async () => {

@@ -205,6 +205,41 @@ async def test_a_confirm_without_a_checkpoint_is_expired(agent_stack: AgentStack
     assert reply.state == "failed"
 
 
+async def test_an_archived_conversation_takes_no_turn_and_no_confirm_and_keeps_no_checkpoint(
+    agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
+) -> None:
+    dashboard_id, title = await _fresh_dashboard(dev)
+    paused = await agent_stack.say(f"задеплой дашборд {dashboard_id} из dev в prod", conversation)
+    assert paused.state == "needs_confirmation", dump(paused)
+    checkpoints = "SELECT count(*) AS n FROM checkpoints WHERE thread_id = :id"
+    assert (await agent_stack.rows(checkpoints, id=conversation))[0]["n"] > 0
+    root = {"Authorization": f"Bearer {agent_stack.token('root')}"}
+    async with httpx.AsyncClient(base_url=agent_stack.convo_url, headers=root, timeout=30) as convo:
+        assert (await convo.delete(f"/api/assistant/conversations/{conversation}")).status_code == 200
+
+        for action, text in (("send", "покажи дашборды"), ("confirm", "")):
+            refused = await agent_stack.say(text, conversation, action=action)
+            codes = [error["code"] for error in refused.of("error")]
+            assert codes == ["CONVERSATION_ARCHIVED"], dump(refused)
+            assert refused.of("error")[0]["message"].startswith("Беседа в архиве"), dump(refused)
+            assert (refused.of("routing"), refused.of("tool_start"), refused.state) == ([], [], "failed")
+        assert (await agent_stack.rows(checkpoints, id=conversation))[0]["n"] == 0
+        assert await _in_prod(prod, title) == 0  # the card waiting when it was archived never runs
+        said = "SELECT content FROM agent_messages WHERE conversation_id = :id AND role = 'user' ORDER BY seq"
+        assert [row["content"] for row in await agent_stack.rows(said, id=conversation)] == [
+            f"задеплой дашборд {dashboard_id} из dev в prod"
+        ]
+        decisions = await agent_stack.rows(
+            "SELECT decision, outcome FROM assistant_audit WHERE conversation_id = :id ORDER BY created_at",
+            id=conversation,
+        )
+        assert decisions[-2:] == [{"decision": "refused", "outcome": "failed"}] * 2
+
+        assert (await convo.post(f"/api/assistant/conversations/{conversation}/restore")).status_code == 200
+    again = await agent_stack.say("покажи дашборды", conversation)
+    assert again.state == "success", dump(again)
+
+
 async def test_a_pronoun_takes_the_dashboard_from_the_thread(
     agent_stack: AgentStack, conversation: str
 ) -> None:

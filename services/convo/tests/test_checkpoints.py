@@ -94,6 +94,26 @@ async def test_archiving_removes_exactly_that_threads_checkpoints(
     assert await CheckpointJanitor(engine).clean_pending() == CleanupPass(0, 0)  # nothing owed any more
 
 
+async def test_checkpoints_written_into_an_archived_thread_are_removed_on_the_next_pass(
+    engine: AsyncEngine, saver: AsyncPostgresSaver
+) -> None:
+    """A turn that lost its lease before the archive may still write: the next pass finds the
+    archived thread with checkpoints, owes it a clean-up anew and pays it."""
+    store = ConversationStore(engine)
+    thread_id = await _conversation_with_checkpoints(store, saver, turns=1)
+    kept = await _conversation_with_checkpoints(store, saver, turns=1)
+    kept_before = await _rows(engine, kept)
+    await store.set_archived(OWNER, uuid.UUID(thread_id), archived=True)
+    assert await CheckpointJanitor(engine).clean_pending() == CleanupPass(1, 0)
+    await _graph(saver).ainvoke({"steps": []}, {"configurable": {"thread_id": thread_id}})  # the late turn
+    assert _in_every_table(await _rows(engine, thread_id))
+
+    assert await CheckpointJanitor(engine).clean_pending() == CleanupPass(1, 0)
+    assert await _rows(engine, thread_id) == NONE_LEFT
+    assert await _rows(engine, kept) == kept_before
+    assert await CheckpointJanitor(engine).clean_pending() == CleanupPass(0, 0)
+
+
 async def test_clean_up_that_fails_midway_rolls_back_and_finishes_on_the_next_pass(
     engine: AsyncEngine, saver: AsyncPostgresSaver
 ) -> None:

@@ -11,6 +11,7 @@ import grpc
 import httpx
 import pytest
 
+from sstools.common.grpc_errors import error_code
 from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.keys import ISSUER, forged_token
@@ -66,6 +67,39 @@ async def test_browser_lists_reads_archives_and_restores_its_conversations(
     assert [item["id"] for item in archived["items"]] == [cid]
     restored = await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("alice"))
     assert restored.json()["is_archived"] is False
+
+
+async def test_an_archived_conversation_is_refused_typed_on_both_edges_and_reopens_on_restore(
+    rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub
+) -> None:
+    cid = (await rest.post("/api/assistant/conversations", json={}, headers=_auth("alice"))).json()["id"]
+    lease = convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="turn-1", ttl_seconds=30)
+    assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
+    busy = await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
+    assert (busy.status_code, busy.json()["detail"]["code"]) == (409, "conversation_busy")
+    await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="turn-1"))
+    archived = await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
+    assert archived.status_code == 200
+
+    message = convo_pb2.Message(client_message_id="u1", role="user", content="after the archive")
+    for closed in (
+        agent.AcquireLease(lease, metadata=person("alice")),
+        agent.AppendMessages(
+            convo_pb2.AppendMessagesRequest(conversation_id=cid, messages=[message]), metadata=person("alice")
+        ),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await closed
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_code(refused.value) == "CONVERSATION_ARCHIVED"
+    upload = await rest.post(
+        f"/api/assistant/conversations/{cid}/uploads?name=a.txt", content=b"text", headers=_auth("alice")
+    )
+    assert (upload.status_code, upload.json()["detail"]["code"]) == (409, "conversation_archived")
+
+    restored = await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("alice"))
+    assert restored.status_code == 200
+    assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
 
 
 async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:

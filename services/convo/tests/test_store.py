@@ -3,9 +3,17 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sstools.common.paging import BadCursor
-from sstools.convo.store.queries import ConversationNotFound, ConversationStore, NewMessage
+from sstools.convo.store.queries import (
+    ConversationArchived,
+    ConversationBusy,
+    ConversationNotFound,
+    ConversationStore,
+    NewMessage,
+)
+from sstools.convo.store.uploads import UploadLimits, UploadStore
 
 
 def _message(client_id: str, content: str = "", role: str = "user") -> NewMessage:
@@ -134,6 +142,65 @@ async def test_one_lease_holder_at_a_time_until_it_expires_or_is_released(store:
     taken = await store.acquire_lease("alice", cid, "tab-3", timedelta(seconds=30))
     assert taken.acquired
     assert await store.renew_lease(cid, "tab-2", timedelta(seconds=30)) is None  # lost to tab-3
+
+
+async def test_an_archived_conversation_takes_no_message_lease_or_upload_until_restored(
+    store: ConversationStore, engine: AsyncEngine
+) -> None:
+    conversation = await store.create("alice", "first")
+    cid = conversation["id"]
+    await store.append("alice", cid, [_message("u1", "first")])
+    await store.set_archived("alice", cid, archived=True)
+    uploads = UploadStore(engine, UploadLimits(max_files=5, max_bytes=10_000, ttl=timedelta(minutes=5)))
+    for closed in (
+        store.append("alice", cid, [_message("u2", "after the archive")]),
+        store.acquire_lease("alice", cid, "pod-a", timedelta(seconds=30)),
+        uploads.check_conversation("alice", cid),
+        uploads.add("alice", cid, "notes.txt", b"text"),
+    ):
+        with pytest.raises(ConversationArchived):
+            await closed
+    assert [row["client_message_id"] for row in (await store.history("alice", cid)).items] == ["u1"]
+    assert await store.active_lease("alice", cid) is None
+    with pytest.raises(ConversationNotFound):  # to anyone else it still does not exist
+        await store.acquire_lease("bob", cid, "pod-b", timedelta(seconds=30))
+
+    await store.set_archived("alice", cid, archived=False)  # reopened, with its history
+    assert (await store.acquire_lease("alice", cid, "pod-a", timedelta(seconds=30))).acquired
+    await store.append("alice", cid, [_message("u2", "after the restore")])
+    assert [row["client_message_id"] for row in (await store.history("alice", cid)).items] == ["u1", "u2"]
+
+
+async def test_a_conversation_is_not_archived_under_a_running_turn_and_a_lapsed_turn_cannot_renew(
+    store: ConversationStore,
+) -> None:
+    cid = (await store.create("alice", "hi"))["id"]
+    assert (await store.acquire_lease("alice", cid, "turn-1", timedelta(seconds=30))).acquired
+    with pytest.raises(ConversationBusy):
+        await store.set_archived("alice", cid, archived=True)
+    assert not (await store.get("alice", cid))["is_archived"]
+    assert await store.release_lease(cid, "turn-1")
+
+    assert (await store.acquire_lease("alice", cid, "turn-2", timedelta(milliseconds=1))).acquired
+    await asyncio.sleep(0.05)  # its holder went quiet: the lease lapsed
+    assert (await store.set_archived("alice", cid, archived=True))["is_archived"]
+    assert await store.renew_lease(cid, "turn-2", timedelta(seconds=30)) is None
+
+
+async def test_archive_and_a_turn_racing_never_both_win(store: ConversationStore) -> None:
+    """Taking the lease and archiving queue on the conversation's row: whichever is first, the
+    other is refused; never an archived conversation with a turn running in it."""
+    for round_number in range(20):
+        cid = (await store.create("alice", f"race {round_number}"))["id"]
+        lease, archive = await asyncio.gather(
+            store.acquire_lease("alice", cid, "turn", timedelta(seconds=30)),
+            store.set_archived("alice", cid, archived=True),
+            return_exceptions=True,
+        )
+        turn_runs = not isinstance(lease, BaseException) and lease.acquired
+        archived = not isinstance(archive, BaseException)
+        assert turn_runs != archived, (lease, archive)
+        assert isinstance(lease, ConversationArchived) or isinstance(archive, ConversationBusy)
 
 
 async def test_creating_a_conversation_twice_returns_it_to_its_owner_only(store: ConversationStore) -> None:

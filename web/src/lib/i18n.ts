@@ -83,6 +83,12 @@ const STRINGS = {
   archivedFilter: { ru: "Архив", en: "Archived" },
   archive: { ru: "В архив", en: "Archive" },
   restore: { ru: "Вернуть", en: "Restore" },
+  archivedBanner: { ru: "Диалог в архиве: его можно читать, но не продолжать.", en: "This conversation is archived: it can be read, not continued." },
+  restoreToContinue: { ru: "Вернуть и продолжить", en: "Restore to continue" },
+  archiveBusy: {
+    ru: "Диалог ещё отвечает: отправьте в архив, когда ответ закончится",
+    en: "The conversation is still answering: archive it once the answer ends",
+  },
   untitled: { ru: "Без названия", en: "Untitled" },
   messagesCount: { ru: "сообщ.", en: "msgs" },
   activeElsewhere: {

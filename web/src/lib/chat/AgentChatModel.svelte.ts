@@ -53,6 +53,7 @@ const TASK_READ_FAILURES = 5;
 
 /** The agent's error code for a token it does not accept. */
 const UNAUTHORIZED = "UNAUTHORIZED";
+const ARCHIVED = "CONVERSATION_ARCHIVED";
 
 export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
 export type QueuedMessage = { id: string; text: string; files: File[] };
@@ -80,6 +81,8 @@ export class AgentChatModel {
   username: string | null = $state(null);
   /** The open conversation is answering in another tab or window right now. */
   activeElsewhere: boolean = $state(false);
+  /** The open conversation is archived: it is read, not continued, until it is restored. */
+  archived: boolean = $state(false);
   /** What the person is typing: the page keeps it when their session ends. */
   draft: string = $state("");
   /** The page's language: the agent answers in it when a message has no language of its own. */
@@ -173,6 +176,7 @@ export class AgentChatModel {
 
   async send(text: string, files: File[] = []): Promise<void> {
     if (!text.trim() && files.length === 0) return;
+    if (this.archived) return; // the page offers "restore" instead of the composer
     if (AgentChatModel.rejectFiles(files).length > 0) return;
     if (this.streaming) {
       this.queued.push({ id: this.#newId(), text, files });
@@ -205,7 +209,7 @@ export class AgentChatModel {
 
   async #sendQueued(): Promise<void> {
     const next = this.queued[0];
-    if (!next || this.streaming || this.pendingConfirm !== null || this.connection !== "connected") return;
+    if (!next || this.streaming || this.archived || this.pendingConfirm !== null || this.connection !== "connected") return;
     this.queued.shift();
     await this.send(next.text, next.files);
   }
@@ -247,18 +251,28 @@ export class AgentChatModel {
     this.#clearPending();
     this.error = null;
     this.activeElsewhere = false;
+    this.archived = false;
   }
 
   /** Open an existing conversation with its history (from convo); a confirmation it was left
-   * waiting on is offered again (the checkpoint still holds the pause). */
-  openConversation(conversationId: string, history: ChatEntry[], activeElsewhere = false): void {
+   * waiting on is offered again (the checkpoint still holds the pause) — not in an archived one,
+   * which is only read until it is restored. */
+  openConversation(conversationId: string, history: ChatEntry[], activeElsewhere = false, archived = false): void {
     if (this.streaming) return;
     this.conversationId = conversationId;
     this.messages = history;
     this.#clearPending();
     this.error = null;
     this.activeElsewhere = activeElsewhere;
-    this.#settle(history.at(-1)?.view ?? null);
+    this.archived = archived;
+    if (!archived) this.#settle(history.at(-1)?.view ?? null);
+  }
+
+  /** The open conversation was restored: it takes messages again, the waiting ones first. */
+  async reopened(): Promise<void> {
+    this.archived = false;
+    this.error = null;
+    await this.#sendQueued();
   }
 
   /** What Superset shows around the drawer, in ``envId`` (the Superset the drawer is in): the
@@ -441,6 +455,8 @@ export class AgentChatModel {
   #settle(view: TurnView | null): void {
     if (!view) return;
     if (view.conversationId) this.conversationId = view.conversationId;
+    // archived elsewhere (another tab): messages waiting stay queued until it is restored
+    if (view.errors.some((problem) => problem.code === ARCHIVED)) this.archived = true;
     if (view.state === "needs_confirmation" && view.confirm) {
       this.pendingConfirm = view.confirm;
       this.editedArgs = {};

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { isEnvId } from "../context";
 import { AgentChatModel, normaliseEnv, uiContextFromUrl } from "./AgentChatModel.svelte";
+import { ApiError } from "./api";
 import { ConversationList } from "./ConversationList.svelte";
 import { historyEntries } from "./conversations";
 import type { ChatEvent, ChatJob, ChatRequest, ChatTransport } from "./transport";
@@ -672,6 +673,57 @@ describe("conversations", () => {
     expect(transport.requests[0]).toMatchObject({ action: "confirm", conversationId: "conv-9" });
   });
 
+  it("reads an archived conversation without offering its card or sending, until it is restored", async () => {
+    const entries = historyEntries([
+      { id: "m1", role: "user", content: "deploy dashboard 42 to prod", metadata: {}, partial: false },
+      {
+        id: "m2",
+        role: "assistant",
+        content: "",
+        metadata: { events: [confirmCard(false).metadata, { type: "state", state: "needs_confirmation" }] },
+        partial: false,
+      },
+    ]);
+    const transport = new ScriptedTransport([[data(message("state", "", { state: "success" })), complete]]);
+    const chat = model(transport);
+    await chat.connect("token");
+    chat.openConversation("conv-9", entries, false, true);
+    expect(chat.archived).toBe(true);
+    expect(chat.pendingConfirm).toBeNull(); // a confirm would be refused: none is offered
+    await chat.send("and now?");
+    expect(transport.requests).toEqual([]);
+    expect(chat.messages).toHaveLength(2);
+    await chat.reopened();
+    await chat.send("and now?");
+    expect(transport.requests).toEqual([expect.objectContaining({ action: "send", conversationId: "conv-9" })]);
+    chat.newConversation();
+    expect(chat.archived).toBe(false);
+  });
+
+  it("learns from a refused turn that the conversation was archived elsewhere, and keeps what waits", async () => {
+    const refused = message("error", "Беседа в архиве.", { code: "CONVERSATION_ARCHIVED" });
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const transport = new ScriptedTransport([
+      { before: [], gate, after: [data(refused, message("state", "", { state: "failed" })), complete] },
+      [data(message("state", "", { state: "success" })), complete],
+    ]);
+    const chat = model(transport);
+    await chat.connect("token");
+    const first = chat.send("покажи дашборды");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(chat.streaming).toBe(true);
+    await chat.send("и ещё одно"); // typed while the first one streams: it waits
+    open();
+    await first;
+    expect(chat.archived).toBe(true);
+    expect(chat.error?.code).toBe("CONVERSATION_ARCHIVED");
+    expect(chat.queued.map((waiting) => waiting.text)).toEqual(["и ещё одно"]);
+    expect(transport.requests).toHaveLength(1);
+    await chat.reopened();
+    expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды", "и ещё одно"]);
+  });
+
   it("marks a stopped answer from history as cancelled and partial, its unanswered call stopped", async () => {
     const started = { type: "tool_start", tool: "get_health_summary", run_id: "r1" };
     const [entry, unfinished] = historyEntries([
@@ -709,6 +761,21 @@ describe("conversations", () => {
     await list.restore("a");
     expect(list.items).toEqual([]);
     expect(calls).toEqual(["list:false", "archive:a", "list:false", "list:true", "restore:a", "list:true"]);
+  });
+
+  it("says why an archive was refused and keeps the list as it was", async () => {
+    const busy = new ApiError("DELETE", "/api/assistant/conversations/a", 409, { code: "conversation_busy" });
+    const api = {
+      list: async () => ({ items: [], next: null }),
+      history: async () => [],
+      archive: async () => Promise.reject(busy),
+      restore: async () => {},
+      active: async () => true,
+    };
+    const list = new ConversationList(api);
+    expect(await list.archive("a")).toBe(false);
+    expect(list.error).toBe("conversation_busy");
+    expect(await list.restore("a")).toBe(true);
   });
 
   it("pages through the list and searches it, an older answer never shown over a newer one", async () => {

@@ -2,6 +2,7 @@
  * searched by a word of a title or a message, kept fresh after each turn, with archive and
  * restore. */
 
+import { ApiError } from "./api.ts";
 import type { ConversationSummary, ConversationsApi } from "./conversations.ts";
 
 export class ConversationList {
@@ -35,14 +36,25 @@ export class ConversationList {
     await this.refresh();
   }
 
-  async archive(id: string): Promise<void> {
-    await this.api.archive(id);
-    await this.refresh();
+  /** Whether it was archived; convo refuses while the conversation answers (`conversation_busy`). */
+  async archive(id: string): Promise<boolean> {
+    return this.#change(() => this.api.archive(id));
   }
 
-  async restore(id: string): Promise<void> {
-    await this.api.restore(id);
+  /** Whether it was restored. */
+  async restore(id: string): Promise<boolean> {
+    return this.#change(() => this.api.restore(id));
+  }
+
+  async #change(change: () => Promise<void>): Promise<boolean> {
+    try {
+      await change();
+    } catch (failure) {
+      this.error = failure instanceof ApiError ? (failure.code ?? failure.message) : String(failure);
+      return false;
+    }
     await this.refresh();
+    return true;
   }
 
   async #load(cursor: string | null): Promise<void> {

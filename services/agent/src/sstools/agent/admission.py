@@ -26,8 +26,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.types import Interrupt, StateSnapshot
 
-from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable, UnknownConversation
+from sstools.agent.clients.convo import ConversationClosed, ConvoClient, ConvoUnavailable, UnknownConversation
 from sstools.agent.gate import ANSWERED
+from sstools.common.grpc_errors import CONVERSATION_ARCHIVED
 
 RESUME_WAIT_SECONDS = 2.0
 _log = logging.getLogger(__name__)
@@ -205,6 +206,8 @@ class Leases:
                 await asyncio.sleep(0.1)
         except UnknownConversation:
             raise Refusal("CHECKPOINT_EXPIRED", "nothing to resume: this conversation is not known") from None
+        except ConversationClosed:
+            raise Refusal(CONVERSATION_ARCHIVED, "the conversation is archived: restore it first") from None
         except ConvoUnavailable as error:
             raise Refusal("CONVO_UNAVAILABLE", str(error)) from None
         renewing = asyncio.create_task(self._keep(conversation_id, holder))

@@ -6,6 +6,7 @@ from typing import Any
 from sstools.agent.clients.convo import AuditRecord
 from sstools.agent.stream import Event
 from sstools.agent.uploads import UPLOAD_NOT_FOUND
+from sstools.common.grpc_errors import CONVERSATION_ARCHIVED
 
 # Errors that turn a command away before anything of it runs.
 REFUSALS = {
@@ -15,6 +16,7 @@ REFUSALS = {
     "CONFIRMATION_MISMATCH",
     "NOTHING_PENDING",
     "CHECKPOINT_EXPIRED",
+    CONVERSATION_ARCHIVED,
     "NOT_READY",
     "CONVO_UNAVAILABLE",
     "OPS_UNAVAILABLE",

@@ -58,6 +58,10 @@ _EXPLAINED: Mapping[str, tuple[str, str]] = {
         "Ожидавшее действие больше не хранится. Отправьте запрос заново.",
         "The action that was waiting is no longer kept. Send the request again.",
     ),
+    "CONVERSATION_ARCHIVED": (
+        "Беседа в архиве. Восстановите её, чтобы продолжить, или начните новую.",
+        "This conversation is archived. Restore it to continue, or start a new one.",
+    ),
     "UPLOAD_NOT_FOUND": (
         "Прикреплённый файл не найден среди ваших загрузок (или его срок истёк). Загрузите его снова.",
         "An attached file is not among your uploads (or it expired). Upload it again.",

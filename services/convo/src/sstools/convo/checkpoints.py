@@ -1,9 +1,11 @@
 """LangGraph checkpoint housekeeping: clean-up for archived threads, and retention of idle ones.
 
 Archiving a conversation writes a row into ``agent_checkpoint_cleanups`` in the same
-transaction. ``clean_pending`` then deletes every checkpoint row of each owed thread (and of no
-other) in one transaction per thread, and drops the owed row only in that transaction: a crash
-or error midway rolls back and leaves the debt in place, to be paid on the next pass.
+transaction; an archived thread found with checkpoints again (written by a turn that had lost
+its lease before the archive) owes one anew. ``clean_pending`` then deletes every checkpoint row
+of each owed thread (and of no other) in one transaction per thread, and drops the owed row only
+in that transaction: a crash or error midway rolls back and leaves the debt in place, to be paid
+on the next pass.
 
 Open-source LangGraph keeps every checkpoint of every thread forever. ``sweep`` keeps, for
 threads idle longer than a given age, only the newest checkpoint of each namespace, with the
@@ -57,7 +59,9 @@ class CheckpointJanitor:
         self._between_steps = between_steps
 
     async def clean_pending(self, limit: int = 100) -> CleanupPass:
-        async with self._engine.connect() as connection:
+        async with self._engine.begin() as connection:
+            if "checkpoints" in await existing_checkpoint_tables(connection):
+                await connection.execute(text(_OWE_ARCHIVED_WITH_CHECKPOINTS))
             owed = list(
                 (
                     await connection.execute(
@@ -128,6 +132,15 @@ class CheckpointJanitor:
                     or 0
                 )
         return CheckpointVolume(rows, sizes)
+
+
+# Index probes per archived conversation (the checkpoints' key starts with thread_id).
+_OWE_ARCHIVED_WITH_CHECKPOINTS = """
+INSERT INTO agent_checkpoint_cleanups (thread_id)
+SELECT a.id::text FROM agent_conversations a
+WHERE a.is_archived AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = a.id::text)
+ON CONFLICT DO NOTHING
+"""
 
 
 async def _count(connection: AsyncConnection, statement: str) -> int:

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.grpc_auth import ServiceTokenSource, as_user
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES, LazyChannel
+from sstools.common.grpc_errors import CONVERSATION_ARCHIVED, error_code
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
 
@@ -24,6 +25,10 @@ class ConvoUnavailable(Exception):
 
 class UnknownConversation(Exception):
     """Convo has no such conversation of this user (and the call was not to create it)."""
+
+
+class ConversationClosed(Exception):
+    """Convo takes no more turns in this conversation: it is archived."""
 
 
 class UploadNotFound(Exception):
@@ -87,8 +92,8 @@ class ConvoClient:
         first_text: str | None,
     ) -> bool:
         """Take the conversation's lease for the person of ``user_token``; False when another
-        stream holds it. A conversation convo does not know yet is created first when
-        ``first_text`` is given (a send)."""
+        stream holds it, ``ConversationClosed`` when it is archived. A conversation convo does
+        not know yet is created first when ``first_text`` is given (a send)."""
         request = convo_pb2.AcquireLeaseRequest(
             conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
         )
@@ -112,6 +117,8 @@ class ConvoClient:
             reply = await self._stub().AcquireLease(request, timeout=self._timeout, metadata=person)
             return bool(reply.acquired)
         except grpc.aio.AioRpcError as error:
+            if error_code(error) == CONVERSATION_ARCHIVED:
+                raise ConversationClosed(conversation_id) from None
             raise _unavailable(error) from None
 
     async def renew_lease(self, conversation_id: str, holder: str, ttl_seconds: int) -> None:

@@ -44,6 +44,14 @@ class ConversationNotFound(LookupError):
     """No conversation with that id belongs to that user."""
 
 
+class ConversationArchived(Exception):
+    """The conversation is archived: closed to messages and turns until its owner restores it."""
+
+
+class ConversationBusy(Exception):
+    """A turn holds the conversation's lease now: it cannot be archived under that turn."""
+
+
 @dataclass(frozen=True)
 class NewMessage:
     client_message_id: str
@@ -145,7 +153,7 @@ class ConversationStore:
         returned as it was, not stored twice. Concurrent appends to one conversation queue on
         its row lock, so the order has no gaps and no duplicates."""
         async with self._engine.begin() as connection:
-            conversation = await self._owned(connection, owner_id, conversation_id, lock=True)
+            conversation = await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
             client_ids = [message.client_message_id for message in new]
             existing = {
                 row["client_message_id"]: row
@@ -198,9 +206,15 @@ class ConversationStore:
 
     async def set_archived(self, owner_id: str, conversation_id: uuid.UUID, archived: bool) -> RowMapping:
         """Archive (and owe a checkpoint clean-up for the thread, in the same transaction) or restore
-        (and cancel a clean-up not yet done)."""
+        (and cancel a clean-up not yet done).
+
+        Archiving closes the conversation: a turn takes its lease under the same row lock, so
+        either the turn is refused or the archive is (``ConversationBusy`` while a lease is live),
+        and no turn ever writes a checkpoint into a thread already archived."""
         async with self._engine.begin() as connection:
             await self._owned(connection, owner_id, conversation_id, lock=True)
+            if archived:
+                await self._close_leases(connection, conversation_id)
             row: RowMapping = (
                 (
                     await connection.execute(
@@ -233,9 +247,10 @@ class ConversationStore:
     async def acquire_lease(
         self, owner_id: str, conversation_id: uuid.UUID, holder: str, ttl: timedelta
     ) -> LeaseState:
-        """Take the conversation's lease if it is free, expired, or already the holder's."""
+        """Take the conversation's lease if it is free, expired, or already the holder's; never
+        for an archived one (``ConversationArchived``)."""
         async with self._engine.begin() as connection:
-            await self._owned(connection, owner_id, conversation_id)
+            await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
             expires = func.now() + ttl
             proposed = pg_insert(leases).values(
                 conversation_id=conversation_id, holder=holder, expires_at=expires
@@ -327,7 +342,13 @@ class ConversationStore:
             return found
 
     async def _owned(
-        self, connection: AsyncConnection, owner_id: str, conversation_id: uuid.UUID, *, lock: bool = False
+        self,
+        connection: AsyncConnection,
+        owner_id: str,
+        conversation_id: uuid.UUID,
+        *,
+        lock: bool = False,
+        open_only: bool = False,
     ) -> RowMapping:
         query = select(conversations).where(
             conversations.c.id == conversation_id, conversations.c.owner_id == owner_id
@@ -335,7 +356,22 @@ class ConversationStore:
         row = (await connection.execute(query.with_for_update() if lock else query)).mappings().one_or_none()
         if row is None:
             raise ConversationNotFound(str(conversation_id))
+        if open_only and row["is_archived"]:
+            raise ConversationArchived(str(conversation_id))
         return row
+
+    @staticmethod
+    async def _close_leases(connection: AsyncConnection, conversation_id: uuid.UUID) -> None:
+        """Refuse to archive under a live turn; forget a lapsed lease, so that its holder, if it
+        still runs, cannot renew it."""
+        live = await connection.scalar(
+            select(leases.c.holder).where(
+                leases.c.conversation_id == conversation_id, leases.c.expires_at > func.now()
+            )
+        )
+        if live is not None:
+            raise ConversationBusy(str(conversation_id))
+        await connection.execute(delete(leases).where(leases.c.conversation_id == conversation_id))
 
 
 def _audit_conditions(wanted: AuditFilter) -> list[ColumnElement[bool]]:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from sstools.convo.store.queries import ConversationNotFound
+from sstools.convo.store.queries import ConversationArchived, ConversationNotFound
 from sstools.convo.store.tables import conversations, uploads
 
 # First key of the per-user advisory lock (pg_advisory_xact_lock(int, int)): "upl" in ASCII.
@@ -59,14 +59,11 @@ class UploadStore:
         self.limits = limits
 
     async def check_conversation(self, owner_id: str, conversation_id: uuid.UUID) -> None:
-        """Raises ConversationNotFound when the conversation exists and is someone else's; one
-        not created yet is fine (the page makes the id before the first message)."""
+        """Raises ConversationNotFound when the conversation exists and is someone else's, and
+        ConversationArchived when it is archived; one not created yet is fine (the page makes
+        the id before the first message)."""
         async with self._engine.connect() as connection:
-            owner = await connection.scalar(
-                select(conversations.c.owner_id).where(conversations.c.id == conversation_id)
-            )
-        if owner is not None and owner != owner_id:
-            raise ConversationNotFound(str(conversation_id))
+            await _open_to(connection, owner_id, conversation_id)
 
     async def check_quota(self, owner_id: str, size_bytes: int) -> None:
         """An early answer before the body is read; ``add`` decides again, atomically."""
@@ -77,11 +74,7 @@ class UploadStore:
     async def add(self, owner_id: str, conversation_id: uuid.UUID, name: str, content: bytes) -> StoredUpload:
         async with self._engine.begin() as connection:
             await connection.execute(select(func.pg_advisory_xact_lock(_LOCK_CLASS, func.hashtext(owner_id))))
-            owner = await connection.scalar(
-                select(conversations.c.owner_id).where(conversations.c.id == conversation_id)
-            )
-            if owner is not None and owner != owner_id:
-                raise ConversationNotFound(str(conversation_id))
+            await _open_to(connection, owner_id, conversation_id)
             count, total = await self._pending(connection, owner_id)
             self._fits(count, total, len(content))
             row = (
@@ -165,3 +158,21 @@ class UploadStore:
     def _fits(self, count: int, total: int, size_bytes: int) -> None:
         if count + 1 > self.limits.max_files or total + size_bytes > self.limits.max_bytes:
             raise UploadQuotaExceeded(self.limits.max_files, self.limits.max_bytes)
+
+
+async def _open_to(connection: AsyncConnection, owner_id: str, conversation_id: uuid.UUID) -> None:
+    """The conversation takes an upload of ``owner_id``'s: it is theirs (or not created yet) and
+    not archived."""
+    found = (
+        await connection.execute(
+            select(conversations.c.owner_id, conversations.c.is_archived).where(
+                conversations.c.id == conversation_id
+            )
+        )
+    ).one_or_none()
+    if found is None:
+        return
+    if found.owner_id != owner_id:
+        raise ConversationNotFound(str(conversation_id))
+    if found.is_archived:
+        raise ConversationArchived(str(conversation_id))
