@@ -97,6 +97,8 @@ async def test_a_user_past_the_turn_limit_is_told_how_long_to_wait_and_others_ch
         assert [error["code"] for error in refused.of("error")] == ["RATE_LIMITED"], dump(refused)
         assert 1 <= refused.of("error")[0]["retry_after"] <= 600
         assert (refused.of("routing"), refused.of("tool_start"), refused.state) == ([], [], "failed")
+        kept = [(row["decision"], row["code"]) for row in await stack.audit(conversation)]
+        assert kept == [("allowed", "")] * 2 + [("refused", "RATE_LIMITED")]
         other = await stack.say("покажи дашборды", new_conversation(), username="anna")
         assert other.state == "success", dump(other)
 
@@ -134,6 +136,11 @@ async def test_deploy_pauses_until_confirmed_then_runs_once(
     assert [event["tool"] for event in confirmed.of("tool_start")] == ["deploy_dashboard"], dump(confirmed)
     assert confirmed.state == "success", dump(confirmed)
     assert await _in_prod(prod, title) == 1
+    # its task ended within the tool's wait (the default one): its id is kept all the same
+    task_id = confirmed.of("state")[0]["task_id"]
+    assert uuid.UUID(task_id)
+    record = (await agent_stack.audit(conversation))[-1]
+    assert (record["action"], record["decision"], record["task_id"]) == ("confirm", "confirmed", task_id)
 
     again = await agent_stack.say("", conversation, action="confirm")  # a lost answer, sent again
     assert again.of("tool_start") == [], dump(again)
@@ -142,7 +149,7 @@ async def test_deploy_pauses_until_confirmed_then_runs_once(
         ("deploy_dashboard", True)
     ]
     assert again.of("tool_end")[0]["output"] == confirmed.of("tool_end")[0]["output"]
-    assert again.state == confirmed.state
+    assert again.of("state") == confirmed.of("state")
     assert await _in_prod(prod, title) == 1
 
 
@@ -272,6 +279,13 @@ async def test_a_missing_or_forged_token_is_refused(agent_stack: AgentStack, con
     ):
         messages = await asyncio.to_thread(submit, headers)
         assert messages[0]["metadata"]["code"] == "UNAUTHORIZED", headers
+    # each refusal is kept, for no one: a token not taken names no one to trust
+    refusals = await agent_stack.rows(
+        "SELECT user_id, action, decision, code, outcome FROM assistant_audit WHERE conversation_id = :id",
+        id=conversation,
+    )
+    unauthorized = {"action": "send", "decision": "refused", "code": "UNAUTHORIZED", "outcome": "failed"}
+    assert refusals == [{"user_id": ""} | unauthorized] * 4
 
 
 async def test_a_disabled_user_is_refused_before_anything_of_the_turn_runs(agent_stack: AgentStack) -> None:
@@ -280,6 +294,8 @@ async def test_a_disabled_user_is_refused_before_anything_of_the_turn_runs(agent
     reply = await agent_stack.say("покажи дашборды с проблемами валидации", conversation, username="anna")
     assert [error["code"] for error in reply.of("error")] == ["UNAUTHORIZED"], dump(reply)
     assert (reply.of("routing"), reply.of("tool_start"), reply.state) == ([], [], "failed")
+    (record,) = await agent_stack.audit(conversation)
+    assert (record["user_id"], record["decision"], record["code"]) == ("anna", "refused", "UNAUTHORIZED")
 
 
 async def test_a_user_disabled_mid_conversation_is_refused_by_agent_and_convo_within_the_check_bound(

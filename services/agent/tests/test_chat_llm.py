@@ -238,6 +238,43 @@ async def test_a_resumed_run_offers_the_model_the_turn_s_routed_tools_only(
     assert len(offered) < 24
 
 
+async def test_every_call_of_a_turn_is_audited_with_its_own_decision(
+    llm_stack: AgentStack, llm: FakeLlm, conversation: str
+) -> None:
+    health = ToolCall("get_health_summary", {"env_id": "dev"})
+    llm.says(Reply(tool_calls=(health, ToolCall("drop_everything", {"env_id": "prod"}))))
+    first = await llm_stack.say("что сломано в dev?", conversation)
+    assert [error["error"]["code"] for error in first.of("tool_error")] == ["UNKNOWN_TOOL"], dump(first)
+    # what the model wrote for the refused call goes to the audit alone: not to the page, nor the history
+    assert "unchecked_args" not in json.dumps(first.messages)
+    kept = await llm_stack.rows(
+        "SELECT metadata FROM agent_messages WHERE conversation_id = :id", id=conversation
+    )
+    assert "drop_everything" in json.dumps(kept)
+    assert "unchecked_args" not in json.dumps(kept)
+    deploy = {"dashboard_id": 1, "env_id": "prod", "source_env": "dev"}
+    health_again = ToolCall("get_health_summary", {"env_id": "dev"})
+    llm.says(Reply(tool_calls=(ToolCall("deploy_dashboard", deploy), health_again)))
+    second = await llm_stack.say("please take care of the release we spoke of, and the check", conversation)
+    assert second.state == "needs_confirmation", dump(second)
+
+    ran, paused = await llm_stack.audit(conversation)
+    assert (ran["decision"], ran["code"], ran["tool_name"]) == ("allowed", "", "get_health_summary")
+    assert sorted((call["tool"], call["args"], call["decision"], call["code"]) for call in ran["calls"]) == [
+        ("drop_everything", {"env_id": "prod"}, "refused", "UNKNOWN_TOOL"),
+        ("get_health_summary", {"env_id": "dev"}, "allowed", ""),
+    ]
+    assert (paused["decision"], paused["tool_name"], paused["tool_args"]) == (
+        "needs_confirmation",
+        "deploy_dashboard",
+        deploy,
+    )
+    assert sorted((call["tool"], call["decision"], call["code"]) for call in paused["calls"]) == [
+        ("deploy_dashboard", "needs_confirmation", ""),
+        ("get_health_summary", "refused", "ONE_CHANGE_AT_A_TIME"),  # asked again after the change
+    ]
+
+
 async def test_a_model_s_question_to_the_person_ends_as_needs_clarification(
     llm_stack: AgentStack, llm: FakeLlm
 ) -> None:

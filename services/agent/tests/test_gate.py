@@ -323,13 +323,15 @@ def result(message: ToolMessage) -> tuple[str | None, str, Any, Any]:
 
 
 def refused(
-    name: str, call_id: str, code: str, message: Any = TEXT, **facts: str
+    name: str, call_id: str, code: str, message: Any = TEXT, *, args: dict[str, Any], **facts: str
 ) -> tuple[str, dict[str, Any]]:
-    """The refusal event of a call (``facts``: what its words name, an environment say)."""
+    """The refusal event of a call with ``args`` (``facts``: what its words name, an environment
+    say)."""
     event = {
         "type": "tool_error",
         "tool": name,
         "run_id": call_id,
+        "unchecked_args": args,
         "error": {"code": code, "message": message, **facts},
     }
     return "tool_refused", event
@@ -407,8 +409,9 @@ def card(
     return {**shown, "digest": digest(shown)}
 
 
-def denial(tool: str, role: Role, env_id: str | None, required: Role) -> dict[str, Any]:
-    """The permission_denied event: the table's alternatives this role may run there."""
+def denial(tool: str, role: Role, env_id: str | None, required: Role, args: dict[str, Any]) -> dict[str, Any]:
+    """The permission_denied event of a call with ``args``: the table's alternatives this role may
+    run there."""
     prod = KINDS.get(env_id or "") == "prod"
     offered = [name for name in ALTERNATIVES.get(tool, ()) if allowed(name, role, prod=prod)]
     return {
@@ -420,6 +423,7 @@ def denial(tool: str, role: Role, env_id: str | None, required: Role) -> dict[st
         "alternatives": [
             {"action": name, "prompt": EXAMPLE_PROMPTS[name][0]} for name in offered or [ALWAYS_OFFERED]
         ],
+        "tool_args": args,
     }
 
 
@@ -443,7 +447,7 @@ def ran(name: str) -> dict[str, str]:
 async def test_an_unknown_tool_is_refused_ends_the_turn_and_reaches_nothing() -> None:
     gated = Gated()
     outcome = await gated.send(call("drop_everything", {"env_id": "dev"}), role=Role.ADMIN)
-    assert outcome.events == [refused("drop_everything", "call-1", "UNKNOWN_TOOL")]
+    assert outcome.events == [refused("drop_everything", "call-1", "UNKNOWN_TOOL", args={"env_id": "dev"})]
     assert result(outcome.results["call-1"]) == refusal("drop_everything", "UNKNOWN_TOOL", ends_turn=True)
     assert (outcome.paused, gated.runs, gated.facts.asked) == ([], [], [])
 
@@ -474,7 +478,10 @@ async def test_a_change_batched_with_other_calls_goes_alone_and_the_others_may_b
     others = [each for each in batch if each["id"] != goes]
     assert outcome.cards == [card(going["name"], going["args"], call_id=goes)]
     assert sorted(outcome.events, key=lambda event: event[1]["run_id"]) == sorted(
-        (refused(each["name"], str(each["id"]), "ONE_CHANGE_AT_A_TIME") for each in others),
+        (
+            refused(each["name"], str(each["id"]), "ONE_CHANGE_AT_A_TIME", args=each["args"])
+            for each in others
+        ),
         key=lambda event: event[1]["run_id"],
     )
     done = await gated.answer({"action": "confirm", "digest": outcome.cards[0]["digest"]}, role=Role.OPERATOR)
@@ -513,7 +520,7 @@ async def test_an_unknown_name_in_a_batch_is_not_taken_for_a_change() -> None:
     outcome = await gated.send(
         call("drop_everything", {}, "unknown-1"), call("list_environments", {}, "read-1"), role=Role.VIEWER
     )
-    assert outcome.events == [refused("drop_everything", "unknown-1", "UNKNOWN_TOOL")]
+    assert outcome.events == [refused("drop_everything", "unknown-1", "UNKNOWN_TOOL", args={})]
     assert gated.runs == [Run("list_environments", {}, None)]
 
 
@@ -618,7 +625,7 @@ async def test_an_environment_that_is_not_a_configured_ones_id_is_refused_and_en
     gated = Gated()
     outcome = await gated.send(call(tool, args), role=Role.ADMIN, env_id=submitted)
     named = named_environment(message)
-    assert outcome.events == [refused(tool, "call-1", "INVALID_ENVIRONMENT", message, **named)]
+    assert outcome.events == [refused(tool, "call-1", "INVALID_ENVIRONMENT", message, args=args, **named)]
     assert result(outcome.results["call-1"]) == refusal(
         tool, "INVALID_ENVIRONMENT", ends_turn=True, message=message, **named
     )
@@ -636,14 +643,23 @@ async def test_with_no_environment_configured_the_refusal_says_so() -> None:
     outcome = await gated.send(call("get_health_summary", {"env_id": "dev"}), role=Role.VIEWER)
     message = "env_id: no environment 'dev'; configured: none"
     assert outcome.events == [
-        refused("get_health_summary", "call-1", "INVALID_ENVIRONMENT", message, env_id="dev")
+        refused(
+            "get_health_summary",
+            "call-1",
+            "INVALID_ENVIRONMENT",
+            message,
+            args={"env_id": "dev"},
+            env_id="dev",
+        )
     ]
 
 
 async def test_when_ops_cannot_list_the_environments_the_call_is_refused_with_its_code() -> None:
     gated = Gated(OpsFacts(failing={"environments": OPS_UNAVAILABLE}))
     outcome = await gated.send(call("get_health_summary", {"env_id": "dev"}), role=Role.VIEWER)
-    assert outcome.events == [refused("get_health_summary", "call-1", "ops_unavailable")]
+    assert outcome.events == [
+        refused("get_health_summary", "call-1", "ops_unavailable", args={"env_id": "dev"})
+    ]
     assert result(outcome.results["call-1"]) == refusal(
         "get_health_summary", "ops_unavailable", ends_turn=True
     )
@@ -677,7 +693,7 @@ async def test_arguments_the_tools_model_does_not_take_are_refused_without_endin
 ) -> None:
     gated = Gated()
     outcome = await gated.send(call(tool, args), role=Role.ADMIN)
-    assert outcome.events == [refused(tool, "call-1", "invalid_arguments", problems)]
+    assert outcome.events == [refused(tool, "call-1", "invalid_arguments", problems, args=args)]
     assert result(outcome.results["call-1"]) == refusal(
         tool, "invalid_arguments", ends_turn=False, message=problems
     )
@@ -713,7 +729,7 @@ async def test_a_role_the_table_does_not_allow_is_denied_before_any_card(
     outcome = await gated.send(call(tool, args), role=role)
     required = required_role(tool, env_id)
     if not allowed(tool, role, prod=KINDS.get(env_id or "") == "prod"):
-        denied = denial(tool, role, env_id, required)
+        denied = denial(tool, role, env_id, required, args)
         assert (outcome.events, outcome.paused, gated.runs) == ([("permission_denied", denied)], [], [])
         detail = {"code": "permission_denied", "message": TEXT, **denied}
         assert result(outcome.results["call-1"]) == (tool, "error", {"error": detail}, {"ends_turn": True})
@@ -751,7 +767,7 @@ async def test_a_statement_that_changes_data_is_denied_below_admin(role: Role, e
     args = {"env_id": env_id, "database_id": 1, "sql": "DELETE FROM sales"}
     outcome = await gated.send(call("superset_execute_sql", args), role=role)
     assert outcome.events == [
-        ("permission_denied", denial("superset_execute_sql", role, env_id, MUTATING_SQL[1]))
+        ("permission_denied", denial("superset_execute_sql", role, env_id, MUTATING_SQL[1], args))
     ]
     assert (outcome.paused, gated.runs, gated.facts.judged) == ([], [], ["DELETE FROM sales"])
 
@@ -770,7 +786,7 @@ async def test_a_role_that_may_not_run_sql_at_all_is_denied_without_asking_ops_a
     args = {"env_id": "dev", "database_id": 1, "sql": "DELETE FROM sales"}
     outcome = await gated.send(call("superset_execute_sql", args), role=Role.VIEWER)
     assert outcome.events == [
-        ("permission_denied", denial("superset_execute_sql", Role.VIEWER, "dev", Role.ANALYST))
+        ("permission_denied", denial("superset_execute_sql", Role.VIEWER, "dev", Role.ANALYST, args))
     ]
     assert gated.facts.judged == []
 
@@ -779,7 +795,7 @@ async def test_a_statement_ops_cannot_judge_is_refused_with_its_code_and_may_be_
     gated = Gated(OpsFacts(failing={"sql_read_only": SUPERSET_UNAVAILABLE}))
     args = {"env_id": "dev", "database_id": 1, "sql": "SELECT 1"}
     outcome = await gated.send(call("superset_execute_sql", args), role=Role.ADMIN)
-    assert outcome.events == [refused("superset_execute_sql", "call-1", "superset_unavailable")]
+    assert outcome.events == [refused("superset_execute_sql", "call-1", "superset_unavailable", args=args)]
     assert result(outcome.results["call-1"]) == refusal(
         "superset_execute_sql", "superset_unavailable", ends_turn=False
     )
@@ -1111,7 +1127,9 @@ async def test_edits_the_role_may_not_make_are_denied_and_end_the_turn() -> None
     done = await gated.answer(
         {"action": "confirm", "digest": shown["digest"], "args": {"env_id": "live"}}, role=Role.ANALYST
     )
-    denied = denial("superset_create_dashboard", Role.ANALYST, "live", Role.OPERATOR)
+    denied = denial(
+        "superset_create_dashboard", Role.ANALYST, "live", Role.OPERATOR, {**args, "env_id": "live"}
+    )
     assert done.events == [("permission_denied", denied)]
     detail = {"code": "permission_denied", "message": TEXT, **denied}
     assert result(done.results["call-1"]) == (
@@ -1145,7 +1163,7 @@ async def test_edits_that_make_no_valid_call_are_refused(
         {"action": "confirm", "digest": shown["digest"], "args": edits}, role=Role.ANALYST
     )
     named = named_environment(message)
-    assert done.events == [refused("superset_create_dashboard", "call-1", code, message, **named)]
+    assert done.events == [refused("superset_create_dashboard", "call-1", code, message, args=args, **named)]
     assert result(done.results["call-1"]) == refusal(
         "superset_create_dashboard", code, ends_turn=ends_turn, message=message, **named
     )

@@ -285,15 +285,42 @@ async def test_every_command_leaves_exactly_one_audit_record(
     await agent_stack.say("", conversation, action="confirm")  # nothing pending
     await agent_stack.say("задеплой дашборд 1 в prod", conversation, username="anna")  # not hers
     audit = await agent_stack.audit(conversation)
-    assert [(row["decision"], row["tool_name"], row["outcome"]) for row in audit] == [
-        ("allowed", "search_dashboards", "success"),
-        ("needs_confirmation", "deploy_dashboard", "needs_confirmation"),
-        ("refused", "", "needs_confirmation"),
-        ("rejected", "", "cancelled"),
-        ("refused", "", "failed"),  # that card was rejected: nothing to confirm
-        ("refused", "", "failed"),
+    deploy = {"dashboard_id": 1, "env_id": "prod"}
+    assert [
+        (row["action"], row["decision"], row["code"], row["tool_name"], row["tool_args"], row["outcome"])
+        for row in audit
+    ] == [
+        ("send", "allowed", "", "search_dashboards", {"env_id": "dev"}, "success"),
+        ("send", "needs_confirmation", "", "deploy_dashboard", deploy, "needs_confirmation"),
+        ("send", "refused", "CONFIRMATION_PENDING", "", {}, "needs_confirmation"),
+        ("reject", "rejected", "", "deploy_dashboard", deploy, "cancelled"),  # what was rejected
+        ("confirm", "refused", "NOTHING_PENDING", "", {}, "failed"),  # that card was rejected
+        ("send", "refused", "INVALID_CONVERSATION_ID", "", {}, "failed"),  # not hers: none to her
     ], audit
-    assert audit[1]["tool_args"] == {"dashboard_id": 1, "env_id": "prod"}
+    assert [row["user_id"] for row in audit] == ["root"] * 5 + ["anna"]
+    assert audit[0]["calls"] == [
+        {"tool": "search_dashboards", "args": {"env_id": "dev"}, "decision": "allowed", "code": ""}
+        | {"outcome": "success", "task_id": ""}
+    ]
+    rejected = [(call["tool"], call["decision"]) for call in audit[3]["calls"]]
+    assert rejected == [("deploy_dashboard", "rejected")]
+
+
+async def test_a_denied_call_is_audited_with_the_arguments_it_tried(agent_stack: AgentStack) -> None:
+    conversation = new_conversation()
+    denied = await agent_stack.say("задеплой дашборд 1 из dev в prod", conversation, username="anna")
+    assert denied.state == "denied", dump(denied)
+    (record,) = await agent_stack.audit(conversation)
+    tried = {"dashboard_id": 1, "env_id": "prod", "source_env": "dev"}
+    assert (record["decision"], record["code"], record["tool_name"]) == (
+        "denied",
+        "permission_denied",
+        "deploy_dashboard",
+    )
+    assert record["tool_args"] == tried  # which environment was tried
+    assert [(call["tool"], call["args"], call["decision"]) for call in record["calls"]] == [
+        ("deploy_dashboard", tried, "denied")
+    ]
 
 
 @pytest.fixture

@@ -294,6 +294,9 @@ async def test_the_csv_is_every_record_the_filters_name_and_runs_nothing_in_a_sp
         "service_identity",
         "latency_seconds",
         "tool_args",
+        "action",
+        "code",
+        "calls",
     ]
     # a proper writer (the comma and quotes come back whole), and no cell a spreadsheet would run
     assert [row["user"] for row in rows] == ['plain,"quoted"', "'-1+2", "'+1", "'@SUM(A1:A9)", "'" + FORMULA]

@@ -10,7 +10,10 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from google.protobuf import struct_pb2
+from sqlalchemy import text
 
+from sstools.common.db import create_engine
 from sstools.common.grpc_errors import error_code
 from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
@@ -100,6 +103,80 @@ async def test_an_archived_conversation_is_refused_typed_on_both_edges_and_reope
     restored = await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("alice"))
     assert restored.status_code == 200
     assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
+
+
+async def _trail(database_url: str) -> list[dict[str, Any]]:
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            query = text(
+                "SELECT user_id, service_identity, action, decision, code, tool_args, outcome"
+                " FROM assistant_audit ORDER BY created_at"
+            )
+            return [dict(row) for row in (await connection.execute(query)).mappings()]
+    finally:
+        await engine.dispose()
+
+
+async def test_convo_audits_its_own_archive_restore_and_upload_taken_or_refused(
+    rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub, fresh_database_url: str
+) -> None:
+    cid = (await rest.post("/api/assistant/conversations", json={}, headers=_auth("alice"))).json()["id"]
+    uploaded = await rest.post(
+        f"/api/assistant/conversations/{cid}/uploads?name=notes.txt", content=b"text", headers=_auth("alice")
+    )
+    lease = convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="turn-1", ttl_seconds=30)
+    assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
+    assert (
+        await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
+    ).status_code == 409
+    await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="turn-1"))
+    assert (
+        await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
+    ).status_code == 200
+    assert (
+        await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("bob"))
+    ).status_code == 404
+    assert (
+        await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("alice"))
+    ).status_code == 200
+
+    trail = await _trail(fresh_database_url)
+    assert [
+        (row["user_id"], row["service_identity"], row["action"], row["decision"], row["code"], row["outcome"])
+        for row in trail
+    ] == [
+        ("alice", "convo", "upload", "allowed", "", "success"),
+        ("alice", "convo", "archive", "refused", "conversation_busy", "failed"),  # a turn was running
+        ("alice", "convo", "archive", "allowed", "", "success"),
+        ("bob", "convo", "restore", "refused", "conversation_not_found", "failed"),  # someone else's
+        ("alice", "convo", "restore", "allowed", "", "success"),
+    ]
+    upload_id = uploaded.json()["upload_id"]
+    assert trail[0]["tool_args"] == {"name": "notes.txt", "declared_bytes": "4", "upload_id": upload_id} | {
+        "size_bytes": "4"
+    }
+
+
+async def test_a_refusal_for_the_persons_token_alone_is_recorded_for_no_one(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub, fresh_database_url: str
+) -> None:
+    typed = struct_pb2.Struct()
+    typed.update({"sql": "SELECT '\x00'"})  # a NUL, which JSONB takes in no string
+    refusal = convo_pb2.RecordAuditRequest(
+        decision="refused", code="UNAUTHORIZED", outcome="failed", tool_args=typed
+    )
+    await agent.RecordAudit(refusal)  # the agent's service token, and no person's
+    for anything_else in (
+        convo_pb2.RecordAuditRequest(decision="allowed", outcome="success"),
+        convo_pb2.RecordAuditRequest(decision="refused", code="RATE_LIMITED", outcome="failed"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await agent.RecordAudit(anything_else)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    (kept,) = await _trail(fresh_database_url)
+    assert (kept["user_id"], kept["decision"], kept["code"]) == ("", "refused", "UNAUTHORIZED")
+    assert kept["tool_args"] == {"sql": "SELECT '\ufffd'"}
 
 
 async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:

@@ -60,6 +60,21 @@ export interface AgentAuditRecord {
   service_identity: string;
   latency_seconds: number;
   tool_args: Record<string, unknown>;
+  /** What the person asked for (send, confirm, reject) or convo did (archive, restore, upload). */
+  action: string;
+  /** Why it was refused or denied; empty when it was not. */
+  code: string;
+  /** Every tool call the command was about, each with its own decision. */
+  calls: AgentAuditCall[];
+}
+
+export interface AgentAuditCall {
+  tool: string;
+  args: Record<string, unknown>;
+  decision: string;
+  code: string;
+  outcome: string;
+  task_id: string;
 }
 
 export interface OpsAuditEntry {

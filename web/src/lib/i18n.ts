@@ -205,6 +205,7 @@ const STRINGS = {
   auditPerson: { ru: "Человек", en: "Person" },
   auditTool: { ru: "Инструмент", en: "Tool" },
   auditDecision: { ru: "Решение", en: "Decision" },
+  auditCalls: { ru: "Все вызовы команды", en: "Every call of the command" },
   auditOutcome: { ru: "Итог", en: "Outcome" },
   auditAction: { ru: "Действие", en: "Action" },
   auditService: { ru: "Сервис", en: "Service" },

@@ -360,6 +360,9 @@ class RecordAuditRequest(_message.Message):
     TASK_ID_FIELD_NUMBER: _builtins.int
     THREAD_ID_FIELD_NUMBER: _builtins.int
     LATENCY_SECONDS_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     service_identity: _builtins.str
     decision: _builtins.str
@@ -372,8 +375,20 @@ class RecordAuditRequest(_message.Message):
     task_id: _builtins.str
     thread_id: _builtins.str
     latency_seconds: _builtins.float
+    action: _builtins.str
+    """What the person asked for: "send", "confirm" or "reject"."""
+    code: _builtins.str
+    """Why it was refused or denied (BUSY, RATE_LIMITED, ONE_CHANGE_AT_A_TIME, permission_denied,
+    ...); empty when it was not.
+    """
     @_builtins.property
     def tool_args(self) -> _struct_pb2.Struct: ...
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]:
+        """Every tool call the command was about, in order: {tool, args, decision, code, outcome,
+        task_id}; tool_name and tool_args repeat the one the decision is about.
+        """
+
     def __init__(
         self,
         *,
@@ -386,10 +401,13 @@ class RecordAuditRequest(_message.Message):
         task_id: _builtins.str = ...,
         thread_id: _builtins.str = ...,
         latency_seconds: _builtins.float = ...,
+        action: _builtins.str = ...,
+        code: _builtins.str = ...,
+        calls: _abc.Iterable[_struct_pb2.Struct] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["tool_args", b"tool_args"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "decision", b"decision", "latency_seconds", b"latency_seconds", "outcome", b"outcome", "service_identity", b"service_identity", "task_id", b"task_id", "thread_id", b"thread_id", "tool_args", b"tool_args", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "calls", b"calls", "code", b"code", "conversation_id", b"conversation_id", "decision", b"decision", "latency_seconds", b"latency_seconds", "outcome", b"outcome", "service_identity", b"service_identity", "task_id", b"task_id", "thread_id", b"thread_id", "tool_args", b"tool_args", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -147,7 +147,8 @@ class ConversationServiceServicer:
     def RecordAudit(self, request, context):
         """The record's user is the user token's subject; at the end of a turn (AppendMessages,
         RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-        bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+        bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
+        with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -50,7 +50,8 @@ class ConversationServiceStub:
     RecordAudit: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]
     """The record's user is the user token's subject; at the end of a turn (AppendMessages,
     RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-    bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+    bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
+    with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
     """
     ArchiveConversation: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]
     """Archives the conversation and removes its LangGraph checkpoints."""
@@ -89,7 +90,8 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     RecordAudit: _aio.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]  # type: ignore[assignment]
     """The record's user is the user token's subject; at the end of a turn (AppendMessages,
     RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-    bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+    bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
+    with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
     """
     ArchiveConversation: _aio.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]  # type: ignore[assignment]
     """Archives the conversation and removes its LangGraph checkpoints."""
@@ -167,7 +169,8 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_convo_pb2.RecordAuditResponse, _abc.Awaitable[_convo_pb2.RecordAuditResponse]]:
         """The record's user is the user token's subject; at the end of a turn (AppendMessages,
         RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-        bounded time (CONVO_LATE_USER_TOKEN_SECONDS).
+        bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
+        with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
         """
 
     @_abc_1.abstractmethod

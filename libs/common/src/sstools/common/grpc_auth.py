@@ -149,6 +149,11 @@ async def refuse(context: grpc.aio.ServicerContext[Any, Any], refused: CallerRef
     raise AssertionError("abort raises")  # for the type checker: abort never returns
 
 
+def has_user_token(metadata: Metadata) -> bool:
+    """Whether a call carries a person's token at all (valid or not)."""
+    return bool(_value(metadata, USER_TOKEN_KEY))
+
+
 async def user_of(
     callers: Callers, context: grpc.aio.ServicerContext[Any, Any], *, late: bool = False
 ) -> str:

@@ -205,7 +205,9 @@ class Leases:
                     raise Refusal("BUSY", "this conversation is answering in another tab or window")
                 await asyncio.sleep(0.1)
         except UnknownConversation:
-            raise Refusal("CHECKPOINT_EXPIRED", "nothing to resume: this conversation is not known") from None
+            if first_text is None:
+                raise Refusal("CHECKPOINT_EXPIRED", "nothing to resume: no such conversation") from None
+            raise Refusal("INVALID_CONVERSATION_ID", "no conversation of yours has this id") from None
         except ConversationClosed:
             raise Refusal(CONVERSATION_ARCHIVED, "the conversation is archived: restore it first") from None
         except ConvoUnavailable as error:

@@ -1,32 +1,142 @@
-"""The one audit record a command leaves in convo, from what its stream said."""
+"""The one audit record a command leaves in convo: what it was about, every tool call in it, the
+decision taken, how it ended and the task it started — from what its stream said and from what
+the stream does not say (:class:`AuditFacts`)."""
 
 import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sstools.agent.clients.convo import AuditRecord
+from sstools.agent.gate import UNCHECKED_ARGS
 from sstools.agent.stream import Event
-from sstools.agent.uploads import UPLOAD_NOT_FOUND
-from sstools.common.grpc_errors import CONVERSATION_ARCHIVED
 
-# Errors that turn a command away before anything of it runs.
-REFUSALS = {
-    "BUSY",
-    "CONFIRMATION_PENDING",
-    "CONFIRMATION_UNBOUND",
-    "CONFIRMATION_MISMATCH",
-    "NOTHING_PENDING",
-    "CHECKPOINT_EXPIRED",
-    CONVERSATION_ARCHIVED,
-    "NOT_READY",
-    "CONVO_UNAVAILABLE",
-    "OPS_UNAVAILABLE",
-    "PAYLOAD_TOO_LARGE",
-    "INVALID_ARGUMENTS",
-    "INVALID_UI_CONTEXT",
-    "INVALID_ENVIRONMENT",
-    "INVALID_CONVERSATION_ID",
-    UPLOAD_NOT_FOUND,
-}
+_ANSWERED = {"confirm": "confirmed", "reject": "rejected"}
+
+
+@dataclass
+class AuditFacts:
+    """Gathered while a command runs: the code it was refused with before anything of it ran,
+    and the card a confirm or reject answered."""
+
+    refused: str = ""
+    card: Mapping[str, Any] | None = None
+
+
+class AnonymousBudget:
+    """How many refusals of submits that name no one (a token not taken) are recorded a minute:
+    anyone can send those, and the trail must not be theirs to fill."""
+
+    def __init__(self, per_minute: int = 60, clock: Callable[[], float] = time.monotonic) -> None:
+        self._per_minute = per_minute
+        self._clock = clock
+        self._minute = -1
+        self._taken = 0
+
+    def take(self) -> bool:
+        minute = int(self._clock() // 60)
+        if minute != self._minute:
+            self._minute, self._taken = minute, 0
+        self._taken += 1
+        return self._taken <= self._per_minute
+
+
+@dataclass
+class _Call:
+    tool: str
+    args: dict[str, Any]
+    decision: str
+    code: str = ""
+    outcome: str = ""
+    task_id: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "args": self.args,
+            "decision": self.decision,
+            "code": self.code,
+            "outcome": self.outcome,
+            "task_id": self.task_id,
+        }
+
+
+def _task_id(output: Any) -> str:
+    """The task a tool's result is, however quickly it ended (ops' task shape)."""
+    if isinstance(output, dict) and {"id", "kind", "status"} <= set(output):
+        return str(output["id"])
+    return ""
+
+
+def _calls(events: Sequence[Event]) -> list[_Call]:
+    """Every tool call the events tell of, in order, with its own decision and end."""
+    calls: list[_Call] = []
+    running: dict[str, _Call] = {}  # by run id: the calls that started
+    for event in events:
+        meta = event.metadata
+        kind = meta["type"]
+        tool, args = str(meta.get("tool", "")), dict(meta.get("input") or {})
+        started = running.get(str(meta.get("run_id", "")))
+        if kind == "tool_start":
+            running[str(meta["run_id"])] = _Call(tool, args, "allowed")
+            calls.append(running[str(meta["run_id"])])
+        elif kind == "tool_end":
+            if started is None:  # a confirm said again: the first one's result, nothing run
+                started = _Call(tool, {}, "allowed")
+                calls.append(started)
+            started.outcome, started.task_id = "success", _task_id(meta.get("output"))
+        elif kind == "tool_error":
+            code = str((meta.get("error") or {}).get("code", ""))
+            if started is None:  # stopped before it ran (the gate), or a failure said again
+                tried = dict(meta.get(UNCHECKED_ARGS) or {})
+                calls.append(_Call(tool, tried, "refused", code, "failed"))
+            else:
+                started.outcome, started.code = "failed", code
+        elif kind == "tool_timeout":
+            for waiting in reversed(calls):
+                if waiting.tool == tool and not waiting.outcome:
+                    waiting.outcome, waiting.code = "timeout", "tool_timeout"
+                    break
+        elif kind == "permission_denied":
+            args = dict(meta.get("tool_args") or {})
+            calls.append(_Call(str(meta["tool_name"]), args, "denied", "permission_denied", "denied"))
+        elif kind == "confirm_required":
+            calls.append(_Call(str(meta["tool_name"]), dict(meta["tool_args"]), "needs_confirmation"))
+    return calls
+
+
+def _answered(
+    calls: list[_Call], card: Mapping[str, Any], action: str, edited_args: dict[str, Any], refused: str
+) -> None:
+    """Mark the call a confirm or reject answered: the card's, as edited (unless the gate stopped
+    the edited call: its own decision stands). A reject ran nothing, and neither did an answer
+    refused (its edits invalid, the person's role unknown)."""
+    decision = "refused" if refused else _ANSWERED[action]
+    tool = str(card.get("tool_name", ""))
+    for call in calls:
+        if call.tool == tool:
+            if call.decision == "allowed":
+                call.decision = decision
+            return
+    args = {**dict(card.get("tool_args") or {}), **edited_args}
+    outcome = "failed" if refused else "cancelled" if action == "reject" else ""
+    calls.insert(0, _Call(tool, args, decision, refused, outcome))
+
+
+def _decision(calls: list[_Call], facts: AuditFacts, action: str) -> tuple[str, str]:
+    """The command's decision and the code it was refused or denied with."""
+    if facts.refused:
+        return "refused", facts.refused
+    # an edited answer too may be denied, refused, or make a card the person must see again
+    for decision, code in (("denied", "permission_denied"), ("needs_confirmation", "")):
+        if any(call.decision == decision for call in calls):
+            return decision, code
+    if calls and all(call.decision == "refused" for call in calls):
+        return "refused", calls[0].code
+    if action in _ANSWERED:
+        return _ANSWERED[action], ""
+    return "allowed", ""
 
 
 def audit_record(
@@ -38,35 +148,31 @@ def audit_record(
     events: list[Event],
     latency_seconds: float,
     service_identity: str,
+    facts: AuditFacts,
 ) -> AuditRecord:
-    kinds = {event.metadata["type"]: event.metadata for event in reversed(events)}  # first of each
-    state = kinds.get("state", {})
-    refused = kinds.get("error", {}).get("code") in REFUSALS
-    subject: tuple[str, dict[str, Any]]
-    if "permission_denied" in kinds:
-        decision = "denied"
-        subject = kinds["permission_denied"]["tool_name"], {}
-    elif refused:
-        decision, subject = "refused", ("", {})
-    elif action in ("confirm", "reject"):
-        decision = "confirmed" if action == "confirm" else "rejected"
-        started = kinds.get("tool_start", {})
-        subject = str(started.get("tool", "")), dict(started.get("input") or edited_args)
-    elif "confirm_required" in kinds:
-        decision = "needs_confirmation"
-        subject = kinds["confirm_required"]["tool_name"], dict(kinds["confirm_required"]["tool_args"])
-    else:
-        decision = "allowed"
-        started = kinds.get("tool_start", {})
-        subject = str(started.get("tool", "")), dict(started.get("input") or {})
+    calls = _calls(events)
+    if facts.card is not None and action in _ANSWERED:
+        _answered(calls, facts.card, action, edited_args, facts.refused)
+    decision, code = _decision(calls, facts, action)
+    subject = next((call for call in calls if call.decision == decision), calls[0] if calls else None)
+    state = next((event.metadata for event in events if event.metadata["type"] == "state"), {})
     return AuditRecord(
         user=user,
         conversation_id=conversation_id,
+        action=action,
         decision=decision,
+        code=code,
         outcome=str(state.get("state", "cancelled")),
         service_identity=service_identity,
-        tool_name=subject[0],
-        tool_args=json.loads(json.dumps(subject[1], default=str)),
-        task_id=str(state.get("task_id", "")),
+        tool_name=subject.tool if subject else "",
+        tool_args=_plain(subject.args) if subject else {},
+        calls=[_plain(call.as_dict()) for call in calls],
+        task_id=str(state.get("task_id", "")),  # the turn's own task (stream.final_state)
         latency_seconds=latency_seconds,
     )
+
+
+def _plain(value: dict[str, Any]) -> dict[str, Any]:
+    """JSON's own values, as convo keeps them."""
+    plain: dict[str, Any] = json.loads(json.dumps(value, default=str))
+    return plain

@@ -40,7 +40,7 @@ from sstools.agent.admission import (
     answer_of,
     card_answered,
 )
-from sstools.agent.audit import audit_record
+from sstools.agent.audit import AnonymousBudget, AuditFacts, audit_record
 from sstools.agent.checkpoints import CheckpointsNotReady
 from sstools.agent.clients.convo import (
     AuditRecord,
@@ -67,7 +67,7 @@ from sstools.agent.gate import LANG_KEY, Refused, checked_arguments
 from sstools.agent.graph import beyond_reach
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, language_of
 from sstools.agent.prefetch import PREFETCH_KEY, prefetch_dashboards
-from sstools.agent.stream import Event, error, graph_events, in_language, replayed, state
+from sstools.agent.stream import Event, error, graph_events, in_language, replayed, shown, state
 from sstools.agent.telemetry import TurnMetrics
 from sstools.agent.tools import USER_TOKEN
 from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads, read_uploads
@@ -161,6 +161,7 @@ class ChatService:
         self._leases = Leases(clients.convo, lease_ttl_seconds)
         self._turn_limit = turn_limit
         self._sessions: set[tuple[str, str]] = set()  # (user, Gradio session) sending now
+        self._anonymous = AnonymousBudget()
 
     @property
     def _graph(self) -> CompiledStateGraph[Any]:
@@ -197,6 +198,7 @@ class ChatService:
         attributes = {"sstools.conversation_id": turn.conversation_id, "sstools.action": turn.action}
         started = time.monotonic()
         seen: list[Event] = []
+        facts = AuditFacts()
         first_event: float | None = None
         first_token: float | None = None
         with (
@@ -204,30 +206,36 @@ class ChatService:
             self._metrics.active_turns.track_inprogress(),
         ):
             try:
-                async for said in self._admitted(turn):
+                async for said in self._admitted(turn, facts):
                     event = in_language(said, turn.lang)
                     if first_event is None:
                         first_event = time.monotonic() - started
                     if first_token is None and event.metadata["type"] == "token":
                         first_token = time.monotonic() - started
-                    seen.append(event)
-                    yield event
+                    seen.append(event)  # the audit's, whole
+                    yield shown(event)
             finally:
-                record = self._record(turn, seen, time.monotonic() - started)
+                record = self._record(turn, seen, time.monotonic() - started, facts)
                 self._metrics.observe(record, (event.metadata for event in seen), first_event, first_token)
                 await asyncio.shield(self._audit(record, turn.user_token))
 
     async def refuse(self, turn: Turn, code: str, message: str, **facts: str) -> AsyncIterator[Event]:
-        """A submit the edge could not take as it was (too big, malformed): said, and audited."""
+        """A submit the edge could not take as it was (too big, malformed, its token not taken):
+        said, and audited — one that names no one within :class:`AnonymousBudget`."""
         started = time.monotonic()
         events = [in_language(error(code, message, **facts), turn.lang), state("failed")]
         for event in events:
             yield event
-        record = self._record(turn, events, time.monotonic() - started)
+        record = self._record(turn, events, time.monotonic() - started, AuditFacts(refused=code))
         self._metrics.observe(record, (event.metadata for event in events), None, None)
-        await self._audit(record, turn.user_token)
+        if turn.user_token or self._anonymous.take():
+            await self._audit(record, turn.user_token)
+        else:
+            _log.warning("refusal not audited: too many without a token this minute", extra={"code": code})
 
-    def _record(self, turn: Turn, events: list[Event], latency_seconds: float) -> AuditRecord:
+    def _record(
+        self, turn: Turn, events: list[Event], latency_seconds: float, facts: AuditFacts
+    ) -> AuditRecord:
         edits: dict[str, Any] = {}
         if turn.action == "confirm":
             with contextlib.suppress(Refusal):  # said in the stream already
@@ -240,6 +248,7 @@ class ChatService:
             events=events,
             latency_seconds=latency_seconds,
             service_identity=self._service_identity,
+            facts=facts,
         )
 
     async def _audit(self, record: AuditRecord, user_token: str) -> None:
@@ -248,7 +257,7 @@ class ChatService:
         except ConvoUnavailable as problem:  # the turn is over either way; the log keeps what it was
             _log.warning("audit record not kept", extra={"error": str(problem), "audit": asdict(record)})
 
-    async def _admitted(self, turn: Turn) -> AsyncIterator[Event]:
+    async def _admitted(self, turn: Turn, facts: AuditFacts) -> AsyncIterator[Event]:
         try:
             try:
                 self._graph_of()
@@ -265,7 +274,7 @@ class ChatService:
                         first_text=None,
                         wait_seconds=RESUME_WAIT_SECONDS,
                     ):
-                        async for event in self._resume(turn, answer):
+                        async for event in self._resume(turn, answer, facts):
                             yield event
                 return
             session = (turn.username, turn.session_id)
@@ -282,6 +291,7 @@ class ChatService:
             finally:
                 self._sessions.discard(session)
         except Refusal as refusal:
+            facts.refused = refusal.code
             if refusal.code in UNAVAILABLE_PEERS:  # the person sees the cause; operators the detail
                 _log.warning("turn refused", extra={"code": refusal.code, "error": str(refusal)})
             yield error(refusal.code, str(refusal), **refusal.details())
@@ -413,7 +423,7 @@ class ChatService:
             _log.warning("user role unknown; ops alone will judge", extra={"error": str(problem)})
             return None
 
-    async def _resume(self, turn: Turn, answer: Answer) -> AsyncIterator[Event]:
+    async def _resume(self, turn: Turn, answer: Answer, facts: AuditFacts) -> AsyncIterator[Event]:
         snapshot = await self._graph.aget_state(self._config(turn))
         paused = card_answered(snapshot, answer)
         if isinstance(paused, ToolMessage):  # answered before: the same answer, nothing run again
@@ -421,6 +431,7 @@ class ChatService:
                 yield event
             return
         card: dict[str, Any] = paused.value
+        facts.card = card
         if turn.action == "confirm" and answer.args:
             await self._check_edits(turn, card, answer.args)
         try:  # the role as ops has it now: a demotion counts from this very confirm
@@ -461,7 +472,9 @@ class ChatService:
                 if event.metadata["type"] == "token":
                     text += event.content
                 else:
-                    kept.append({key: value for key, value in event.metadata.items() if key != "output"})
+                    kept.append(
+                        {key: value for key, value in shown(event).metadata.items() if key != "output"}
+                    )
                 yield event
         except asyncio.CancelledError:
             await asyncio.shield(self._keep_answer(turn, text, kept, partial=True))

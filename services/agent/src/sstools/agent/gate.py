@@ -58,6 +58,10 @@ ENDS_TURN = "ends_turn"  # the artifact key of a refusal after which the model i
 # so a repeated confirm of the same card gets the same result, not a second run.
 ANSWERED = "answered"
 REFUSED_EVENT = "tool_refused"  # the custom event a refusal is dispatched as (a ``tool_error``)
+# A refused call's arguments as the model wrote them, which no check passed: the audit records
+# them; the stream and the stored history never carry them (a page, or Gradio's client, could
+# take a crafted value for a file to fetch).
+UNCHECKED_ARGS = "unchecked_args"
 # Each in Russian and English: a card speaks the language of the turn that made it.
 CONFIRM_PROMPTS = {
     "dangerous": ("⚠️ Опасное действие: подтвердите", "⚠️ Dangerous action: please confirm"),
@@ -331,7 +335,10 @@ def gate(
             arguments = await checked_arguments(name, args, lambda: facts.environments(user_token))
             decision = await _decision(name, arguments, role, facts, user_token)
             if role is not None and not decision.allows(role):  # before any confirmation
-                denial = permission_denied(name, decision, role, lang)
+                # the arguments tried go with it: the audit keeps which environment it was
+                denial = permission_denied(name, decision, role, lang) | {
+                    "tool_args": shown_arguments(arguments)
+                }
                 await adispatch_custom_event("permission_denied", denial)
                 detail = {
                     "code": "permission_denied",
@@ -378,7 +385,13 @@ def gate(
             outcome = await judged(request, configurable)
         except Refused as refusal:
             detail = {"code": refusal.code, "message": str(refusal), **refusal.facts}
-            event = {"type": "tool_error", "tool": call["name"], "run_id": call["id"], "error": detail}
+            event = {
+                "type": "tool_error",
+                "tool": call["name"],
+                "run_id": call["id"],
+                UNCHECKED_ARGS: dict(call["args"]),  # for the audit alone: never shown or kept
+                "error": detail,
+            }
             await adispatch_custom_event(REFUSED_EVENT, event)
             return error_message(call, detail, ends_turn=refusal.ends_turn)
         if isinstance(outcome, ToolMessage):

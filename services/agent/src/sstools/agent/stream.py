@@ -18,13 +18,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Interrupt
 
-from sstools.agent.gate import REFUSED_EVENT
+from sstools.agent.gate import REFUSED_EVENT, UNCHECKED_ARGS
 from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.language import Lang, say
 from sstools.agent.planner import NEEDS_CLARIFICATION
 from sstools.agent.wording import explained
+from sstools.common.catalogue import TOOLS
 
 # Dispatched from the graph: the gate's refusals and denials, a read's retries, a time limit.
+_CHANGING_TOOLS = frozenset(spec.name for spec in TOOLS if spec.may_change)
 GUARD_EVENTS = (REFUSED_EVENT, "permission_denied", "tool_retry", "tool_timeout")
 PAUSED_KEY = "__interrupt__"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # where a paused graph's streamed output holds its interrupts
@@ -153,6 +155,15 @@ def _rejections(update: dict[str, Any]) -> list[ToolMessage]:
     ]
 
 
+def shown(event: Event) -> Event:
+    """The event as the page gets it and the history keeps it: without what only the audit reads."""
+    if UNCHECKED_ARGS not in event.metadata:
+        return event
+    return Event(
+        event.content, {key: value for key, value in event.metadata.items() if key != UNCHECKED_ARGS}
+    )
+
+
 def replayed(messages: Sequence[BaseMessage], answered: ToolMessage) -> list[Event]:
     """What a call's confirmation answered, said again for a repeated confirm: its result, the
     answer that followed it, and the state — marked ``replayed``, nothing run again."""
@@ -229,12 +240,15 @@ def _found_issues(result: Any) -> bool:
 
 def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
     """The turn's badge, as truthful as its results: a rejected call is ``cancelled`` (nothing
-    ran), a check that found problems ``issues_found``, never ``success``."""
+    ran), a check that found problems ``issues_found``, never ``success``. A task the turn
+    started keeps its id however quickly it ended: the page shows it, the audit keeps it (one
+    the turn only read the status of is not its own)."""
     errors = [result for result in results if result.status == "error"]
     if errors and all(_error_code(result) == "rejected" for result in errors):
         return state("cancelled")
     if errors:
         return state("failed")
+    task: dict[str, str] = {}
     for result in results:
         parsed = _parsed(result)
         if isinstance(parsed, dict) and {"id", "kind", "status"} <= set(parsed):
@@ -242,9 +256,16 @@ def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
                 return state("started", task_id=parsed["id"])
             if parsed["status"] == "failed":
                 return state("failed", task_id=parsed["id"])
+            if _started_by(result):
+                task = {"task_id": parsed["id"]}
     if any(_found_issues(_parsed(result)) for result in results):
-        return state("issues_found")
-    return state("needs_clarification" if asked_back else "success")
+        return state("issues_found", **task)
+    return state("needs_clarification" if asked_back else "success", **task)
+
+
+def _started_by(result: ToolMessage) -> bool:
+    """Whether the call that gave ``result`` may have started its task (a change), not read it."""
+    return result.name in _CHANGING_TOOLS
 
 
 def _parsed(result: ToolMessage) -> Any:

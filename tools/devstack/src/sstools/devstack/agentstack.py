@@ -202,7 +202,7 @@ class AgentStack:
     async def audit(self, conversation_id: str) -> list[dict[str, Any]]:
         """The conversation's audit records in convo, oldest first."""
         return await self.rows(
-            "SELECT decision, tool_name, tool_args, outcome, task_id, user_id"
+            "SELECT action, decision, code, tool_name, tool_args, calls, outcome, task_id, user_id"
             " FROM assistant_audit WHERE conversation_id = :id ORDER BY created_at",
             id=conversation_id,
         )

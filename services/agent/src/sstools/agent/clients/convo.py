@@ -44,15 +44,19 @@ class UploadedFile:
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """What one command came to: the decision taken, the tool it concerned, how it ended."""
+    """What one command came to: the decision taken and why, the tool calls it concerned (the one
+    the decision is about apart), how it ended and the task it started."""
 
     user: str
     conversation_id: str
     decision: str  # allowed | denied | refused | needs_confirmation | confirmed | rejected
     outcome: str  # the final state badge, or "cancelled"
+    action: str = "send"  # send | confirm | reject
+    code: str = ""  # why it was refused or denied
     service_identity: str = "agent"
     tool_name: str = ""
     tool_args: dict[str, Any] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
     task_id: str = ""
     latency_seconds: float = 0.0
 
@@ -93,7 +97,8 @@ class ConvoClient:
     ) -> bool:
         """Take the conversation's lease for the person of ``user_token``; False when another
         stream holds it, ``ConversationClosed`` when it is archived. A conversation convo does
-        not know yet is created first when ``first_text`` is given (a send)."""
+        not know yet is created first when ``first_text`` is given (a send);
+        ``UnknownConversation`` when there is none to resume, or the id is another person's."""
         request = convo_pb2.AcquireLeaseRequest(
             conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
         )
@@ -107,13 +112,18 @@ class ConvoClient:
                     raise
                 if first_text is None:
                     raise UnknownConversation(conversation_id) from None
-            await self._stub().CreateConversation(
-                convo_pb2.CreateConversationRequest(
-                    conversation_id=conversation_id, first_message=first_text
-                ),
-                timeout=self._timeout,
-                metadata=person,
-            )
+            try:
+                await self._stub().CreateConversation(
+                    convo_pb2.CreateConversationRequest(
+                        conversation_id=conversation_id, first_message=first_text
+                    ),
+                    timeout=self._timeout,
+                    metadata=person,
+                )
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.NOT_FOUND:  # the id is someone else's
+                    raise UnknownConversation(conversation_id) from None
+                raise
             reply = await self._stub().AcquireLease(request, timeout=self._timeout, metadata=person)
             return bool(reply.acquired)
         except grpc.aio.AioRpcError as error:
@@ -150,9 +160,14 @@ class ConvoClient:
 
     async def record_audit(self, record: AuditRecord, user_token: str) -> None:
         """Keep ``record``; convo takes its user from ``user_token`` (``record.user`` is what the
-        agent's log says)."""
+        agent's log says). A refusal of a submit whose token was not taken goes with none."""
         arguments = struct_pb2.Struct()
         arguments.update(record.tool_args)
+        calls = []
+        for call in record.calls:
+            kept = struct_pb2.Struct()
+            kept.update(call)
+            calls.append(kept)
         request = convo_pb2.RecordAuditRequest(
             conversation_id=record.conversation_id,
             service_identity=record.service_identity,
@@ -163,9 +178,13 @@ class ConvoClient:
             task_id=record.task_id,
             thread_id=record.conversation_id,
             latency_seconds=record.latency_seconds,
+            action=record.action,
+            code=record.code,
+            calls=calls,
         )
+        person = as_user(user_token) if user_token else None
         try:
-            await self._stub().RecordAudit(request, timeout=self._timeout, metadata=as_user(user_token))
+            await self._stub().RecordAudit(request, timeout=self._timeout, metadata=person)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 

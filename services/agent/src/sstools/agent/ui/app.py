@@ -128,9 +128,10 @@ def chat_blocks(
             if scheme.lower() != "bearer":
                 raise TokenError("expected 'Bearer <token>'")
             claims = codec.verify(token, audience=USER_AUDIENCE, token_type=TokenType.USER)
-        except TokenError as error:
-            unauthorized = Event(str(error), {"type": "error", "code": "UNAUTHORIZED", "message": str(error)})
-            yield [_message(unauthorized), _message(Event("failed", {"type": "state", "state": "failed"}))]
+        except TokenError as error:  # recorded for no one: the token names no one to trust
+            conversation = conversation_id if _is_uuid(conversation_id) else ""
+            anonymous = Turn("", "", conversation, action=action if action in ACTIONS else "send")
+            yield [_message(event) async for event in chat.refuse(anonymous, "UNAUTHORIZED", str(error))]
             return
         # A confirm or reject carries the card it answers as its message (see admission.answer_of).
         text = message if isinstance(message, str) else ""

@@ -14,6 +14,7 @@ the name, the declared length and the user's quota are checked before a byte of 
 read; the body is read only up to the limit, and kept only whole.
 """
 
+import contextlib
 import uuid
 from datetime import datetime
 from typing import Annotated, Any
@@ -38,6 +39,7 @@ from sstools.convo.store.queries import (
     ConversationBusy,
     ConversationNotFound,
     ConversationStore,
+    refusal_code,
 )
 from sstools.convo.store.tables import AuditDecision
 from sstools.convo.store.uploads import UploadQuotaExceeded, UploadStore
@@ -148,6 +150,9 @@ class AuditRecordOut(BaseModel):
     service_identity: str
     latency_seconds: float
     tool_args: dict[str, Any]
+    action: str
+    code: str
+    calls: list[dict[str, Any]]
 
     @classmethod
     def of(cls, row: RowMapping) -> "AuditRecordOut":
@@ -164,6 +169,16 @@ AUDIT_CSV_COLUMNS = tuple(AuditRecordOut.model_fields)
 
 def _unauthorized(detail: dict[str, str]) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _refusal_code(error: Exception) -> str | None:
+    """What an action is refused with at this edge, as it answers it; None: not a refusal."""
+    if isinstance(error, HTTPException):
+        detail = error.detail
+        return str(detail.get("code", "")) if isinstance(detail, dict) else str(error.status_code)
+    if isinstance(error, UploadQuotaExceeded):
+        return "upload_quota_exceeded"
+    return refusal_code(error)
 
 
 def upload_name_problem(name: str) -> str | None:
@@ -241,6 +256,11 @@ def build_app(
             )
         return user
 
+    def audited(
+        user: str, conversation_id: uuid.UUID, action: str, args: dict[str, Any] | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        return store.audited(user, conversation_id, action, args, refusal_code=_refusal_code)
+
     @app.exception_handler(ConversationNotFound)
     async def not_found(request: Request, error: ConversationNotFound) -> JSONResponse:
         return JSONResponse({"detail": {"code": "conversation_not_found"}}, status_code=404)
@@ -311,7 +331,8 @@ def build_app(
     async def archive(
         conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]
     ) -> ConversationOut:
-        archived = await store.set_archived(user, conversation_id, archived=True)
+        async with audited(user, conversation_id, "archive"):
+            archived = await store.set_archived(user, conversation_id, archived=True)
         # This thread's clean-up now if it can; other debts stay with the housekeeping loop.
         await janitor.clean(str(conversation_id))
         return ConversationOut.model_validate(dict(archived))
@@ -320,9 +341,9 @@ def build_app(
     async def restore(
         conversation_id: uuid.UUID, user: Annotated[str, Depends(current_user)]
     ) -> ConversationOut:
-        return ConversationOut.model_validate(
-            dict(await store.set_archived(user, conversation_id, archived=False))
-        )
+        async with audited(user, conversation_id, "restore"):
+            restored = await store.set_archived(user, conversation_id, archived=False)
+        return ConversationOut.model_validate(dict(restored))
 
     @app.post("/api/assistant/conversations/{conversation_id}/uploads", status_code=201)
     async def upload(
@@ -339,25 +360,32 @@ def build_app(
                 "limit_bytes": upload_max_bytes,
             },
         )
-        problem = upload_name_problem(name)
-        if problem is not None:
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "invalid_upload_name", "message": problem}
-            )
-        try:
-            declared = int(request.headers.get("content-length", "0"))
-        except ValueError:
-            raise HTTPException(status.HTTP_400_BAD_REQUEST, {"code": "bad_content_length"}) from None
-        if declared > upload_max_bytes:
-            raise too_large  # answered before a byte of the body is read
-        await uploads.check_conversation(user, conversation_id)
-        await uploads.check_quota(user, declared)
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > upload_max_bytes:
-                raise too_large  # the rest is never read, and nothing is kept
-        stored = await uploads.add(user, conversation_id, name, bytes(body))
+        declared_text = request.headers.get("content-length", "0")
+        shown = {
+            "name": name[:UPLOAD_NAME_MAX_CHARS],
+            "declared_bytes": declared_text[:20],
+        }
+        async with audited(user, conversation_id, "upload", shown):
+            problem = upload_name_problem(name)
+            if problem is not None:
+                raise HTTPException(
+                    status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "invalid_upload_name", "message": problem}
+                )
+            try:
+                declared = int(declared_text)
+            except ValueError:
+                raise HTTPException(status.HTTP_400_BAD_REQUEST, {"code": "bad_content_length"}) from None
+            if declared > upload_max_bytes:
+                raise too_large  # answered before a byte of the body is read
+            await uploads.check_conversation(user, conversation_id)
+            await uploads.check_quota(user, declared)
+            body = bytearray()
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > upload_max_bytes:
+                    raise too_large  # the rest is never read, and nothing is kept
+            stored = await uploads.add(user, conversation_id, name, bytes(body))
+            shown.update(upload_id=str(stored.id), size_bytes=str(stored.size_bytes))  # as recorded
         return UploadOut(
             upload_id=stored.id, name=stored.name, size_bytes=stored.size_bytes, expires_at=stored.expires_at
         )

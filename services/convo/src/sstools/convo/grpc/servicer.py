@@ -8,7 +8,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from sqlalchemy.engine import RowMapping
 
 import grpc
-from sstools.common.grpc_auth import Callers, user_of
+from sstools.common.grpc_auth import Callers, has_user_token, user_of
 from sstools.common.grpc_errors import CONVERSATION_ARCHIVED, CONVERSATION_BUSY, refuse
 from sstools.common.paging import BadCursor
 from sstools.common.tool_args import is_env_id
@@ -20,6 +20,7 @@ from sstools.convo.store.queries import (
     ConversationStore,
     LeaseState,
     NewMessage,
+    refusal_code,
 )
 from sstools.convo.store.tables import ROLES
 from sstools.convo.store.uploads import UploadStore
@@ -195,9 +196,13 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
     async def RecordAudit(
         self, request: convo_pb2.RecordAuditRequest, context: Context
     ) -> convo_pb2.RecordAuditResponse:
-        user = await self._user(context, late=True)
         if not request.decision:
             _invalid("decision is required")
+        anonymous = (request.decision, request.code) == ("refused", "UNAUTHORIZED")
+        if anonymous and not has_user_token(context.invocation_metadata()):
+            user = ""  # a submit refused for its token: it names no one the service could trust
+        else:
+            user = await self._user(context, late=True)
         tool_args = json_format.MessageToDict(request.tool_args)
         audit_id = await self._store.record_audit(
             conversation_id=_uuid(request.conversation_id) if request.conversation_id else None,
@@ -211,6 +216,9 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             task_id=request.task_id,
             thread_id=request.thread_id,
             latency_seconds=request.latency_seconds,
+            action=request.action,
+            code=request.code,
+            calls=[json_format.MessageToDict(call) for call in request.calls],
         )
         return convo_pb2.RecordAuditResponse(audit_id=str(audit_id))
 
@@ -228,9 +236,9 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
     async def ArchiveConversation(
         self, request: convo_pb2.ArchiveConversationRequest, context: Context
     ) -> convo_pb2.Conversation:
-        row = await self._store.set_archived(
-            await self._user(context), _uuid(request.conversation_id), archived=True
-        )
+        user, conversation_id = await self._user(context), _uuid(request.conversation_id)
+        async with self._store.audited(user, conversation_id, "archive", refusal_code=refusal_code):
+            row = await self._store.set_archived(user, conversation_id, archived=True)
         # This thread's clean-up now if it can; other debts stay with the housekeeping loop.
         await self._janitor.clean(str(request.conversation_id))
         return _conversation(row)

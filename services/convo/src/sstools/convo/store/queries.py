@@ -5,8 +5,9 @@ conversation of someone else is reported as not found, exactly like one that doe
 The audit trail is read whole, and only by admins: the REST edge checks the caller's role.
 """
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from sstools.common.grpc_errors import CONVERSATION_ARCHIVED, CONVERSATION_BUSY
 from sstools.common.paging import (
     Page,
     decode_cursor,
@@ -315,10 +317,42 @@ class ConversationStore:
             return await count_in_window(connection, turn_counts, owner_id, window)
 
     async def record_audit(self, **values: Any) -> uuid.UUID:
+        """Keep one record; a NUL in what it quotes (JSONB takes none) is kept as U+FFFD, so that
+        no argument anyone typed can cost the record."""
         audit_id = uuid.uuid4()
+        kept = {key: _without_nul(value) for key, value in values.items()}
         async with self._engine.begin() as connection:
-            await connection.execute(insert(audit).values(id=audit_id, **values))
+            await connection.execute(insert(audit).values(id=audit_id, **kept))
         return audit_id
+
+    @contextlib.asynccontextmanager
+    async def audited(
+        self,
+        user: str,
+        conversation_id: uuid.UUID,
+        action: str,
+        args: dict[str, Any] | None = None,
+        *,
+        refusal_code: Callable[[Exception], str | None],
+    ) -> AsyncIterator[None]:
+        """One audit record of convo's own action on a conversation: taken, or refused with the
+        code ``refusal_code`` gives its error (an error it gives none for is not a refusal)."""
+        kept = {
+            "conversation_id": conversation_id,
+            "thread_id": str(conversation_id),
+            "user_id": user,
+            "service_identity": "convo",
+            "action": action,
+            "tool_args": args or {},
+        }
+        try:
+            yield
+        except Exception as error:
+            code = refusal_code(error)
+            if code is not None:
+                await self.record_audit(**kept, decision="refused", code=code, outcome="failed")
+            raise
+        await self.record_audit(**kept, decision="allowed", outcome="success")
 
     async def audit_page(self, wanted: AuditFilter, *, limit: int, cursor: str | None = None) -> Page:
         """Every user's audit records that ``wanted`` names, newest first (for admins: the caller
@@ -372,6 +406,26 @@ class ConversationStore:
         if live is not None:
             raise ConversationBusy(str(conversation_id))
         await connection.execute(delete(leases).where(leases.c.conversation_id == conversation_id))
+
+
+def refusal_code(error: Exception) -> str | None:
+    """The code a refusal of the store's is recorded with; None for any other error."""
+    codes: dict[type[Exception], str] = {
+        ConversationNotFound: "conversation_not_found",
+        ConversationArchived: CONVERSATION_ARCHIVED.lower(),
+        ConversationBusy: CONVERSATION_BUSY.lower(),
+    }
+    return codes.get(type(error))
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    return value
 
 
 def _audit_conditions(wanted: AuditFilter) -> list[ColumnElement[bool]]:

@@ -66,8 +66,10 @@ messages = Table(
     CheckConstraint(f"role IN {ROLES!r}", name="ck_agent_messages_role"),
 )
 
-# One record per command the agent took. ``env`` is the environment the command targeted (its
-# tool arguments' ``env_id``; empty when it named none), kept apart so an admin can filter on it.
+# One record per command the agent took (and per archive, restore and upload convo took). ``env``
+# is the environment the command targeted (its tool arguments' ``env_id``; empty when it named
+# none), kept apart so an admin can filter on it; ``calls`` holds every tool call the command was
+# about, ``tool_name``/``tool_args`` the one its decision is about, ``code`` why it was refused.
 audit = Table(
     "assistant_audit",
     metadata,
@@ -84,6 +86,9 @@ audit = Table(
     Column("thread_id", Text, nullable=False, server_default=""),
     Column("latency_seconds", Float, nullable=False, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("action", Text, nullable=False, server_default=""),
+    Column("code", Text, nullable=False, server_default=""),
+    Column("calls", JSONB, nullable=False, server_default="[]"),
     Index("ix_assistant_audit_conversation", "conversation_id", "created_at"),
     Index("ix_assistant_audit_listing", "created_at", "id"),
 )
