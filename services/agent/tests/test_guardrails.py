@@ -275,6 +275,17 @@ async def test_the_offline_model_answers_from_an_attached_pdf_and_follows_nothin
     assert reply.state == "success"
 
 
+async def test_the_text_of_an_attached_screenshot_is_read_and_quoted(
+    agent_stack: AgentStack, conversation: str, tmp_path: Path
+) -> None:
+    panel = documents.screenshot(tmp_path, "ошибка.png", ["Error: column revenue does not exist"])
+    reply = await agent_stack.say("что на скриншоте?", conversation, files=[panel])
+    assert reply.of("error") == [], dump(reply)
+    assert "ошибка.png" in reply.text
+    assert "column revenue does not exist" in reply.text.replace("\n", " ")
+    assert reply.state == "success"
+
+
 async def test_every_command_leaves_exactly_one_audit_record(
     agent_stack: AgentStack, conversation: str
 ) -> None:

@@ -1,9 +1,11 @@
 """Detection and extraction in-process, on files the tests generate (corpus.py)."""
 
 import datetime
+from dataclasses import replace
 
 import pytest
 
+from sstools.devstack.documents import screenshot_bytes
 from sstools.docparse.detect import detect
 from sstools.docparse.extract import extract
 from sstools.docparse.model import ErrorCode, Kind, Limits, ParseFailure
@@ -105,6 +107,37 @@ def test_json_value_and_images() -> None:
     jpeg = extract(Kind.JPEG, corpus.jpeg_image(), LIMITS)
     assert (png.image_size, png.image_mode) == (corpus.PNG_SIZE, "RGB")
     assert jpeg.image_size == corpus.JPEG_SIZE
+
+
+# What a person attaches: a chart's error panel, in Russian and English, as PNG and as JPEG.
+ERROR_PANEL = ('Error: column "revenue" does not exist', "Ошибка загрузки данных чарта")
+
+
+@pytest.mark.parametrize("kind", [Kind.PNG, Kind.JPEG])
+def test_the_text_in_a_screenshot_is_read_in_both_languages(kind: Kind) -> None:
+    read = extract(kind, screenshot_bytes(ERROR_PANEL, kind=kind.value.upper()), LIMITS)
+    words = read.text.lower()
+    for word in ("error", "column", "revenue", "exist", "ошибка", "загрузки", "данных", "чарта"):
+        assert word in words, read.text
+    assert read.text.startswith(f"{kind.value.upper()} image, 900×156 pixels, mode RGB. Text in the image:")
+    assert read.warnings == []
+
+
+def test_an_image_with_no_text_says_so_and_one_not_read_in_time_says_why() -> None:
+    blank = extract(Kind.PNG, corpus.png_image(), LIMITS)
+    assert blank.text == "PNG image, 64×32 pixels, mode RGB. No text was read in it."
+    hurried = extract(Kind.PNG, screenshot_bytes(ERROR_PANEL), replace(LIMITS, ocr_seconds=0.001))
+    assert hurried.text.endswith("No text was read in it.")
+    assert hurried.warnings == ["the text in the image was not read within 0.001 s"]
+    unread = extract(Kind.PNG, screenshot_bytes(ERROR_PANEL), replace(LIMITS, ocr_languages=""))
+    assert (unread.text.endswith("No text was read in it."), unread.warnings) == (True, [])
+
+
+def test_a_machine_without_tesseract_still_describes_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    read = extract(Kind.PNG, screenshot_bytes(ERROR_PANEL), LIMITS)
+    assert read.image_size == (900, 156)
+    assert read.warnings == ["the text in the image was not read: Tesseract is not installed"]
 
 
 def test_limits_cut_and_say_so() -> None:

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sstools.common.grpc_auth import bearer
 from sstools.devstack.callers import answer, not_refused
+from sstools.devstack.documents import screenshot_bytes
 from sstools.devstack.keys import PUBLIC_KEYS, service_channel, service_token
 from sstools.devstack.testing import free_port, grpc_health, http_get, probe, wait_grpc_serving
 from sstools.docparse.grpc.servicer import ERROR_METADATA_KEY
@@ -124,6 +125,12 @@ async def test_the_generated_corpus_parses_over_grpc(stub: Any) -> None:
     assert (image.image.width, image.image.height) == corpus.PNG_SIZE
     photo = await _parse(stub, corpus.jpeg_image(), "photo.jpeg")
     assert (photo.image.width, photo.image.height) == corpus.JPEG_SIZE
+    # read in a worker, under its memory limit: Tesseract is its child, and shares it
+    panel = await _parse(
+        stub, screenshot_bytes(["Error: column revenue does not exist", "Ошибка чарта"]), "e.png"
+    )
+    assert "revenue" in panel.text.lower(), panel.text
+    assert "ошибка" in panel.text.lower(), panel.text
 
 
 HOSTILE: list[tuple[str, Callable[[], bytes], grpc.StatusCode, str]] = [

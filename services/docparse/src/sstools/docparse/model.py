@@ -48,6 +48,9 @@ class Limits:
     # An XLSX is a zip: refuse it before opening when it would inflate past these.
     max_unzipped_bytes: int = 200 * 1024 * 1024
     max_zip_ratio: int = 200
+    # Text in images, read by Tesseract in these languages ("": not read) within this time.
+    ocr_languages: str = "rus+eng"
+    ocr_seconds: float = 20.0
 
 
 @dataclass

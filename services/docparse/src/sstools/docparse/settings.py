@@ -6,6 +6,8 @@ from pydantic_settings import SettingsConfigDict
 from sstools.common.settings import AuthSettings, ServiceSettings
 from sstools.docparse.model import Limits
 
+OCR_SHARE_OF_PARSE = 0.8
+
 
 class DocparseSettings(ServiceSettings, AuthSettings):
     model_config = SettingsConfigDict(env_prefix="DOCPARSE_")
@@ -27,6 +29,16 @@ class DocparseSettings(ServiceSettings, AuthSettings):
     parse_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Longest one file may take to parse."
     )
+    ocr_languages: str = Field(
+        default="rus+eng",
+        pattern=r"^([a-z_]{3,16}(\+[a-z_]{3,16})*)?$",
+        description="Tesseract languages the text in PNG and JPEG images is read in ('' reads none).",
+    )
+    ocr_timeout_seconds: float = Field(
+        default=20.0,
+        gt=0,
+        description="Longest reading the text of one image may take (below the parse timeout).",
+    )
 
     def limits(self) -> Limits:
         return Limits(
@@ -35,4 +47,7 @@ class DocparseSettings(ServiceSettings, AuthSettings):
             max_rows=self.max_rows,
             max_text_chars=self.max_text_chars,
             max_unzipped_bytes=self.max_unzipped_bytes,
+            ocr_languages=self.ocr_languages,
+            # the worker must answer within the parse's time, so the recognition stops before it
+            ocr_seconds=min(self.ocr_timeout_seconds, self.parse_timeout_seconds * OCR_SHARE_OF_PARSE),
         )

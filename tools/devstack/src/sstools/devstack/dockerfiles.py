@@ -40,6 +40,10 @@ NEEDS = {
         ("git",), "git: the exports repository is driven through the git CLI", "/var/lib/sstools-ops"
     ),
     "router": Needs(start_period_seconds=90),  # the embedding model loads before /healthz answers
+    "docparse": Needs(
+        ("tesseract-ocr", "tesseract-ocr-rus", "tesseract-ocr-eng"),
+        "tesseract: the text in PNG and JPEG images is read in Russian and English",
+    ),
 }
 
 

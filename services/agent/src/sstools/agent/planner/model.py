@@ -32,8 +32,13 @@ from sstools.agent.planner.steps import Planner, Reply, earlier_turns, turn_call
 NEEDS_CLARIFICATION = "needs_clarification"  # in response_metadata: the model asked back
 OFFLINE_MODEL_NAME = "sstools-offline-planner"
 DOCUMENT_EXCERPT_CHARS = 400
-# A message about its attachment ("что в этом документе?", "summarise the file") is answered from it.
-_ABOUT_ATTACHMENT = re.compile(r"документ|файл|вложени|отч[её]т|document|file|attach|report", re.IGNORECASE)
+# A message about its attachment ("что в этом документе?", "summarise the file", an image's
+# words) is answered from it.
+_ABOUT_ATTACHMENT = re.compile(
+    r"документ|файл|вложени|отч[её]т|скрин\w*|картинк\w*|изображени\w*|снимк?\w*|фото\w*"
+    r"|document|file|attach|report|screen\s?shot|image|picture|photo",
+    re.IGNORECASE,
+)
 
 
 def _turn_start(messages: Sequence[BaseMessage]) -> int:

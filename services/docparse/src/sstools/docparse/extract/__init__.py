@@ -13,8 +13,8 @@ _EXTRACTORS: dict[Kind, Callable[[bytes, Limits], Extraction]] = {
     Kind.XLSX: extract_xlsx,
     Kind.CSV: extract_csv,
     Kind.JSON: extract_json,
-    Kind.PNG: lambda content, limits: extract_image(content, Kind.PNG),
-    Kind.JPEG: lambda content, limits: extract_image(content, Kind.JPEG),
+    Kind.PNG: lambda content, limits: extract_image(content, Kind.PNG, limits),
+    Kind.JPEG: lambda content, limits: extract_image(content, Kind.JPEG, limits),
 }
 
 
