@@ -631,6 +631,19 @@ def test_environments_given_both_ways_refuse_to_render(tmp_path: Path) -> None:
         render(values_files=[values], set_values=SECRET)
 
 
+def test_a_query_that_would_outlive_the_agents_wait_refuses_to_render(tmp_path: Path) -> None:
+    values = tmp_path / "timeouts.yaml"
+    values.write_text(yaml.safe_dump({"ops": {"env": {"OPS_SQL_TIMEOUT_SECONDS": "60"}}}))
+    with pytest.raises(HelmFailed, match=r"OPS_SQL_TIMEOUT_SECONDS \(60\) must be below"):
+        render(values_files=[values], set_values=SECRET)
+    agreeing = {
+        "ops": {"env": {"OPS_SQL_TIMEOUT_SECONDS": "60"}},
+        "agent": {"env": {"AGENT_TOOL_TIMEOUT_SECONDS": "90"}},
+    }
+    values.write_text(yaml.safe_dump(agreeing))
+    render(values_files=[values], set_values=SECRET)
+
+
 def _pod_templates(documents: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """Each workload's pod template (metadata and spec) by kind and component."""
     return {

@@ -888,7 +888,8 @@ describe("the admin console", () => {
   // ops": AGENT_ACCOUNT_CHECK_SECONDS / CONVO_ACCOUNT_CHECK_SECONDS, 5 s, which the stack keeps):
   // past it, every request of a disabled person's is refused.
   const ACCOUNT_CHECK_MS = 5_000;
-  const CSV_HEADER = "id,created_at,user,tool,env,decision,outcome,task_id,conversation_id,thread_id,service_identity,latency_seconds,tool_args";
+  const CSV_HEADER =
+    "id,created_at,user,tool,env,decision,outcome,task_id,conversation_id,thread_id,service_identity,latency_seconds,tool_args,action,code,calls";
 
   /** From the chat to the console, by the header's link (an admin's page has one). */
   async function openConsole(page: Page): Promise<void> {

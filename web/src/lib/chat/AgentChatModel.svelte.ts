@@ -54,6 +54,8 @@ const TASK_READ_FAILURES = 5;
 /** The agent's error code for a token it does not accept. */
 const UNAUTHORIZED = "UNAUTHORIZED";
 const ARCHIVED = "CONVERSATION_ARCHIVED";
+// Failures that may pass by themselves: the same message, sent again, may well go through.
+const RETRYABLE = new Set(["BUSY", "RATE_LIMITED", "CONVO_UNAVAILABLE", "OPS_UNAVAILABLE", "LLM_UNAVAILABLE", "LLM_MALFORMED", "NOT_READY"]);
 
 export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
 export type QueuedMessage = { id: string; text: string; files: File[] };
@@ -109,6 +111,13 @@ export class AgentChatModel {
   readonly thinking: boolean = $derived.by(() => {
     const view = this.streaming ? this.messages.at(-1)?.view : null;
     return !!view && !view.text && view.tools.length === 0 && view.errors.length === 0 && view.state === null;
+  });
+  /** The last answer failed in a way that asking again may mend: a refusal that passes by
+   * itself, or a read that timed out (asking again is safe; a write's fate is Superset's to say). */
+  readonly askAgainOffered: boolean = $derived.by(() => {
+    const view = this.messages.at(-1)?.view;
+    if (!view) return false;
+    return view.errors.some((problem) => RETRYABLE.has(problem.code)) || view.tools.some((card) => card.status === "timeout" && card.retryable);
   });
   readonly canConfirm: boolean = $derived(
     this.pendingConfirm !== null &&

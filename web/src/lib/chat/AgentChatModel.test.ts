@@ -327,9 +327,29 @@ describe("AgentChatModel", () => {
     await first;
     expect(chat.thinking).toBe(false);
     expect(chat.messages.at(-1)?.view?.errors.map((problem) => problem.code)).toEqual(["BUSY"]);
+    expect(chat.askAgainOffered).toBe(true);
     await chat.askAgain();
     expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды", "покажи дашборды"]);
     expect(chat.messages.at(-1)?.text).toBe("Готово");
+  });
+
+  it("offers to ask again after a read that timed out, not after a write whose fate is unknown", async () => {
+    const timedOut = (tool: string, retryable: boolean) => [
+      data(
+        message("tool_start", "", { tool, run_id: "r1" }),
+        message("tool_timeout", "no answer in 30 s", { tool, retryable, is_write_tool: !retryable }),
+        message("state", "", { state: "failed" }),
+      ),
+      complete,
+    ];
+    const transport = new ScriptedTransport([timedOut("superset_execute_sql", true), timedOut("deploy_dashboard", false)]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("сколько заказов?");
+    expect(chat.messages.at(-1)?.view?.tools.map((card) => card.status)).toEqual(["timeout"]);
+    expect(chat.askAgainOffered).toBe(true);
+    await chat.send("задеплой дашборд 1 в prod");
+    expect(chat.askAgainOffered).toBe(false); // Superset must be checked before a write goes again
   });
 
   it("follows a started task to its end, without being asked", async () => {

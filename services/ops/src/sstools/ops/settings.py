@@ -48,7 +48,11 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
     sql_max_rows: int = Field(
         default=1000, ge=1, le=100_000, description="Most rows one SQL execution returns."
     )
-    sql_timeout_seconds: float = Field(default=60.0, gt=0, description="Longest one SQL execution may take.")
+    sql_timeout_seconds: float = Field(
+        default=25.0,
+        gt=0,
+        description="Longest one SQL execution may take (below the agent's tool timeout, 30 s by default).",
+    )
     backup_dir: Path = Field(
         default=Path("/var/lib/sstools-ops/backups"), description="Where backup archives are written."
     )
