@@ -68,13 +68,19 @@ def _refused_unread(reply: Reply) -> None:
     assert reply.of("routing") == [], dump(reply)  # refused before anything of the turn ran
 
 
-async def _nothing_recorded(stack: AgentStack, conversation: str) -> None:
+async def _nothing_recorded(stack: AgentStack, conversation: str, *, uploaded: bool = False) -> None:
+    """No conversation, no message; the audit holds the refused turn (after convo's record of the
+    upload, when one was made)."""
     assert await stack.rows("SELECT id FROM agent_conversations WHERE id = :id", id=conversation) == []
     assert (
         await stack.rows("SELECT id FROM agent_messages WHERE conversation_id = :id", id=conversation) == []
     )
     audit = await stack.audit(conversation)
-    assert [(row["decision"], row["outcome"]) for row in audit] == [("refused", "failed")]
+    upload = [("upload", "allowed", "success")] if uploaded else []
+    assert [(row["action"], row["decision"], row["outcome"]) for row in audit] == [
+        *upload,
+        ("send", "refused", "failed"),
+    ]
 
 
 async def test_a_turn_naming_a_server_path_is_refused_and_the_file_never_opened(
@@ -150,7 +156,7 @@ async def test_an_upload_id_after_its_ttl_is_not_found(agent_stack: AgentStack, 
     reply = await agent_stack.say("что в этом документе?", conversation, upload_ids=[upload_id])
     _refused_unread(reply)
     assert "stale-note" not in json.dumps(reply.messages, ensure_ascii=False)
-    await _nothing_recorded(agent_stack, conversation)
+    await _nothing_recorded(agent_stack, conversation, uploaded=True)
 
 
 async def test_an_upload_without_a_valid_token_is_401(agent_stack: AgentStack, conversation: str) -> None:

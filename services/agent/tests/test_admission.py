@@ -40,6 +40,7 @@ from sstools.agent.admission import (
     answered_result,
     card_answered,
 )
+from sstools.agent.chat import ROUTED_KEY, resumed_tools
 from sstools.agent.clients.convo import ConvoClient
 from sstools.common.db import create_engine
 from sstools.common.grpc_auth import FixedServiceToken
@@ -557,3 +558,15 @@ async def test_a_lease_convo_stops_answering_for_is_reported_and_the_command_sti
             assert _grpc_status(not_renewed()[0].__dict__["error"]) == "UNAVAILABLE"
         # the block ended without an error although the lease could not be given back: it
         # lapses after its TTL
+
+
+def test_a_resumed_turn_binds_its_routed_tools_and_one_kept_without_them_the_cards_tool_alone() -> None:
+    card = {"tool_name": "deploy_dashboard", "tool_args": {"dashboard_id": 1, "env_id": "prod"}}
+    routed = ["search_dashboards", "deploy_dashboard"]
+    recorded = [HumanMessage("ship it", additional_kwargs={ROUTED_KEY: routed})]
+    attached = [*recorded, HumanMessage("report text", additional_kwargs={"document": "a.pdf"})]
+    assert resumed_tools(recorded, card) == routed
+    assert resumed_tools(attached, card) == routed  # a document is not the turn's message
+    kept_before = [HumanMessage("ship it"), AIMessage("", tool_calls=[])]
+    assert resumed_tools(kept_before, card) == ["deploy_dashboard"]  # never the whole catalogue
+    assert resumed_tools([], card) == ["deploy_dashboard"]

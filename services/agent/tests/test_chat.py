@@ -151,6 +151,8 @@ async def test_deploy_pauses_until_confirmed_then_runs_once(
     assert again.of("tool_end")[0]["output"] == confirmed.of("tool_end")[0]["output"]
     assert again.of("state") == confirmed.of("state")
     assert await _in_prod(prod, title) == 1
+    replay = (await agent_stack.audit(conversation))[-1]
+    assert (replay["decision"], replay["code"], replay["task_id"]) == ("confirmed", "replayed", task_id)
 
 
 async def test_twenty_concurrent_confirms_deploy_once(

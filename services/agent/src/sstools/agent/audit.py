@@ -82,10 +82,12 @@ def _calls(events: Sequence[Event]) -> list[_Call]:
             running[str(meta["run_id"])] = _Call(tool, args, "allowed")
             calls.append(running[str(meta["run_id"])])
         elif kind == "tool_end":
+            outcome = "success"
             if started is None:  # a confirm said again: the first one's result, nothing run
                 started = _Call(tool, {}, "allowed")
                 calls.append(started)
-            started.outcome, started.task_id = "success", _task_id(meta.get("output"))
+                outcome = "replayed" if meta.get("replayed") else outcome
+            started.outcome, started.task_id = outcome, _task_id(meta.get("output"))
         elif kind == "tool_error":
             code = str((meta.get("error") or {}).get("code", ""))
             if started is None:  # stopped before it ran (the gate), or a failure said again
@@ -134,8 +136,9 @@ def _decision(calls: list[_Call], facts: AuditFacts, action: str) -> tuple[str, 
             return decision, code
     if calls and all(call.decision == "refused" for call in calls):
         return "refused", calls[0].code
-    if action in _ANSWERED:
-        return _ANSWERED[action], ""
+    if action in _ANSWERED:  # a confirm sent again is told the first one's answer: nothing ran
+        replayed = bool(calls) and all(call.outcome == "replayed" for call in calls)
+        return _ANSWERED[action], "replayed" if replayed else ""
     return "allowed", ""
 
 

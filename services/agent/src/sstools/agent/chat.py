@@ -17,7 +17,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
@@ -108,13 +108,16 @@ class Turn:
 ROUTED_KEY = "routed_tools"  # in a turn's HumanMessage: the tools the router picked for it
 
 
-def _routed(messages: list[BaseMessage]) -> list[str] | None:
-    """The tools the paused turn was routed to (None: a turn kept before they were recorded)."""
+def resumed_tools(messages: Sequence[BaseMessage], card: Mapping[str, Any]) -> list[str]:
+    """The tools a resumed run binds: those its turn was routed to; for a turn kept before they
+    were recorded, the card's own tool alone — never the whole catalogue (FR-004)."""
     for message in reversed(messages):
         if isinstance(message, HumanMessage) and not message.additional_kwargs.get("document"):
             routed = message.additional_kwargs.get(ROUTED_KEY)
-            return list(routed) if isinstance(routed, list) else None
-    return None
+            if isinstance(routed, list):
+                return [str(name) for name in routed]
+            break
+    return [str(card["tool_name"])]
 
 
 @dataclass(frozen=True)
@@ -444,7 +447,7 @@ class ChatService:
         # The card's environment, not the page's current one: the call runs what was shown.
         env = card.get("env_id") or None
         context = self._context(turn, await self._environments(turn), env)
-        routed = _routed(snapshot.values.get("messages", []))
+        routed = resumed_tools(snapshot.values.get("messages", []), card)
         config = self._config(turn, routed, role, env, context, as_lang(card.get("lang")))
         events = graph_events(self._graph, Command(resume={paused.id: resume}), config)
         async for event in self._recorded(turn, events):

@@ -7,6 +7,7 @@ Authorization header; attached files are uploaded to convo's REST API first, as 
 the turn names them by the ids convo issued."""
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
 from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
+from sstools.common.runtime import Service
 from sstools.convo.main import assemble as assemble_convo
 from sstools.convo.settings import ConvoSettings
 from sstools.convo.store import MIGRATIONS as CONVO_MIGRATIONS
@@ -383,10 +385,7 @@ async def running_stack(
             started_service(agent_settings, assemble_agent, tracer_provider)
         )
 
-        async def ready() -> bool:
-            return (await http_get(f"http://127.0.0.1:{agent.ports['metrics']}/readyz")).status_code == 200
-
-        await wait_until(ready, 30, "the agent to be ready")
+        await agent_ready(agent)
         yield AgentStack(
             f"http://127.0.0.1:{agent.ports['chat']}{CHAT_PATH}/",
             f"http://127.0.0.1:{agent.ports['metrics']}/metrics",
@@ -396,6 +395,27 @@ async def running_stack(
             tracer_provider,
             link,
             convo_url=f"http://127.0.0.1:{convo.ports['rest']}",
+        )
+
+
+async def agent_ready(agent: Service) -> None:
+    async def ready() -> bool:
+        return (await http_get(f"http://127.0.0.1:{agent.ports['metrics']}/readyz")).status_code == 200
+
+    await wait_until(ready, 30, "the agent to be ready")
+
+
+@asynccontextmanager
+async def another_replica(stack: AgentStack) -> AsyncIterator[AgentStack]:
+    """A second agent process of the stack's settings (its own ports), sharing what the first
+    shares — convo, ops, the checkpoints — and the cards the page was shown: a replica as the
+    chart runs several."""
+    async with started_service(stack.agent_settings, assemble_agent, stack.tracer_provider) as agent:
+        await agent_ready(agent)
+        yield dataclasses.replace(
+            stack,
+            chat_url=f"http://127.0.0.1:{agent.ports['chat']}{CHAT_PATH}/",
+            metrics_url=f"http://127.0.0.1:{agent.ports['metrics']}/metrics",
         )
 
 
