@@ -4,12 +4,8 @@ restarted, affinity lost, a rolling update)."""
 
 import asyncio
 import uuid
-from pathlib import Path
 
-from opentelemetry.sdk.trace import TracerProvider
-
-from sstools.devstack.agentstack import another_replica, dump, new_conversation, running_stack
-from sstools.devstack.superset import Instance
+from sstools.devstack.agentstack import AgentStack, another_replica, dump, new_conversation
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
 
@@ -19,17 +15,10 @@ async def _deployed(prod: SupersetClient, title: str) -> int:
 
 
 async def test_a_conversation_stays_whole_across_two_replicas(
-    supersets: dict[str, Instance],
-    fresh_database_url: str,
-    tracer_provider: TracerProvider,
-    tmp_path: Path,
-    dev: SupersetClient,
-    prod: SupersetClient,
+    agent_stack: AgentStack, dev: SupersetClient, prod: SupersetClient
 ) -> None:
-    async with (
-        running_stack(supersets, fresh_database_url, tracer_provider, tmp_path) as first,
-        another_replica(first) as second,
-    ):
+    first = agent_stack  # a stack of the test's own: the replicas share its convo, ops and checkpoints
+    async with another_replica(first) as second:
         assert first.chat_url != second.chat_url
         conversation = new_conversation()
 
@@ -69,23 +58,17 @@ async def test_a_conversation_stays_whole_across_two_replicas(
 
 
 async def test_a_card_waiting_when_its_replica_stops_is_confirmed_on_another(
-    supersets: dict[str, Instance],
-    fresh_database_url: str,
-    tracer_provider: TracerProvider,
-    tmp_path: Path,
-    dev: SupersetClient,
-    prod: SupersetClient,
+    agent_stack: AgentStack, dev: SupersetClient, prod: SupersetClient
 ) -> None:
-    async with running_stack(supersets, fresh_database_url, tracer_provider, tmp_path) as stack:
-        title = f"Rollout {uuid.uuid4().hex[:8]}"
-        dashboard_id = (await dashboards.create(dev, title, None, True)).id
-        conversation = new_conversation()
-        async with another_replica(stack) as leaving:
-            paused = await leaving.say(f"задеплой дашборд {dashboard_id} из dev в prod", conversation)
-            assert paused.state == "needs_confirmation", dump(paused)
-        # that replica is gone (a rolling update): the card is answered on the one that stays
-        confirmed = await stack.say("", conversation, action="confirm", card=paused.of("confirm_required")[0])
-        assert [event["tool"] for event in confirmed.of("tool_start")] == ["deploy_dashboard"], dump(
-            confirmed
-        )
-        assert await _deployed(prod, title) == 1
+    title = f"Rollout {uuid.uuid4().hex[:8]}"
+    dashboard_id = (await dashboards.create(dev, title, None, True)).id
+    conversation = new_conversation()
+    async with another_replica(agent_stack) as leaving:
+        paused = await leaving.say(f"задеплой дашборд {dashboard_id} из dev в prod", conversation)
+        assert paused.state == "needs_confirmation", dump(paused)
+    # that replica is gone (a rolling update): the card is answered on the one that stays
+    confirmed = await agent_stack.say(
+        "", conversation, action="confirm", card=paused.of("confirm_required")[0]
+    )
+    assert [event["tool"] for event in confirmed.of("tool_start")] == ["deploy_dashboard"], dump(confirmed)
+    assert await _deployed(prod, title) == 1
