@@ -44,6 +44,9 @@ SERVICES = ("agent", "router", "convo", "docparse", "ops")
 VICTIMS = (*SERVICES, "postgresql", "superset")
 CONVERSATIONS = 10
 GOAL_SECONDS = 30.0
+# A confirmed deploy's turn ends "success" when its task ended within the tool's wait, else
+# "started" (the stack's: AGENT_TASK_WAIT_SHARE=0, the page follows the task).
+CONFIRM_RAN = ("success", "started")
 PROBE_SECONDS = 120.0  # how long a probe waits before the figure says "never"
 TURN_SECONDS = 60.0  # a turn of a streaming conversation that takes longer counts as failed
 # How a turn fails while a part of the stack is down: refused or cut connections, an error status,
@@ -200,7 +203,7 @@ async def confirmed_once(
     while not confirmed and time.monotonic() < deadline:
         with contextlib.suppress(*FAILED_TURN):
             await asyncio.wait_for(chat.turn("", conversation, action="confirm"), 60)
-            confirmed = chat.state == "success"
+            confirmed = chat.state in CONFIRM_RAN  # the deploy ran (its task may still be going)
         if not confirmed:
             await asyncio.sleep(1)
     with contextlib.suppress(*FAILED_TURN):  # a client whose answer was lost sends it again
