@@ -125,7 +125,8 @@ class Streaming:
     url: str
     token: str
     answered: list[tuple[str, str]] = field(default_factory=list)  # (conversation, message)
-    answer_times: list[tuple[int, float]] = field(default_factory=list)  # (conversation number, when)
+    # (conversation number, when its turn began, when it was answered)
+    answer_times: list[tuple[int, float, float]] = field(default_factory=list)
     turns: int = 0
     failed: int = 0
     why: Counter[str] = field(default_factory=Counter)  # how turns failed
@@ -139,6 +140,7 @@ class Streaming:
             number += 1
             text = f"покажи дашборды {index}-{number}"
             self.turns += 1
+            began = time.monotonic()
             try:
                 await asyncio.wait_for(chat.turn(text, conversation), TURN_SECONDS)
             except FAILED_TURN as failure:  # the service it needed was just killed: counted
@@ -148,7 +150,7 @@ class Streaming:
                 continue
             if chat.state == "success":
                 self.answered.append((conversation, text))
-                self.answer_times.append((index, time.monotonic()))
+                self.answer_times.append((index, began, time.monotonic()))
             else:
                 self.failed += 1
                 self.why[f"ended {chat.state} {' '.join(sorted(chat.errors))}".strip()] += 1
@@ -156,13 +158,14 @@ class Streaming:
 
 
 async def all_answering_again(streaming: Streaming, killed: float) -> float | None:
-    """Seconds from the kill until every streaming conversation had an answer again (a killed
+    """Seconds from the kill until every streaming conversation had an answer again to a turn it
+    began after the kill (one under way then may have passed the killed part already; a killed
     agent's conversations wait for their leases to lapse); None: not within the probe time."""
     while time.monotonic() - killed < PROBE_SECONDS:
         first_after: dict[int, float] = {}
-        for index, when in streaming.answer_times:
-            if when > killed:
-                first_after.setdefault(index, when)
+        for index, began, answered in streaming.answer_times:
+            if began > killed:
+                first_after.setdefault(index, answered)
         if len(first_after) == CONVERSATIONS:
             return round(max(first_after.values()) - killed, 1)
         await asyncio.sleep(0.5)
