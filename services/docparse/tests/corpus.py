@@ -61,6 +61,7 @@ __all__ = [
     "pdf_report",
     "pdf_truncated",
     "png_image",
+    "png_strip",
     "xlsx_of_size",
     "xlsx_workbook",
     "xlsx_zip_bomb",
@@ -315,6 +316,14 @@ def png_image() -> bytes:
     """A PNG_SIZE RGB gradient."""
     out = io.BytesIO()
     _gradient(PNG_SIZE).save(out, format="PNG")
+    return out.getvalue()
+
+
+def png_strip() -> bytes:
+    """A white 1×40 000 PNG (40 KB of pixels): a shape a careless enlargement for reading its
+    text would make billions of pixels of."""
+    out = io.BytesIO()
+    Image.new("L", (1, 40_000), 255).save(out, format="PNG")
     return out.getvalue()
 
 

@@ -131,6 +131,8 @@ async def test_the_generated_corpus_parses_over_grpc(stub: Any) -> None:
     )
     assert "revenue" in panel.text.lower(), panel.text
     assert "ошибка" in panel.text.lower(), panel.text
+    strip = await _parse(stub, corpus.png_strip(), "strip.png")  # read at a bounded size, not refused
+    assert (strip.image.width, strip.image.height) == (1, 40_000)
 
 
 HOSTILE: list[tuple[str, Callable[[], bytes], grpc.StatusCode, str]] = [

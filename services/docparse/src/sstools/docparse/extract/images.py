@@ -25,14 +25,15 @@ def extract_image(content: bytes, kind: Kind, limits: Limits) -> Extraction:
             image.verify()
         with Image.open(io.BytesIO(content)) as image:
             size, mode = image.size, image.mode
-            page = _for_reading(image)
+            extraction = Extraction(kind, parts=1, image_size=size, image_mode=mode)
+            tesseract = _tesseract(limits, extraction.warnings)
+            page = _for_reading(image) if tesseract else b""
     except Image.DecompressionBombError as error:
         raise ParseFailure(ErrorCode.TOO_LARGE, f"the image is too large: {error}") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         raise ParseFailure(ErrorCode.MALFORMED, f"the image cannot be read: {error!s:.200}") from None
     described = f"{kind.value.upper()} image, {size[0]}×{size[1]} pixels, mode {mode}"
-    extraction = Extraction(kind, parts=1, image_size=size, image_mode=mode)
-    read = _recognised(page, limits, extraction.warnings)
+    read = _recognised(tesseract, page, limits, extraction.warnings) if tesseract else ""
     if read:
         extraction.text = extraction.cut_text(f"{described}. Text in the image:\n{read}", limits)
     else:
@@ -40,29 +41,36 @@ def extract_image(content: bytes, kind: Kind, limits: Limits) -> Extraction:
     return extraction
 
 
+def _tesseract(limits: Limits, warnings: list[str]) -> str | None:
+    """Tesseract's path, when the text is to be read and it is installed (else why not)."""
+    if not limits.ocr_languages:
+        return None
+    binary = shutil.which("tesseract")
+    if binary is None:
+        warnings.append("the text in the image was not read: Tesseract is not installed")
+    return binary
+
+
 def _for_reading(image: Image.Image) -> bytes:
-    """The image as Tesseract reads it best: upright, grey, letters of a readable size."""
+    """The image as Tesseract reads it best: upright, grey, letters of a readable size — a
+    small one enlarged, a big one shrunk, never a side past _LARGEST_SIDE (the file decides its
+    proportions: a 1-pixel-wide strip must not be enlarged to billions of pixels)."""
     page = ImageOps.exif_transpose(image).convert("L")
-    if page.width < _SMALL_WIDTH:
-        scale = _SMALL_WIDTH / page.width
-        page = page.resize((_SMALL_WIDTH, max(1, round(page.height * scale))), Image.Resampling.LANCZOS)
-    page.thumbnail((_LARGEST_SIDE, _LARGEST_SIDE))
+    grow = max(1.0, _SMALL_WIDTH / page.width)
+    scale = min(grow, _LARGEST_SIDE / max(page.size))
+    if scale != 1.0:
+        wanted = (max(1, round(page.width * scale)), max(1, round(page.height * scale)))
+        page = page.resize(wanted, Image.Resampling.LANCZOS)
     out = io.BytesIO()
     page.save(out, format="PNG")
     return out.getvalue()
 
 
-def _recognised(page: bytes, limits: Limits, warnings: list[str]) -> str:
+def _recognised(binary: str, page: bytes, limits: Limits, warnings: list[str]) -> str:
     """The text Tesseract reads in ``page``; "" (and a warning) when it cannot."""
-    if not limits.ocr_languages:
-        return ""
-    binary = shutil.which("tesseract")
-    if binary is None:
-        warnings.append("the text in the image was not read: Tesseract is not installed")
-        return ""
     command = [binary, "stdin", "stdout", "-l", limits.ocr_languages, "--psm", "3"]
     # one thread: the worker's share of the machine, and a time that does not depend on it
-    environment = {"PATH": os.environ.get("PATH", ""), "OMP_THREAD_LIMIT": "1"}
+    environment = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
         done = subprocess.run(
             command, input=page, capture_output=True, timeout=limits.ocr_seconds, env=environment, check=False
