@@ -5,7 +5,7 @@ the stream does not say (:class:`AuditFacts`)."""
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sstools.agent.clients.convo import AuditRecord
@@ -50,16 +50,6 @@ class _Call:
     code: str = ""
     outcome: str = ""
     task_id: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "tool": self.tool,
-            "args": self.args,
-            "decision": self.decision,
-            "code": self.code,
-            "outcome": self.outcome,
-            "task_id": self.task_id,
-        }
 
 
 def _task_id(output: Any) -> str:
@@ -169,7 +159,7 @@ def audit_record(
         service_identity=service_identity,
         tool_name=subject.tool if subject else "",
         tool_args=_plain(subject.args) if subject else {},
-        calls=[_plain(call.as_dict()) for call in calls],
+        calls=[_plain(asdict(call)) for call in calls],
         task_id=str(state.get("task_id", "")),  # the turn's own task (stream.final_state)
         latency_seconds=latency_seconds,
     )

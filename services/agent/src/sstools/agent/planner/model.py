@@ -35,7 +35,7 @@ DOCUMENT_EXCERPT_CHARS = 400
 # A message about its attachment ("что в этом документе?", "summarise the file", an image's
 # words) is answered from it.
 _ABOUT_ATTACHMENT = re.compile(
-    r"документ|файл|вложени|отч[её]т|скрин\w*|картинк\w*|изображени\w*|снимк?\w*|фото\w*"
+    r"документ|файл|вложени|отч[её]т|скрин\w*|картинк\w*|изображени\w*|снимок|снимк\w+|фото\w*"
     r"|document|file|attach|report|screen\s?shot|image|picture|photo",
     re.IGNORECASE,
 )

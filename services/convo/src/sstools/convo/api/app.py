@@ -28,16 +28,14 @@ from sqlalchemy.engine import RowMapping
 from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
 from sstools.common.catalogue import Role, tool_names
 from sstools.common.csv_export import csv_response
-from sstools.common.grpc_errors import CONVERSATION_ARCHIVED, CONVERSATION_BUSY
 from sstools.common.paging import PAGE_MAX, BadCursor, Page, PageQuery, Period, every_row
 from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 from sstools.common.tool_args import EnvId
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import (
     AuditFilter,
-    ConversationArchived,
-    ConversationBusy,
     ConversationNotFound,
+    ConversationRefused,
     ConversationStore,
     refusal_code,
 )
@@ -265,20 +263,9 @@ def build_app(
     async def not_found(request: Request, error: ConversationNotFound) -> JSONResponse:
         return JSONResponse({"detail": {"code": "conversation_not_found"}}, status_code=404)
 
-    @app.exception_handler(ConversationArchived)
-    async def archived(request: Request, error: ConversationArchived) -> JSONResponse:
-        detail = {
-            "code": CONVERSATION_ARCHIVED.lower(),
-            "message": "the conversation is archived: restore it to continue",
-        }
-        return JSONResponse({"detail": detail}, status_code=409)
-
-    @app.exception_handler(ConversationBusy)
-    async def busy(request: Request, error: ConversationBusy) -> JSONResponse:
-        detail = {
-            "code": CONVERSATION_BUSY.lower(),
-            "message": "the conversation is answering a message: archive it once the answer ends",
-        }
+    @app.exception_handler(ConversationRefused)
+    async def refused(request: Request, error: ConversationRefused) -> JSONResponse:
+        detail = {"code": refusal_code(error), "message": error.message}
         return JSONResponse({"detail": detail}, status_code=409)
 
     @app.exception_handler(UploadQuotaExceeded)

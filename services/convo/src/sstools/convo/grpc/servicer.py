@@ -9,14 +9,13 @@ from sqlalchemy.engine import RowMapping
 
 import grpc
 from sstools.common.grpc_auth import Callers, has_user_token, user_of
-from sstools.common.grpc_errors import CONVERSATION_ARCHIVED, CONVERSATION_BUSY, refuse
+from sstools.common.grpc_errors import refuse
 from sstools.common.paging import BadCursor
 from sstools.common.tool_args import is_env_id
 from sstools.convo.checkpoints import CheckpointJanitor
 from sstools.convo.store.queries import (
-    ConversationArchived,
-    ConversationBusy,
     ConversationNotFound,
+    ConversationRefused,
     ConversationStore,
     LeaseState,
     NewMessage,
@@ -72,20 +71,8 @@ def _status_codes(method: Handler) -> Handler:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except ConversationNotFound:
             await context.abort(grpc.StatusCode.NOT_FOUND, "no such conversation")
-        except ConversationArchived:
-            await refuse(
-                context,
-                grpc.StatusCode.FAILED_PRECONDITION,
-                CONVERSATION_ARCHIVED,
-                "the conversation is archived: restore it to continue",
-            )
-        except ConversationBusy:
-            await refuse(
-                context,
-                grpc.StatusCode.FAILED_PRECONDITION,
-                CONVERSATION_BUSY,
-                "the conversation is answering a message: archive it once the answer ends",
-            )
+        except ConversationRefused as refused:
+            await refuse(context, grpc.StatusCode.FAILED_PRECONDITION, refused.code, refused.message)
 
     return answered  # type: ignore[return-value]
 

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -46,12 +46,26 @@ class ConversationNotFound(LookupError):
     """No conversation with that id belongs to that user."""
 
 
-class ConversationArchived(Exception):
+class ConversationRefused(Exception):
+    """The caller's conversation refuses this action now; ``code`` and ``message`` say why, as
+    every edge says it (gRPC metadata, REST, the agent's stream)."""
+
+    code: ClassVar[str]
+    message: ClassVar[str]
+
+
+class ConversationArchived(ConversationRefused):
     """The conversation is archived: closed to messages and turns until its owner restores it."""
 
+    code = CONVERSATION_ARCHIVED
+    message = "the conversation is archived: restore it to continue"
 
-class ConversationBusy(Exception):
+
+class ConversationBusy(ConversationRefused):
     """A turn holds the conversation's lease now: it cannot be archived under that turn."""
+
+    code = CONVERSATION_BUSY
+    message = "the conversation is answering a message: archive it once the answer ends"
 
 
 @dataclass(frozen=True)
@@ -409,13 +423,11 @@ class ConversationStore:
 
 
 def refusal_code(error: Exception) -> str | None:
-    """The code a refusal of the store's is recorded with; None for any other error."""
-    codes: dict[type[Exception], str] = {
-        ConversationNotFound: "conversation_not_found",
-        ConversationArchived: CONVERSATION_ARCHIVED.lower(),
-        ConversationBusy: CONVERSATION_BUSY.lower(),
-    }
-    return codes.get(type(error))
+    """The code a refusal of the store's is recorded with (REST's spelling); None for any other
+    error."""
+    if isinstance(error, ConversationNotFound):
+        return "conversation_not_found"
+    return error.code.lower() if isinstance(error, ConversationRefused) else None
 
 
 def _without_nul(value: Any) -> Any:
