@@ -45,6 +45,7 @@ const STRINGS = {
   retry: { ru: "Повторить", en: "Retry" },
   askAgain: { ru: "Спросить снова", en: "Ask again" },
   thinking: { ru: "Думаю…", en: "Thinking…" },
+  resending: { ru: "Пауза — пробую ещё раз", en: "Paused — trying again" },
   idle: {
     ru: "Спросите о дашбордах, их здоровье, деплое, SQL или правах — по-русски или по-английски. Например:",
     en: "Ask about dashboards, their health, deploys, SQL or permissions — in English or Russian. For example:",

@@ -56,6 +56,12 @@ const UNAUTHORIZED = "UNAUTHORIZED";
 const ARCHIVED = "CONVERSATION_ARCHIVED";
 // Failures that may pass by themselves: the same message, sent again, may well go through.
 const RETRYABLE = new Set(["BUSY", "RATE_LIMITED", "CONVO_UNAVAILABLE", "OPS_UNAVAILABLE", "LLM_UNAVAILABLE", "LLM_MALFORMED", "NOT_READY"]);
+// Of those, the refusals given before anything of the command ran, while a part restarts or a
+// dead pod's lease lapses: the page sends the command again by itself after a pause. A confirm
+// sent again runs its card at most once (the agent names the card's call and digest).
+const PASSING = new Set(["BUSY", "CONVO_UNAVAILABLE", "OPS_UNAVAILABLE", "NOT_READY"]);
+/** The pauses before each new try: about half a minute in all (a lease's TTL, a restart). */
+export const RESEND_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 15_000] as const;
 
 export type FileRejection = { file: string; reason: "unsupportedFile" | "fileTooLarge" };
 export type QueuedMessage = { id: string; text: string; files: File[] };
@@ -92,6 +98,9 @@ export class AgentChatModel {
   /** Messages sent while an answer streams: shown as waiting, sent in order once it has ended
    * (and any card it asked about is answered). Never dropped. */
   queued: QueuedMessage[] = $state([]);
+  /** The last command failed in a way that passes by itself: it is sent again after a pause
+   * (the n-th try of `of`); the person sees a pause, not a failure, and may stop it. */
+  resending: { attempt: number; of: number } | null = $state(null);
 
   readonly activeEnv: string | null = $derived(this._activeEnvId ?? this.uiContext?.envId ?? null);
   /** Production: as the pending card says (the agent decided it from ops' configuration), else
@@ -135,6 +144,7 @@ export class AgentChatModel {
   #token: string | null = null;
   #job: ChatJob | null = null;
   #cancelling = false;
+  #endPause: (() => void) | null = null;
   #stopCountdown: (() => void) | null = null;
   #lastRequest: { text: string; files: File[]; action: Action } | null = null;
   #memory: Pick<Storage, "getItem" | "setItem"> | null;
@@ -237,6 +247,7 @@ export class AgentChatModel {
 
   /** Stop the answer: the text so far stays, marked as stopped. */
   async cancel(): Promise<void> {
+    this.#endPause?.();
     if (!this.#job) return;
     this.#cancelling = true;
     await this.#job.cancel();
@@ -380,7 +391,7 @@ export class AgentChatModel {
     await this.#sendQueued();
   }
 
-  async #run(request: { text: string; files: File[]; action: Action }, renewed = false): Promise<void> {
+  async #run(request: { text: string; files: File[]; action: Action }, renewed = false, tried = 0): Promise<void> {
     const token = await this.#session.current();
     if (token !== null && token !== this.#token && !(await this.connect(token, this.username))) return;
     this.#lastRequest = request;
@@ -439,8 +450,40 @@ export class AgentChatModel {
       if (answer.view) ended(answer.view, "cancelled");
       return;
     }
+    if (tried < RESEND_DELAYS_MS.length && nothingRan(answer.view, this.error)) {
+      const failed = answer.view;
+      answer.view = emptyTurn(); // a pause, not a failure: the answer is still awaited
+      if (await this.#pause(tried)) {
+        this.messages.pop();
+        await this.#run(request, renewed, tried + 1);
+        return;
+      }
+      answer.view = failed; // stopped by the person: the failure is told as it was
+    }
     this.#settle(answer.view);
     if (answer.view?.state === "started" && answer.view.taskId) void this.#follow(answer, answer.view.taskId);
+  }
+
+  /** The pause before the ``tried``+1-th try, connecting again if the stream was lost; false when
+   * the person stopped it or the agent cannot be reached (the command ends as it failed). The
+   * composer queues meanwhile, as while an answer streams. */
+  async #pause(tried: number): Promise<boolean> {
+    let stopped = false;
+    const stop = new Promise<void>((resolve) => (this.#endPause = () => ((stopped = true), resolve())));
+    this.resending = { attempt: tried + 1, of: RESEND_DELAYS_MS.length };
+    this.streaming = true;
+    const lost = this.connection === "lost";
+    if (lost) this.connection = "reconnecting";
+    try {
+      await Promise.race([this.#sleep(RESEND_DELAYS_MS[tried] ?? 0), stop]);
+      if (stopped) return false;
+      return !lost || (await this.connect(this.#token ?? "", this.username));
+    } finally {
+      this.#endPause = null;
+      this.resending = null;
+      this.streaming = false;
+      if (lost && stopped) this.connection = "lost";
+    }
   }
 
   /** A started task, read every few seconds until it ends (or cannot be read a few times in a
@@ -498,6 +541,14 @@ export class AgentChatModel {
     this.invalidArgs = {};
     this.permissionAlternatives = null;
   }
+}
+
+/** The command failed before anything of it ran (no word, no tool, no card) in a way that passes
+ * by itself: a refusal while a part restarts, or the stream lost before it said anything. */
+function nothingRan(view: TurnView | null, error: Problem | null): boolean {
+  if (!view || view.text || view.tools.length > 0 || view.confirm || view.denied) return false;
+  if (view.errors.length === 0) return error?.code === "NETWORK" && view.state === null;
+  return view.errors.every((problem) => PASSING.has(problem.code));
 }
 
 /** data model §2: "prod"/"production" → prod, "stag"/"test" → staging, "dev"/"local" → dev. */

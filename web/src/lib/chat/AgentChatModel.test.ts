@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isEnvId } from "../context";
-import { AgentChatModel, normaliseEnv, uiContextFromUrl } from "./AgentChatModel.svelte";
+import { AgentChatModel, normaliseEnv, RECONNECT_ATTEMPTS, RESEND_DELAYS_MS, uiContextFromUrl } from "./AgentChatModel.svelte";
 import { ApiError } from "./api";
 import { ConversationList } from "./ConversationList.svelte";
 import { historyEntries } from "./conversations";
@@ -315,9 +315,10 @@ describe("AgentChatModel", () => {
   it("says it is thinking until the answer shows something, and asks again after a failure that may pass", async () => {
     let open: () => void = () => {};
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const busy = [data(message("error", "занято", { code: "BUSY" }), message("state", "", { state: "failed" })), complete];
+    // the model's endpoint failed: the turn had begun, so the page does not send it again by itself
+    const failed = [data(message("error", "модель недоступна", { code: "LLM_UNAVAILABLE" }), message("state", "", { state: "failed" })), complete];
     const answered = [data(message("token", "Готово"), message("state", "", { state: "success" })), complete];
-    const transport = new ScriptedTransport([{ before: [], gate, after: busy }, answered]);
+    const transport = new ScriptedTransport([{ before: [], gate, after: failed }, answered]);
     const chat = model(transport);
     await chat.connect("token");
     const first = chat.send("покажи дашборды");
@@ -326,11 +327,99 @@ describe("AgentChatModel", () => {
     open();
     await first;
     expect(chat.thinking).toBe(false);
-    expect(chat.messages.at(-1)?.view?.errors.map((problem) => problem.code)).toEqual(["BUSY"]);
+    expect(chat.messages.at(-1)?.view?.errors.map((problem) => problem.code)).toEqual(["LLM_UNAVAILABLE"]);
     expect(chat.askAgainOffered).toBe(true);
+    expect(transport.requests).toHaveLength(1);
     await chat.askAgain();
     expect(transport.requests.map((request) => request.text)).toEqual(["покажи дашборды", "покажи дашборды"]);
     expect(chat.messages.at(-1)?.text).toBe("Готово");
+  });
+
+  it("sends a command refused while a part restarts again by itself, after growing pauses: a pause, not a failure", async () => {
+    const refused = (code: string) => [data(message("error", code, { code }), message("state", "", { state: "failed" })), complete];
+    const answered = [data(message("token", "Нашёл 2 дашборда"), message("state", "", { state: "success" })), complete];
+    const transport = new ScriptedTransport([refused("CONVO_UNAVAILABLE"), refused("BUSY"), refused("NOT_READY"), answered]);
+    const slept: number[] = [];
+    const seen: Array<{ resending: unknown; thinking: boolean; errors: number }> = [];
+    const chat: AgentChatModel = new AgentChatModel({
+      transport,
+      sleep: async (ms) => {
+        slept.push(ms);
+        seen.push({ resending: chat.resending, thinking: chat.thinking, errors: chat.messages.at(-1)?.view?.errors.length ?? -1 });
+      },
+    });
+    await chat.connect("token");
+    await chat.send("покажи дашборды");
+    expect(slept).toEqual(RESEND_DELAYS_MS.slice(0, 3));
+    // while paused the answer is awaited (no error shown) and the person may stop it
+    expect(seen).toEqual([1, 2, 3].map((attempt) => ({ resending: { attempt, of: 5 }, thinking: true, errors: 0 })));
+    expect(transport.requests.map((request) => request.text)).toEqual(Array(4).fill("покажи дашборды"));
+    expect(chat.messages.map((entry) => entry.text)).toEqual(["покажи дашборды", "Нашёл 2 дашборда"]);
+    expect([chat.error, chat.resending, chat.streaming]).toEqual([null, null, false]);
+  });
+
+  it("sends a confirm again the same way, and gives up after the last pause with the failure told", async () => {
+    const busy = [data(message("error", "busy", { code: "BUSY" }), message("state", "", { state: "failed" })), complete];
+    const card = [data(confirmCard(false), message("state", "", { state: "needs_confirmation" })), complete];
+    const transport = new ScriptedTransport([card, ...Array(RESEND_DELAYS_MS.length + 1).fill(busy)]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("задеплой дашборд 42 в prod");
+    await chat.confirm();
+    const confirms = transport.requests.filter((request) => request.action === "confirm");
+    expect(confirms).toHaveLength(RESEND_DELAYS_MS.length + 1);
+    expect(new Set(confirms.map((request) => request.text)).size).toBe(1); // the same card, the same digest
+    expect(chat.messages.at(-1)?.view?.errors.map((problem) => problem.code)).toEqual(["BUSY"]);
+    expect(chat.askAgainOffered).toBe(true);
+  });
+
+  it("does not send again by itself what began to run, nor what a stop ended", async () => {
+    const begun = [
+      data(message("tool_start", "", { tool: "search_dashboards", run_id: "r1" }), message("error", "convo", { code: "CONVO_UNAVAILABLE" })),
+      complete,
+    ];
+    const busy = [data(message("error", "busy", { code: "BUSY" }), message("state", "", { state: "failed" })), complete];
+    const transport = new ScriptedTransport([begun, busy]);
+    let stop: () => void = () => {};
+    const chat: AgentChatModel = new AgentChatModel({
+      transport,
+      sleep: () => new Promise<void>((resolve) => ((stop = resolve), void chat.cancel())),
+    });
+    await chat.connect("token");
+    await chat.send("покажи дашборды");
+    expect(transport.requests).toHaveLength(1);
+    await chat.send("ещё раз");
+    stop();
+    expect(transport.requests).toHaveLength(2); // stopped during its pause: not sent a third time
+    expect(chat.messages.at(-1)?.view?.errors.map((problem) => problem.code)).toEqual(["BUSY"]);
+    expect([chat.resending, chat.streaming]).toEqual([null, false]);
+  });
+
+  it("connects again and sends again a command whose stream was lost before it said anything", async () => {
+    const lost: ChatEvent[] = [{ kind: "status", stage: "error", message: "Connection errored out." }];
+    const answered = [data(message("token", "Ответ"), message("state", "", { state: "success" })), complete];
+    const transport = new ScriptedTransport([lost, answered]);
+    const chat = model(transport);
+    await chat.connect("token");
+    await chat.send("вопрос");
+    expect(transport.connects).toBe(2);
+    expect(chat.messages.map((entry) => entry.text)).toEqual(["вопрос", "Ответ"]);
+    expect([chat.connection, chat.error]).toEqual(["connected", null]);
+  });
+
+  it("says the connection is lost when the agent cannot be reached again, and Retry still sends the message", async () => {
+    const lost: ChatEvent[] = [{ kind: "status", stage: "error", message: "Connection errored out." }];
+    const answered = [data(message("token", "Ответ"), message("state", "", { state: "success" })), complete];
+    const transport = new ScriptedTransport([lost, answered]);
+    const chat = model(transport);
+    await chat.connect("token");
+    transport.connectFailures = 1 + RECONNECT_ATTEMPTS; // the agent stays away through the pause
+    await chat.send("вопрос");
+    expect([chat.connection, chat.error?.code, chat.streaming]).toEqual(["lost", "NETWORK", false]);
+    expect(transport.requests).toHaveLength(1);
+    expect(chat.messages.map((entry) => entry.role)).toEqual(["user", "assistant"]);
+    await chat.retry();
+    expect(chat.messages.map((entry) => entry.text)).toEqual(["вопрос", "Ответ"]);
   });
 
   it("offers to ask again after a read that timed out, not after a write whose fate is unknown", async () => {
