@@ -14,7 +14,7 @@ WEB_BUILD := web/build/200.html
 WEB_SOURCES := $(shell find web/src web/static -type f 2>/dev/null) web/vite.config.ts web/vite.drawer.config.ts web/tsconfig.json
 NPM := PATH="$(CURDIR)/$(BIN):$$PATH" npm --prefix web --no-audit --no-fund --loglevel=error
 
-.PHONY: run test mutation browser-suite web protos dockerfiles images vectors lock install clean
+.PHONY: run test mutation browser-suite web web-types protos dockerfiles images vectors lock install clean
 
 run: $(INSTALLED) $(WEB_BUILD)
 	$(BIN)/sstools-stack
@@ -43,6 +43,11 @@ $(WEB_BUILD): $(WEB_DEPS) $(WEB_SOURCES)
 
 protos: $(INSTALLED)
 	$(BIN)/sstools-protos
+
+# The page's TypeScript types of the stream's events and the audit record, from their Python
+# models (sstools.devstack.webtypes); `make test` fails while the committed file is stale.
+web-types: $(INSTALLED)
+	$(BIN)/sstools-web-types
 
 # The services' Dockerfiles, from one pattern (sstools.devstack.dockerfiles); `make test` checks them.
 dockerfiles: $(INSTALLED)

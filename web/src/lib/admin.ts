@@ -3,6 +3,7 @@
  * are), and what their refusals mean in words. */
 
 import type { SessionApi } from "./chat/api.ts";
+import type { AuditRecordOut } from "./generated/contracts.ts";
 import { ApiError } from "./chat/api.ts";
 import type { Lang, StringKey } from "./i18n.ts";
 
@@ -46,36 +47,8 @@ export interface Account {
 /** What a change answers: the account's name, role and whether active. */
 export type AccountChanged = Pick<Account, "username" | "role" | "active">;
 
-export interface AgentAuditRecord {
-  id: string;
-  created_at: string;
-  user: string;
-  tool: string;
-  env: string;
-  decision: string;
-  outcome: string;
-  task_id: string;
-  conversation_id: string | null;
-  thread_id: string;
-  service_identity: string;
-  latency_seconds: number;
-  tool_args: Record<string, unknown>;
-  /** What the person asked for (send, confirm, reject) or convo did (archive, restore, upload). */
-  action: string;
-  /** Why it was refused or denied; empty when it was not. */
-  code: string;
-  /** Every tool call the command was about, each with its own decision. */
-  calls: AgentAuditCall[];
-}
-
-export interface AgentAuditCall {
-  tool: string;
-  args: Record<string, unknown>;
-  decision: string;
-  code: string;
-  outcome: string;
-  task_id: string;
-}
+/** One command the agent took, as convo's audit API returns it (generated from its models). */
+export type AgentAuditRecord = AuditRecordOut;
 
 export interface OpsAuditEntry {
   id: string;

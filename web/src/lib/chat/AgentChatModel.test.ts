@@ -5,12 +5,14 @@ import { ApiError } from "./api";
 import { ConversationList } from "./ConversationList.svelte";
 import { historyEntries } from "./conversations";
 import type { ChatEvent, ChatJob, ChatRequest, ChatTransport } from "./transport";
+import type { StreamEvent, StreamEventType } from "../generated/contracts";
 import type { WireMessage } from "./types";
 
-const message = (type: string, content = "", extra: Record<string, unknown> = {}): WireMessage => ({
+// the events as the tests script them: each test writes only the fields it reads
+const message = (type: StreamEventType, content = "", extra: Record<string, unknown> = {}): WireMessage => ({
   role: "assistant",
   content,
-  metadata: { type, ...extra },
+  metadata: { type, ...extra } as StreamEvent,
 });
 const data = (...messages: WireMessage[]): ChatEvent => ({ kind: "data", messages });
 const complete: ChatEvent = { kind: "status", stage: "complete", message: "" };
@@ -759,7 +761,7 @@ describe("conversations", () => {
         content: "",
         metadata: {
           events: [
-            { type: "tool_start", tool: "search_dashboards", run_id: "r1" },
+            { type: "tool_start", tool: "search_dashboards", run_id: "r1", input: {} },
             { type: "tool_end", tool: "search_dashboards", run_id: "r1" },
             confirmCard(false).metadata,
             { type: "state", state: "needs_confirmation" },
@@ -834,7 +836,7 @@ describe("conversations", () => {
   });
 
   it("marks a stopped answer from history as cancelled and partial, its unanswered call stopped", async () => {
-    const started = { type: "tool_start", tool: "get_health_summary", run_id: "r1" };
+    const started: StreamEvent = { type: "tool_start", tool: "get_health_summary", run_id: "r1", input: {} };
     const [entry, unfinished] = historyEntries([
       { id: "m1", role: "assistant", content: "Начинаю", metadata: { events: [started] }, partial: true },
       { id: "m2", role: "assistant", content: "", metadata: { events: [started] }, partial: false },

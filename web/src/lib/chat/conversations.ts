@@ -4,6 +4,7 @@
 import type { ChatEntry } from "./AgentChatModel.svelte.ts";
 import { ended, foldTurn } from "./turn.ts";
 import type { SessionApi } from "./api.ts";
+import type { StreamEvent } from "../generated/contracts.ts";
 import type { WireMessage } from "./types.ts";
 
 export interface ConversationSummary {
@@ -19,7 +20,8 @@ interface StoredMessage {
   id: string;
   role: string;
   content: string;
-  metadata: { events?: Record<string, unknown>[] };
+  /** The answer's events as they streamed, tokens and tool outputs left out. */
+  metadata: { events?: StreamEvent[] };
   partial: boolean;
 }
 

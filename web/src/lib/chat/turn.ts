@@ -1,8 +1,20 @@
 /** A turn's messages, as the agent streams them (each data event carries the whole list so far),
- * folded into what the page shows. Pure: the model calls it on every event. */
+ * folded into what the page shows. Pure: the model calls it on every event. The events' shapes
+ * are the generated contracts (../generated/contracts.ts); what arrives is still read with care. */
 
-import type { Alternative, ConfirmRequest, PermissionDenied, Problem, ToolCard, TurnState, TurnView, WireMessage } from "./types";
+import type {
+  ConfirmRequiredEvent,
+  PermissionDeniedEvent,
+  StreamEvent,
+  ToolEndEvent,
+  ToolErrorEvent,
+  ToolRetryEvent,
+  ToolStartEvent,
+  ToolTimeoutEvent,
+} from "../generated/contracts.ts";
+import type { ConfirmRequest, PermissionDenied, Problem, ToolCard, TurnState, TurnView, WireMessage } from "./types";
 
+type ToolEvent = ToolStartEvent | ToolEndEvent | ToolErrorEvent | ToolRetryEvent | ToolTimeoutEvent;
 const STATES: ReadonlySet<string> = new Set([
   "needs_clarification",
   "denied",
@@ -45,12 +57,14 @@ export function ended(view: TurnView, state?: TurnState): TurnView {
 const text = (value: unknown): string => (typeof value === "string" ? value : "");
 const orNull = (value: unknown): string | null => (typeof value === "string" && value ? value : null);
 
-function card(meta: Record<string, unknown>, fallbackId: string): ToolCard {
+const runId = (meta: ToolEvent): string => ("run_id" in meta ? text(meta.run_id) : "");
+
+function card(meta: ToolEvent, fallbackId: string): ToolCard {
   return {
-    id: text(meta.run_id) || fallbackId,
+    id: runId(meta) || fallbackId,
     tool: text(meta.tool),
     status: "running",
-    input: meta.input ?? null,
+    input: ("input" in meta && meta.input) || null,
     output: null,
     error: null,
     attempt: null,
@@ -61,8 +75,8 @@ function card(meta: Record<string, unknown>, fallbackId: string): ToolCard {
 
 /** The card an event belongs to: by run id, else the last card of its tool; a card of its own
  * when it came without a tool_start. */
-function cardOf(tools: ToolCard[], meta: Record<string, unknown>, fallbackId: string): ToolCard {
-  const id = text(meta.run_id);
+function cardOf(tools: ToolCard[], meta: ToolEvent, fallbackId: string): ToolCard {
+  const id = runId(meta);
   const found =
     (id ? tools.find((item) => item.id === id) : undefined) ??
     [...tools].reverse().find((item) => item.tool === text(meta.tool));
@@ -75,14 +89,14 @@ function cardOf(tools: ToolCard[], meta: Record<string, unknown>, fallbackId: st
 export function foldTurn(messages: readonly WireMessage[]): TurnView {
   const view = emptyTurn();
   messages.forEach((message, index) => {
-    const meta = message.metadata ?? {};
+    const meta = message.metadata ?? ({} as Partial<StreamEvent>);
     switch (meta.type) {
       case "conversation":
         view.conversationId = orNull(meta.conversation_id);
         view.model = orNull(meta.model);
         break;
       case "routing":
-        view.routing = { tools: (meta.tools as string[]) ?? [], tier: text(meta.tier) };
+        view.routing = { tools: Array.isArray(meta.tools) ? meta.tools : [], tier: text(meta.tier) };
         break;
       case "token":
         view.text += message.content;
@@ -94,8 +108,8 @@ export function foldTurn(messages: readonly WireMessage[]): TurnView {
       case "tool_error": {
         const done = cardOf(view.tools, meta, `tool-${index}`);
         done.status = meta.type === "tool_end" ? "ok" : "error";
-        done.output = meta.output ?? null;
-        done.error = meta.type === "tool_error" ? text(meta.error) || message.content : null;
+        done.output = meta.type === "tool_end" ? (meta.output ?? null) : null;
+        done.error = meta.type === "tool_error" ? message.content || text(meta.error?.message) : null;
         break;
       }
       case "tool_retry": {
@@ -125,7 +139,7 @@ export function foldTurn(messages: readonly WireMessage[]): TurnView {
         view.errors.push(problemOf(meta, message));
         break;
       case "state":
-        if (STATES.has(text(meta.state))) view.state = meta.state as TurnState;
+        if (STATES.has(text(meta.state))) view.state = meta.state;
         view.taskId = orNull(meta.task_id) ?? view.taskId;
         break;
     }
@@ -133,14 +147,14 @@ export function foldTurn(messages: readonly WireMessage[]): TurnView {
   return view.state === null ? view : ended(view);
 }
 
-function confirmOf(meta: Record<string, unknown>): ConfirmRequest {
+function confirmOf(meta: ConfirmRequiredEvent): ConfirmRequest {
   return {
     threadId: text(meta.thread_id),
     callId: text(meta.call_id),
     digest: text(meta.digest),
     production: meta.production === true,
     toolName: text(meta.tool_name),
-    toolArgs: (meta.tool_args as Record<string, unknown>) ?? {},
+    toolArgs: meta.tool_args ?? {},
     risk: text(meta.risk),
     riskLevel: text(meta.risk_level),
     dangerous: meta.dangerous === true,
@@ -151,29 +165,29 @@ function confirmOf(meta: Record<string, unknown>): ConfirmRequest {
   };
 }
 
-function subjectOf(value: unknown): ConfirmRequest["subject"] {
-  if (typeof value !== "object" || value === null) return null;
-  const { env_id: envId, dashboards } = value as Record<string, unknown>;
+function subjectOf(subject: ConfirmRequiredEvent["subject"]): ConfirmRequest["subject"] {
+  if (typeof subject !== "object" || subject === null) return null;
+  const { env_id: envId, dashboards } = subject;
   if (typeof envId !== "string" || !Array.isArray(dashboards)) return null;
   return {
     envId,
-    dashboards: dashboards.map((board: Record<string, unknown>) => ({
+    dashboards: dashboards.map((board) => ({
       id: Number(board.id),
       title: typeof board.title === "string" ? board.title : null,
     })),
   };
 }
 
-function deniedOf(meta: Record<string, unknown>): PermissionDenied {
+function deniedOf(meta: PermissionDeniedEvent): PermissionDenied {
   return {
     toolName: text(meta.tool_name),
     requiredRole: text(meta.required_role),
     userRole: text(meta.user_role),
     envContext: orNull(meta.env_context),
-    alternatives: ((meta.alternatives as Alternative[]) ?? []).filter((item) => item.action && item.prompt),
+    alternatives: (meta.alternatives ?? []).filter((item) => item.action && item.prompt),
   };
 }
 
-function problemOf(meta: Record<string, unknown>, message: WireMessage): Problem {
+function problemOf(meta: { code: string; message?: string }, message: WireMessage): Problem {
   return { code: text(meta.code) || "ERROR", message: text(meta.message) || message.content };
 }

@@ -1,23 +1,17 @@
-/** What the agent's /chat stream carries (README "The agent and ops"; data model §1–§4). */
+/** What the agent's /chat stream carries (README "The agent and ops"; data model §1–§4). The
+ * events themselves are declared in Python (sstools.agent.events) and generated here. */
 
 import type { ObjectType } from "../context.ts";
+import type { Alternative, StateEvent, StreamEvent } from "../generated/contracts.ts";
 
-/** One Gradio ChatMessage of a turn; `metadata.type` says what it is. */
+/** One Gradio ChatMessage of a turn; `metadata.type` says which event it is. */
 export interface WireMessage {
   role: string;
   content: string;
-  metadata: Record<string, unknown> & { type?: string };
+  metadata: StreamEvent;
 }
 
-export type TurnState =
-  | "needs_clarification"
-  | "denied"
-  | "needs_confirmation"
-  | "started"
-  | "success"
-  | "failed"
-  | "cancelled"
-  | "issues_found";
+export type TurnState = StateEvent["state"];
 
 /** A background task the turn started, as last read from ops (deploy, migration, backup). */
 export interface TaskProgress {
@@ -62,10 +56,7 @@ export interface ConfirmRequest {
   change: string;
 }
 
-export interface Alternative {
-  action: string;
-  prompt: string;
-}
+export type { Alternative } from "../generated/contracts.ts";
 
 /** permission_denied (data model §3). */
 export interface PermissionDenied {

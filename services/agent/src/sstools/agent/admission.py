@@ -27,6 +27,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.types import Interrupt, StateSnapshot
 
 from sstools.agent.clients.convo import ConversationClosed, ConvoClient, ConvoUnavailable, UnknownConversation
+from sstools.agent.events import TurnState
 from sstools.agent.gate import ANSWERED
 from sstools.common.grpc_errors import CONVERSATION_ARCHIVED
 
@@ -41,7 +42,7 @@ class Refusal(Exception):
         self,
         code: str,
         message: str,
-        state: str = "failed",
+        state: TurnState = "failed",
         *,
         retry_after: int | None = None,
         facts: dict[str, str] | None = None,

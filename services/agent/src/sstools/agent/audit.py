@@ -5,12 +5,13 @@ the stream does not say (:class:`AuditFacts`)."""
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from sstools.agent.clients.convo import AuditRecord
 from sstools.agent.gate import UNCHECKED_ARGS
 from sstools.agent.stream import Event
+from sstools.common.audit import AuditCall
 
 _ANSWERED = {"confirm": "confirmed", "reject": "rejected"}
 
@@ -42,16 +43,6 @@ class AnonymousBudget:
         return self._taken <= self._per_minute
 
 
-@dataclass
-class _Call:
-    tool: str
-    args: dict[str, Any]
-    decision: str
-    code: str = ""
-    outcome: str = ""
-    task_id: str = ""
-
-
 def _task_id(output: Any) -> str:
     """The task a tool's result is, however quickly it ended (ops' task shape)."""
     if isinstance(output, dict) and {"id", "kind", "status"} <= set(output):
@@ -59,22 +50,22 @@ def _task_id(output: Any) -> str:
     return ""
 
 
-def _calls(events: Sequence[Event]) -> list[_Call]:
+def _calls(events: Sequence[Event]) -> list[AuditCall]:
     """Every tool call the events tell of, in order, with its own decision and end."""
-    calls: list[_Call] = []
-    running: dict[str, _Call] = {}  # by run id: the calls that started
+    calls: list[AuditCall] = []
+    running: dict[str, AuditCall] = {}  # by run id: the calls that started
     for event in events:
         meta = event.metadata
         kind = meta["type"]
         tool, args = str(meta.get("tool", "")), dict(meta.get("input") or {})
         started = running.get(str(meta.get("run_id", "")))
         if kind == "tool_start":
-            running[str(meta["run_id"])] = _Call(tool, args, "allowed")
+            running[str(meta["run_id"])] = AuditCall(tool=tool, args=args, decision="allowed")
             calls.append(running[str(meta["run_id"])])
         elif kind == "tool_end":
             outcome = "success"
             if started is None:  # a confirm said again: the first one's result, nothing run
-                started = _Call(tool, {}, "allowed")
+                started = AuditCall(tool=tool, decision="allowed")
                 calls.append(started)
                 outcome = "replayed" if meta.get("replayed") else outcome
             started.outcome, started.task_id = outcome, _task_id(meta.get("output"))
@@ -82,7 +73,9 @@ def _calls(events: Sequence[Event]) -> list[_Call]:
             code = str((meta.get("error") or {}).get("code", ""))
             if started is None:  # stopped before it ran (the gate), or a failure said again
                 tried = dict(meta.get(UNCHECKED_ARGS) or {})
-                calls.append(_Call(tool, tried, "refused", code, "failed"))
+                calls.append(
+                    AuditCall(tool=tool, args=tried, decision="refused", code=code, outcome="failed")
+                )
             else:
                 started.outcome, started.code = "failed", code
         elif kind == "tool_timeout":
@@ -92,14 +85,26 @@ def _calls(events: Sequence[Event]) -> list[_Call]:
                     break
         elif kind == "permission_denied":
             args = dict(meta.get("tool_args") or {})
-            calls.append(_Call(str(meta["tool_name"]), args, "denied", "permission_denied", "denied"))
+            calls.append(
+                AuditCall(
+                    tool=str(meta["tool_name"]),
+                    args=args,
+                    decision="denied",
+                    code="permission_denied",
+                    outcome="denied",
+                )
+            )
         elif kind == "confirm_required":
-            calls.append(_Call(str(meta["tool_name"]), dict(meta["tool_args"]), "needs_confirmation"))
+            calls.append(
+                AuditCall(
+                    tool=str(meta["tool_name"]), args=dict(meta["tool_args"]), decision="needs_confirmation"
+                )
+            )
     return calls
 
 
 def _answered(
-    calls: list[_Call], card: Mapping[str, Any], action: str, edited_args: dict[str, Any], refused: str
+    calls: list[AuditCall], card: Mapping[str, Any], action: str, edited_args: dict[str, Any], refused: str
 ) -> None:
     """Mark the call a confirm or reject answered: the card's, as edited (unless the gate stopped
     the edited call: its own decision stands). A reject ran nothing, and neither did an answer
@@ -113,10 +118,10 @@ def _answered(
             return
     args = {**dict(card.get("tool_args") or {}), **edited_args}
     outcome = "failed" if refused else "cancelled" if action == "reject" else ""
-    calls.insert(0, _Call(tool, args, decision, refused, outcome))
+    calls.insert(0, AuditCall(tool=tool, args=args, decision=decision, code=refused, outcome=outcome))
 
 
-def _decision(calls: list[_Call], facts: AuditFacts, action: str) -> tuple[str, str]:
+def _decision(calls: list[AuditCall], facts: AuditFacts, action: str) -> tuple[str, str]:
     """The command's decision and the code it was refused or denied with."""
     if facts.refused:
         return "refused", facts.refused
@@ -159,7 +164,7 @@ def audit_record(
         service_identity=service_identity,
         tool_name=subject.tool if subject else "",
         tool_args=_plain(subject.args) if subject else {},
-        calls=[_plain(asdict(call)) for call in calls],
+        calls=[call.model_copy(update={"args": _plain(call.args)}) for call in calls],
         task_id=str(state.get("task_id", "")),  # the turn's own task (stream.final_state)
         latency_seconds=latency_seconds,
     )

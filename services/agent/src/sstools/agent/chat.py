@@ -62,6 +62,7 @@ from sstools.agent.context import (
     environments_of,
     named_envs,
 )
+from sstools.agent.events import ContextEvent, RoutingEvent
 from sstools.agent.fastpath import fast_confirmation_tool
 from sstools.agent.gate import LANG_KEY, Refused, checked_arguments
 from sstools.agent.graph import beyond_reach
@@ -355,17 +356,13 @@ class ChatService:
             )
         except ConvoUnavailable as problem:
             raise Refusal("CONVO_UNAVAILABLE", str(problem)) from None
-        yield Event("", {"type": "context", "env_id": context.env, "env_source": context.env_source})
-        yield Event(
-            "", {"type": "routing", "tools": routing.tools, "tier": routing.tier, "model": self._model_name}
-        )
+        yield Event.of(ContextEvent(env_id=context.env, env_source=context.env_source))
+        yield Event.of(RoutingEvent(tools=routing.tools, tier=routing.tier, model=self._model_name))
         # The thread keeps only what a window can still show (convo keeps the whole history).
         messages: list[BaseMessage] = [*beyond_reach(snapshot.values.get("messages", []))]
         for upload in uploads:
             if upload.problem is not None:  # said, and the message goes on without the file
-                yield Event(
-                    upload.problem["message"], {"type": "error", "file": upload.name, **upload.problem}
-                )
+                yield Event.of(upload.problem, upload.problem.message)
             else:
                 messages.append(HumanMessage(upload.context, additional_kwargs={"document": upload.name}))
         # The turn's routed tools stay with its message: a resumed run binds the same ones.

@@ -37,6 +37,15 @@ from pydantic import ValidationError
 
 from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
+from sstools.agent.events import (
+    Alternative,
+    ConfirmRequiredEvent,
+    DashboardNamed,
+    PermissionDeniedEvent,
+    Subject,
+    ToolErrorEvent,
+    ToolTimeoutEvent,
+)
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, say
 from sstools.agent.tools import Passes, idempotency_key, ops_call
 from sstools.common.catalogue import (
@@ -98,7 +107,7 @@ class Refused(Exception):
         self.facts = facts  # what the person's words name: the environment that is not there
 
 
-def alternatives(tool_name: str, role: Role, decision: Decision, lang: Lang) -> list[dict[str, str]]:
+def alternatives(tool_name: str, role: Role, decision: Decision, lang: Lang) -> list[Alternative]:
     """The catalogue's suggestions for a denied tool that this role may run here, as prompts in
     the person's language."""
     offered = [
@@ -107,20 +116,24 @@ def alternatives(tool_name: str, role: Role, decision: Decision, lang: Lang) -> 
         if decide(name, decision.env, production=decision.production).allows(role)
     ]
     return [
-        {"action": name, "prompt": say(lang, *EXAMPLE_PROMPTS[name])} for name in offered or [ALWAYS_OFFERED]
+        Alternative(action=name, prompt=say(lang, *EXAMPLE_PROMPTS[name]))
+        for name in offered or [ALWAYS_OFFERED]
     ]
 
 
-def permission_denied(tool_name: str, decision: Decision, role: Role, lang: Lang) -> dict[str, Any]:
-    """The ``permission_denied`` event of data model §3."""
-    return {
-        "type": "permission_denied",
-        "tool_name": tool_name,
-        "required_role": decision.required_role.value,
-        "user_role": role.value,
-        "env_context": decision.env,
-        "alternatives": alternatives(tool_name, role, decision, lang),
-    }
+def permission_denied(
+    tool_name: str, decision: Decision, role: Role, lang: Lang, arguments: ToolArgs | None = None
+) -> dict[str, Any]:
+    """The ``permission_denied`` event of data model §3, with the arguments tried (the audit
+    keeps which environment it was)."""
+    return PermissionDeniedEvent(
+        tool_name=tool_name,
+        required_role=decision.required_role.value,
+        user_role=role.value,
+        env_context=decision.env,
+        alternatives=alternatives(tool_name, role, decision, lang),
+        tool_args=shown_arguments(arguments) if arguments is not None else {},
+    ).metadata()
 
 
 def card_digest(card: Mapping[str, Any]) -> str:
@@ -130,7 +143,7 @@ def card_digest(card: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-async def subject_of(facts: GateFacts, user_token: str, arguments: ToolArgs) -> dict[str, Any] | None:
+async def subject_of(facts: GateFacts, user_token: str, arguments: ToolArgs) -> Subject | None:
     """The dashboards a call is about, each with its title in the environment they are read from
     (the source of a deploy or migration, defaults included, else the call's own); None for a
     call about none."""
@@ -140,7 +153,9 @@ async def subject_of(facts: GateFacts, user_token: str, arguments: ToolArgs) -> 
     if not ids or not env:
         return None
     titles = await facts.dashboard_titles(user_token, str(env), ids)
-    return {"env_id": env, "dashboards": [{"id": board, "title": titles.get(board)} for board in ids]}
+    return Subject(
+        env_id=env, dashboards=[DashboardNamed(id=board, title=titles.get(board)) for board in ids]
+    )
 
 
 def confirm_card(
@@ -150,30 +165,29 @@ def confirm_card(
     thread_id: str,
     decision: Decision,
     lang: Lang,
-    subject: dict[str, Any] | None = None,
+    subject: Subject | None = None,
 ) -> dict[str, Any]:
     """The ``confirm_required`` event: what the person is asked to confirm, and its digest."""
     args = shown_arguments(arguments)
     every = arguments.model_dump()  # what runs, defaults included, by field name
-    card = {
-        "type": "confirm_required",
-        "thread_id": thread_id,
-        "call_id": call_id,
-        "tool_name": tool_name,
-        "tool_args": args,
-        "env_id": args.get("env_id"),
-        "env_context": decision.env,
-        "production": decision.production,
-        "risk": decision.tier.value,
-        "risk_level": decision.risk_level.value,
-        "required_role": decision.required_role.value,
-        "dangerous": decision.risk_level.value == "dangerous",
-        "prompt": say(lang, *CONFIRM_PROMPTS[decision.risk_level.value]),
-        "subject": subject,
-        "change": change(tool_name, lang, every, subject["dashboards"] if subject else ()),
-        "lang": lang,  # a resume runs the gate again: the card must come out the same, words too
-        "requires_confirmation": True,
-    }
+    card = ConfirmRequiredEvent(
+        thread_id=thread_id,
+        call_id=call_id,
+        tool_name=tool_name,
+        tool_args=args,
+        env_id=args.get("env_id"),
+        env_context=decision.env,
+        production=decision.production,
+        risk=decision.tier.value,
+        risk_level=decision.risk_level.value,
+        required_role=decision.required_role.value,
+        dangerous=decision.risk_level.value == "dangerous",
+        prompt=say(lang, *CONFIRM_PROMPTS[decision.risk_level.value]),
+        subject=subject,
+        change=change(tool_name, lang, every, subject.model_dump()["dashboards"] if subject else ()),
+        lang=lang,  # a resume runs the gate again: the card must come out the same, words too
+        requires_confirmation=True,
+    ).metadata()
     return {**card, "digest": card_digest(card)}
 
 
@@ -336,9 +350,7 @@ def gate(
             decision = await _decision(name, arguments, role, facts, user_token)
             if role is not None and not decision.allows(role):  # before any confirmation
                 # the arguments tried go with it: the audit keeps which environment it was
-                denial = permission_denied(name, decision, role, lang) | {
-                    "tool_args": shown_arguments(arguments)
-                }
+                denial = permission_denied(name, decision, role, lang, arguments)
                 await adispatch_custom_event("permission_denied", denial)
                 detail = {
                     "code": "permission_denied",
@@ -385,14 +397,13 @@ def gate(
             outcome = await judged(request, configurable)
         except Refused as refusal:
             detail = {"code": refusal.code, "message": str(refusal), **refusal.facts}
-            event = {
-                "type": "tool_error",
-                "tool": call["name"],
-                "run_id": call["id"],
-                UNCHECKED_ARGS: dict(call["args"]),  # for the audit alone: never shown or kept
-                "error": detail,
-            }
-            await adispatch_custom_event(REFUSED_EVENT, event)
+            event = ToolErrorEvent(
+                tool=call["name"],
+                run_id=str(call["id"]),
+                unchecked_args=dict(call["args"]),  # for the audit alone: never shown or kept
+                error=detail,
+            )
+            await adispatch_custom_event(REFUSED_EVENT, event.metadata())
             return error_message(call, detail, ends_turn=refusal.ends_turn)
         if isinstance(outcome, ToolMessage):
             return outcome
@@ -403,19 +414,18 @@ def gate(
             result = await asyncio.wait_for(execute(request), tool_timeout_seconds)
         except TimeoutError:
             writes = decision.tier is not Tier.READ
-            timeout = {
-                "type": "tool_timeout",
-                "tool": call["name"],
-                "timeout_seconds": tool_timeout_seconds,
-                "is_write_tool": writes,
-                "retryable": not writes,  # a write may have happened: only Superset can tell
-                "message": (
+            timeout = ToolTimeoutEvent(
+                tool=call["name"],
+                timeout_seconds=tool_timeout_seconds,
+                is_write_tool=writes,
+                retryable=not writes,  # a write may have happened: only Superset can tell
+                message=(
                     f"no answer in {tool_timeout_seconds:.0f} s: the operation's status is unknown — "
                     "check Superset before trying again"
                     if writes
                     else f"no answer in {tool_timeout_seconds:.0f} s; asking again is safe"
                 ),
-            }
+            ).metadata()
             await adispatch_custom_event("tool_timeout", timeout)
             return error_message(call, {"code": "tool_timeout", **timeout}, answered=answered)
         finally:

@@ -1,6 +1,7 @@
-"""The stream of a turn: what the graph does, as the events of the design — ``token``,
-``tool_start`` / ``tool_end`` / ``tool_error`` / ``tool_retry`` / ``tool_timeout``,
-``confirm_required``, ``permission_denied``, ``error``, and a final ``state``."""
+"""The stream of a turn: what the graph does, as the events of the design (declared in
+:mod:`sstools.agent.events`) — ``token``, ``tool_start`` / ``tool_end`` / ``tool_error`` /
+``tool_retry`` / ``tool_timeout``, ``confirm_required``, ``permission_denied``, ``error``, and a
+final ``state``."""
 
 import asyncio
 import contextlib
@@ -18,6 +19,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Interrupt
 
+from sstools.agent.events import (
+    ErrorEvent,
+    EventMetadata,
+    StateEvent,
+    TokenEvent,
+    ToolEndEvent,
+    ToolErrorEvent,
+    ToolStartEvent,
+    TurnState,
+)
 from sstools.agent.gate import REFUSED_EVENT, UNCHECKED_ARGS
 from sstools.agent.graph import ModelMalformed, tool_error_detail
 from sstools.agent.language import Lang, say
@@ -40,13 +51,17 @@ class Event:
     content: str
     metadata: dict[str, Any]
 
+    @classmethod
+    def of(cls, metadata: EventMetadata, content: str = "") -> "Event":
+        return cls(content, metadata.metadata())
+
 
 def error(code: str, message: str, **details: Any) -> Event:
-    return Event(message, {"type": "error", "code": code, "message": message, **details})
+    return Event.of(ErrorEvent(code=code, message=message, **details), message)
 
 
-def state(name: str, **extra: Any) -> Event:
-    return Event(name, {"type": "state", "state": name, **extra})
+def state(name: TurnState, task_id: str | None = None) -> Event:
+    return Event.of(StateEvent(state=name, task_id=task_id), name)
 
 
 async def graph_events(
@@ -77,16 +92,14 @@ async def graph_events(
                 piece = raw["data"]["chunk"].content
                 if isinstance(piece, str) and piece:
                     text += piece
-                    yield Event(piece, {"type": "token"})
+                    yield Event.of(TokenEvent(), piece)
             elif kind == "on_chat_model_end":
                 text = ""  # that answer is in the checkpoint now
                 asked_back = _asks_back(raw["data"].get("output"))
             elif kind == "on_tool_start":
                 arguments = {k: v for k, v in (raw["data"].get("input") or {}).items() if k != "tool_call_id"}
-                yield Event(
-                    raw["name"],
-                    {"type": "tool_start", "tool": raw["name"], "input": arguments, "run_id": raw["run_id"]},
-                )
+                started = ToolStartEvent(tool=raw["name"], input=arguments, run_id=raw["run_id"])
+                yield Event.of(started, raw["name"])
             elif kind == "on_tool_end":
                 output = raw["data"].get("output")
                 if isinstance(output, ToolMessage):
@@ -167,12 +180,11 @@ def shown(event: Event) -> Event:
 def replayed(messages: Sequence[BaseMessage], answered: ToolMessage) -> list[Event]:
     """What a call's confirmation answered, said again for a repeated confirm: its result, the
     answer that followed it, and the state — marked ``replayed``, nothing run again."""
-    result = tool_result(str(answered.name), answered.tool_call_id, answered)
-    events = [Event(result.content, {**result.metadata, "replayed": True})]
+    events = [tool_result(str(answered.name), answered.tool_call_id, answered, replayed=True)]
     after = messages[next(i for i, message in enumerate(messages) if message is answered) + 1 :]
     follow_up = next((message for message in after if isinstance(message, AIMessage)), None)
     if follow_up is not None and isinstance(follow_up.content, str) and follow_up.content:
-        events.append(Event(follow_up.content, {"type": "token"}))
+        events.append(Event.of(TokenEvent(), follow_up.content))
     events.append(final_state([answered], asked_back=False))
     return events
 
@@ -213,7 +225,7 @@ def in_language(event: Event, lang: Lang) -> Event:
     return event
 
 
-def tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:
+def tool_result(tool: str, run_id: str, output: ToolMessage, *, replayed: bool = False) -> Event:
     content = str(output.content)
     if output.status == "error":
         try:
@@ -222,12 +234,12 @@ def tool_result(tool: str, run_id: str, output: ToolMessage) -> Event:
             problem = {"message": content}
         if isinstance(problem.get("message"), str):  # a terminal's colours mean nothing on a page
             problem = {**problem, "message": _ANSI.sub("", problem["message"])}
-        return Event(content, {"type": "tool_error", "tool": tool, "run_id": run_id, "error": problem})
+        return Event.of(ToolErrorEvent(tool=tool, run_id=run_id, error=problem, replayed=replayed), content)
     try:
         parsed: Any = json.loads(content)
     except ValueError:
         parsed = content
-    return Event(content, {"type": "tool_end", "tool": tool, "run_id": run_id, "output": parsed})
+    return Event.of(ToolEndEvent(tool=tool, run_id=run_id, output=parsed, replayed=replayed), content)
 
 
 def _found_issues(result: Any) -> bool:
@@ -248,7 +260,7 @@ def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
         return state("cancelled")
     if errors:
         return state("failed")
-    task: dict[str, str] = {}
+    task: str | None = None
     for result in results:
         parsed = _parsed(result)
         if isinstance(parsed, dict) and {"id", "kind", "status"} <= set(parsed):
@@ -257,10 +269,10 @@ def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
             if parsed["status"] == "failed":
                 return state("failed", task_id=parsed["id"])
             if _started_by(result):
-                task = {"task_id": parsed["id"]}
+                task = parsed["id"]
     if any(_found_issues(_parsed(result)) for result in results):
-        return state("issues_found", **task)
-    return state("needs_clarification" if asked_back else "success", **task)
+        return state("issues_found", task)
+    return state("needs_clarification" if asked_back else "success", task)
 
 
 def _started_by(result: ToolMessage) -> bool:

@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from pydantic import create_model
 
 from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
+from sstools.agent.events import ToolRetryEvent
 from sstools.common.catalogue import ARGS, ENDPOINTS, TOOLS, Role, ToolSpec
 from sstools.common.confirmation import Confirmation, ConfirmationCodec
 from sstools.common.tool_args import TaskArgs, ToolArgs
@@ -134,14 +135,10 @@ def _ops_tool(
             except OpsError as error:
                 if attempt == attempts or not _transient(error):
                     raise
-                retry = {
-                    "type": "tool_retry",
-                    "tool": spec.name,
-                    "attempt": attempt + 1,
-                    "max_attempts": attempts,
-                    "error": error.code,
-                }
-                await adispatch_custom_event("tool_retry", retry, config=config)
+                retry = ToolRetryEvent(
+                    tool=spec.name, attempt=attempt + 1, max_attempts=attempts, error=error.code
+                )
+                await adispatch_custom_event("tool_retry", retry.metadata(), config=config)
                 await asyncio.sleep(retry_backoff_seconds * 2 ** (attempt - 1))
         # A long operation is an ops task: wait a little for its end, so a quick one reports
         # its result; a slow one is reported as started, with its id.

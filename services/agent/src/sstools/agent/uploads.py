@@ -18,10 +18,10 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sstools.agent.clients.convo import ConvoClient, UploadedFile
 from sstools.agent.clients.docparse import DocparseClient, DocparseUnavailable, Document, DocumentRejected
+from sstools.agent.events import ErrorEvent
 from sstools.agent.fence import DOCUMENT, fenced
 from sstools.agent.limits import InputRejected
 
@@ -35,7 +35,7 @@ UPLOAD_NOT_FOUND = "UPLOAD_NOT_FOUND"
 class Upload:
     name: str
     context: str | None = None  # the document as the model sees it, when it was read
-    problem: dict[str, Any] | None = None  # the error event's fields, when it was not
+    problem: ErrorEvent | None = None  # why it was not
 
 
 def parse_file_ids(raw: str) -> tuple[str, ...]:
@@ -92,16 +92,18 @@ async def read_upload(file: UploadedFile, docparse: DocparseClient) -> Upload:
     try:
         document = await docparse.parse(name, file.content)
     except DocumentRejected as refusal:
-        problem: dict[str, Any] = {"code": f"UPLOAD_{refusal.code}", "message": f"{name}: {refusal}"}
-        if refusal.supported:
-            problem["supported"] = refusal.supported
-            problem["message"] += f" (readable: {', '.join(refusal.supported)})"
-        if refusal.limit_bytes:
-            problem["limit_bytes"] = refusal.limit_bytes
+        readable = f" (readable: {', '.join(refusal.supported)})" if refusal.supported else ""
+        problem = ErrorEvent(
+            code=f"UPLOAD_{refusal.code}",
+            message=f"{name}: {refusal}{readable}",
+            file=name,
+            supported=list(refusal.supported) or None,
+            limit_bytes=refusal.limit_bytes or None,
+        )
         return Upload(name, problem=problem)
     except DocparseUnavailable as error:
         message = f"{name} could not be read now ({error}); the message went on without it"
-        return Upload(name, problem={"code": "UPLOAD_UNAVAILABLE", "message": message})
+        return Upload(name, problem=ErrorEvent(code="UPLOAD_UNAVAILABLE", message=message, file=name))
     return Upload(name, context=render(name, document))
 
 

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text as sql
 
+from sstools.agent.events import STREAM_EVENTS
 from sstools.agent.main import assemble as assemble_agent
 from sstools.agent.settings import AgentSettings
 from sstools.agent.ui.app import CHAT_PATH
@@ -179,6 +180,8 @@ class AgentStack:
             return list(job.result(timeout=120))
 
         reply = Reply(await asyncio.to_thread(submit))
+        for message in reply.messages:  # the declared contract, on every turn a test takes
+            STREAM_EVENTS.validate_python(message["metadata"])
         if shown := reply.of("confirm_required"):
             self.cards[conversation_id] = shown[-1]
         return reply

@@ -21,6 +21,7 @@ STATIC_STEPS = [
     ("mypy", ["mypy"]),
     ("stubs", ["sstools-protos", "--check"]),
     ("dockerfiles", ["sstools-dockerfiles", "--check"]),
+    ("web types", ["sstools-web-types", "--check"]),
     # the /agent page: Svelte and TypeScript checks, then its chat model's unit tests (Vitest)
     ("web check", ["npm", "--prefix", "web", "--loglevel=error", "run", "check"]),
     ("web unit tests", ["npm", "--prefix", "web", "--loglevel=error", "test"]),

@@ -13,6 +13,7 @@ import grpc
 from google.protobuf import struct_pb2
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.audit import AuditCall
 from sstools.common.grpc_auth import ServiceTokenSource, as_user
 from sstools.common.grpc_client import FILE_MESSAGE_MAX_BYTES, LazyChannel
 from sstools.common.grpc_errors import CONVERSATION_ARCHIVED, error_code
@@ -56,7 +57,7 @@ class AuditRecord:
     service_identity: str = "agent"
     tool_name: str = ""
     tool_args: dict[str, Any] = field(default_factory=dict)
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[AuditCall] = field(default_factory=list)
     task_id: str = ""
     latency_seconds: float = 0.0
 
@@ -166,7 +167,7 @@ class ConvoClient:
         calls = []
         for call in record.calls:
             kept = struct_pb2.Struct()
-            kept.update(call)
+            kept.update(call.model_dump())
             calls.append(kept)
         request = convo_pb2.RecordAuditRequest(
             conversation_id=record.conversation_id,

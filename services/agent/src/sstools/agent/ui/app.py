@@ -30,6 +30,7 @@ import gradio as gr
 
 from sstools.agent.chat import ChatService, Turn
 from sstools.agent.context import Focus
+from sstools.agent.events import ConversationEvent, TokenEvent, WarningEvent
 from sstools.agent.limits import (
     MAX_MESSAGE_CHARS,
     InputRejected,
@@ -147,7 +148,7 @@ def chat_blocks(
         )
         # Fresh messages at every yield: Gradio sends the difference from what it sent before,
         # and a message changed in place would look unchanged to it.
-        shown = [Event("", {"type": "conversation", "conversation_id": conversation, "model": model_name})]
+        shown = [Event.of(ConversationEvent(conversation_id=conversation, model=model_name))]
         answer_at: int | None = None
         yield [_message(item) for item in shown]  # at once: the client learns the conversation id
         try:
@@ -171,9 +172,9 @@ def chat_blocks(
             )
         if truncated:
             shown.append(
-                Event(
+                Event.of(
+                    WarningEvent(code="MESSAGE_TRUNCATED", kept_chars=len(text)),
                     f"Сообщение длиннее {MAX_MESSAGE_CHARS} символов и обрезано / The message was cut",
-                    {"type": "warning", "code": "MESSAGE_TRUNCATED", "kept_chars": len(text)},
                 )
             )
         async for arrived in _batches(chat.run(turn)):
@@ -181,8 +182,8 @@ def chat_blocks(
                 if event.metadata["type"] == "token":
                     if answer_at is None:
                         answer_at = len(shown)
-                        shown.append(Event("", {"type": "token"}))
-                    shown[answer_at] = Event(shown[answer_at].content + event.content, {"type": "token"})
+                        shown.append(Event.of(TokenEvent()))
+                    shown[answer_at] = Event.of(TokenEvent(), shown[answer_at].content + event.content)
                 else:
                     if event.metadata["type"].startswith("tool_"):
                         answer_at = None  # text after a tool is a new answer

@@ -26,6 +26,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from sqlalchemy.engine import RowMapping
 
 from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
+from sstools.common.audit import AuditCall
 from sstools.common.catalogue import Role, tool_names
 from sstools.common.csv_export import csv_response
 from sstools.common.paging import PAGE_MAX, BadCursor, Page, PageQuery, Period, every_row
@@ -150,7 +151,7 @@ class AuditRecordOut(BaseModel):
     tool_args: dict[str, Any]
     action: str
     code: str
-    calls: list[dict[str, Any]]
+    calls: list[AuditCall]
 
     @classmethod
     def of(cls, row: RowMapping) -> "AuditRecordOut":

@@ -8,6 +8,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from sqlalchemy.engine import RowMapping
 
 import grpc
+from sstools.common.audit import MalformedCall, audit_calls
 from sstools.common.grpc_auth import Callers, has_user_token, user_of
 from sstools.common.grpc_errors import refuse
 from sstools.common.paging import BadCursor
@@ -191,6 +192,10 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         else:
             user = await self._user(context, late=True)
         tool_args = json_format.MessageToDict(request.tool_args)
+        try:
+            calls = audit_calls([json_format.MessageToDict(call) for call in request.calls])
+        except MalformedCall as problem:
+            _invalid(str(problem))
         audit_id = await self._store.record_audit(
             conversation_id=_uuid(request.conversation_id) if request.conversation_id else None,
             user_id=user,
@@ -205,7 +210,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             latency_seconds=request.latency_seconds,
             action=request.action,
             code=request.code,
-            calls=[json_format.MessageToDict(call) for call in request.calls],
+            calls=[call.model_dump() for call in calls],
         )
         return convo_pb2.RecordAuditResponse(audit_id=str(audit_id))
 
