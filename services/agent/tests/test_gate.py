@@ -20,14 +20,16 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, Interrupt
 
 from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
-from sstools.agent.gate import CONFIRM_PROMPTS, LANG_KEY, gate
-from sstools.agent.tools import USER_TOKEN, Passes, idempotency_key, ops_call, tool_schema
+from sstools.agent.context import RunContext
+from sstools.agent.gate import CONFIRM_PROMPTS, gate
+from sstools.agent.graph import AgentGraph
+from sstools.agent.language import DEFAULT_LANG, as_lang
+from sstools.agent.tools import Passes, idempotency_key, ops_call, tool_schema
 from sstools.common.catalogue import (
     ALTERNATIVES,
     ALWAYS_OFFERED,
@@ -47,6 +49,7 @@ from sstools.devstack.policy_table import MUTATING_SQL, POLICY_TABLE, RANKS, all
 USERNAME = "anna"
 TOKEN = user_token(USERNAME)
 THREAD = "conversation-1"
+THREAD_CONFIG: RunnableConfig = {"configurable": {"thread_id": THREAD}}
 SENT_KEY = "the Idempotency-Key the call was sent with"
 CODEC = ConfirmationCodec("gate-tests-confirmation-secret-of-32+-bytes")
 # Ops' environments as configured: "live" is production by its configuration alone.
@@ -223,13 +226,13 @@ class Gated:
         self._hanging = hanging
         node = ToolNode(
             [self._tool(name) for name in tool_names()],
-            awrap_tool_call=gate(self.facts, self.passes, timeout_seconds, USER_TOKEN),
+            awrap_tool_call=gate(self.facts, self.passes, timeout_seconds),
         )
-        graph = StateGraph(MessagesState)
+        graph = StateGraph(MessagesState, context_schema=RunContext)
         graph.add_node("tools", node)
         graph.add_edge(START, "tools")
         graph.add_edge("tools", END)
-        self.graph: CompiledStateGraph[Any] = graph.compile(checkpointer=InMemorySaver())
+        self.graph: AgentGraph = graph.compile(checkpointer=InMemorySaver())
         self._paused: list[Interrupt] = []
 
     def _tool(self, name: str) -> BaseTool:
@@ -260,7 +263,7 @@ class Gated:
     ) -> Outcome:
         """A turn whose AI message makes ``calls`` (after the thread's ``before``)."""
         messages = [*before, HumanMessage("please"), AIMessage("", tool_calls=list(calls))]
-        return await self._run({"messages": messages}, config(role, env_id, ui_env_id, lang))
+        return await self._run({"messages": messages}, context(role, env_id, ui_env_id, lang))
 
     async def answer(
         self, answer: object, *, role: Role | None, env_id: str | None = None, lang: str | None = None
@@ -268,14 +271,14 @@ class Gated:
         """The person's answer to the card the graph paused with, as the chat resumes it (in the
         card's language)."""
         (paused,) = self._paused
-        return await self._run(Command(resume={paused.id: answer}), config(role, env_id, None, lang))
+        return await self._run(Command(resume={paused.id: answer}), context(role, env_id, None, lang))
 
-    async def _run(self, graph_input: Any, run_config: RunnableConfig) -> Outcome:
+    async def _run(self, graph_input: Any, run: RunContext) -> Outcome:
         events: list[tuple[str, dict[str, Any]]] = []
         started: list[tuple[str, Any]] = []
         paused: list[Interrupt] = []
         async with asyncio.timeout(10):  # a gate that never lets go fails the test, not the run
-            async for raw in self.graph.astream_events(graph_input, run_config, version="v2"):
+            async for raw in self.graph.astream_events(graph_input, THREAD_CONFIG, context=run, version="v2"):
                 if raw["event"] == "on_custom_event":
                     events.append((raw["name"], dict(raw["data"])))
                 elif raw["event"] == "on_tool_start":
@@ -285,7 +288,7 @@ class Gated:
                     if isinstance(chunk, dict):
                         paused.extend(chunk.get("__interrupt__", ()))
         self._paused = paused
-        messages = (await self.graph.aget_state(run_config)).values["messages"]
+        messages = (await self.graph.aget_state(THREAD_CONFIG)).values["messages"]
         last_call = max(index for index, message in enumerate(messages) if isinstance(message, AIMessage))
         results = {
             message.tool_call_id: message
@@ -295,22 +298,19 @@ class Gated:
         return Outcome(events, started, paused, results)
 
 
-def config(
+def context(
     role: Role | None, env_id: str | None, ui_env_id: str | None, lang: str | None = None
-) -> RunnableConfig:
-    """The run's configuration as the agent's chat makes it."""
-    configurable: dict[str, Any] = {
-        "thread_id": THREAD,
-        USER_TOKEN: TOKEN,
-        "username": USERNAME,
-        "env_id": env_id,
-        "ui_env_id": ui_env_id,
-    }
-    if lang is not None:
-        configurable[LANG_KEY] = lang
-    if role is not None:
-        configurable["user_role"] = role.value
-    return {"configurable": configurable}
+) -> RunContext:
+    """The run's context as the agent's chat makes it."""
+    return RunContext(
+        user_token=TOKEN,
+        username=USERNAME,
+        lang=as_lang(lang) or DEFAULT_LANG,
+        tool_names=tuple(tool_names()),
+        env_id=env_id,
+        ui_env_id=ui_env_id,
+        user_role=role,
+    )
 
 
 def call(name: str, args: dict[str, Any], call_id: str = "call-1") -> ToolCall:
@@ -985,7 +985,7 @@ async def test_each_answers_call_is_sent_with_a_key_of_its_own_never_the_servers
     for _ in range(2):
         await gated.send(call("get_health_summary", {"env_id": "dev"}, numbered), role=Role.VIEWER)
     assert [run.tool for run in gated.runs] == ["run_backup"] * 2 + ["get_health_summary"] * 2
-    state = await gated.graph.aget_state(config(None, None, None))
+    state = await gated.graph.aget_state(THREAD_CONFIG)
     answers = [str(message.id) for message in state.values["messages"] if isinstance(message, AIMessage)]
     parts = zip(answers, [*digests, "", ""], strict=True)
     assert [run.key for run in gated.runs] == [

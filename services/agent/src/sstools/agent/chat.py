@@ -25,7 +25,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from opentelemetry.trace import SpanKind, Tracer
 from pydantic import BaseModel
@@ -53,10 +52,10 @@ from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient, OpsError
 from sstools.agent.clients.router import Routing, ToolRouter
 from sstools.agent.context import (
-    CONTEXT_KEY,
     Environment,
     EnvSource,
     Focus,
+    RunContext,
     TurnContext,
     default_env,
     environments_of,
@@ -64,13 +63,12 @@ from sstools.agent.context import (
 )
 from sstools.agent.events import ContextEvent, RoutingEvent
 from sstools.agent.fastpath import fast_confirmation_tool
-from sstools.agent.gate import LANG_KEY, Refused, checked_arguments
-from sstools.agent.graph import beyond_reach
+from sstools.agent.gate import Refused, checked_arguments
+from sstools.agent.graph import AgentGraph, beyond_reach
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, language_of
-from sstools.agent.prefetch import PREFETCH_KEY, prefetch_dashboards
+from sstools.agent.prefetch import prefetch_dashboards
 from sstools.agent.stream import Event, error, graph_events, in_language, replayed, shown, state
 from sstools.agent.telemetry import TurnMetrics
-from sstools.agent.tools import USER_TOKEN
 from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads, read_uploads
 from sstools.common.accounts import AccountRefused, Accounts, AccountUnknown
 from sstools.common.catalogue import Role
@@ -133,7 +131,7 @@ class Clients:
 class ChatService:
     def __init__(
         self,
-        graph: Callable[[], CompiledStateGraph[Any]],
+        graph: Callable[[], AgentGraph],
         tools: Mapping[str, BaseTool],
         clients: Clients,
         model_name: str,
@@ -168,33 +166,13 @@ class ChatService:
         self._anonymous = AnonymousBudget()
 
     @property
-    def _graph(self) -> CompiledStateGraph[Any]:
+    def _graph(self) -> AgentGraph:
         return self._graph_of()
 
-    def _config(
-        self,
-        turn: Turn,
-        tool_names: list[str] | None = None,
-        role: Role | None = None,
-        env_id: str | None = None,
-        context: TurnContext | None = None,
-        lang: Lang | None = None,
-    ) -> RunnableConfig:
-        configurable: dict[str, Any] = {
-            "thread_id": turn.conversation_id,
-            USER_TOKEN: turn.user_token,
-            "username": turn.username,
-            "env_id": env_id or turn.env_id or (context.env if context else None),
-            "ui_env_id": None if env_id else turn.ui_env_id,
-            LANG_KEY: lang or turn.lang,
-        }
-        if context is not None:
-            configurable[CONTEXT_KEY] = context
-        if tool_names is not None:
-            configurable["tool_names"] = tool_names
-        if role is not None:
-            configurable["user_role"] = role.value
-        return {"configurable": configurable}
+    @staticmethod
+    def _thread(turn: Turn) -> RunnableConfig:
+        """The run's config: the conversation, the checkpointer's key (the rest is its context)."""
+        return {"configurable": {"thread_id": turn.conversation_id}}
 
     async def run(self, turn: Turn) -> AsyncIterator[Event]:
         """One command, one trace: routing, the model, the tools and what they call are its
@@ -339,7 +317,7 @@ class ChatService:
         # router's choice and the user's role.
         fast = fast_confirmation_tool(turn.text, environments)
         snapshot, routing, role = await asyncio.gather(
-            self._graph.aget_state(self._config(turn)),
+            self._graph.aget_state(self._thread(turn)),
             self._routing(turn, fast, context.env),
             self._role(turn),
         )
@@ -369,10 +347,19 @@ class ChatService:
         messages.append(HumanMessage(turn.text, id=message_id, additional_kwargs={ROUTED_KEY: routing.tools}))
         if fast is not None:  # an explicit command: its call is made, the model is not asked
             messages.append(AIMessage("", tool_calls=[fast], response_metadata={"fast_path": True}))
-        config = self._config(turn, routing.tools, role, context=context)
-        if prefetched is not None:  # the model keeps search_dashboards: for another env, another page
-            config["configurable"][PREFETCH_KEY] = prefetched
-        async for event in self._recorded(turn, graph_events(self._graph, {"messages": messages}, config)):
+        run = RunContext(
+            user_token=turn.user_token,
+            username=turn.username,
+            lang=turn.lang,
+            tool_names=tuple(routing.tools),
+            env_id=turn.env_id or context.env,
+            ui_env_id=turn.ui_env_id,
+            user_role=role,
+            turn=context,
+            prefetched=prefetched,  # the model keeps search_dashboards: for another env, another page
+        )
+        events = graph_events(self._graph, {"messages": messages}, self._thread(turn), run)
+        async for event in self._recorded(turn, events):
             yield event
 
     def _context(
@@ -424,7 +411,7 @@ class ChatService:
             return None
 
     async def _resume(self, turn: Turn, answer: Answer, facts: AuditFacts) -> AsyncIterator[Event]:
-        snapshot = await self._graph.aget_state(self._config(turn))
+        snapshot = await self._graph.aget_state(self._thread(turn))
         paused = card_answered(snapshot, answer)
         if isinstance(paused, ToolMessage):  # answered before: the same answer, nothing run again
             for event in replayed(snapshot.values.get("messages", []), paused):
@@ -445,8 +432,17 @@ class ChatService:
         env = card.get("env_id") or None
         context = self._context(turn, await self._environments(turn), env)
         routed = resumed_tools(snapshot.values.get("messages", []), card)
-        config = self._config(turn, routed, role, env, context, as_lang(card.get("lang")))
-        events = graph_events(self._graph, Command(resume={paused.id: resume}), config)
+        run = RunContext(
+            user_token=turn.user_token,
+            username=turn.username,
+            lang=as_lang(card.get("lang")) or turn.lang,
+            tool_names=tuple(routed),
+            env_id=env or context.env,
+            ui_env_id=None if env else turn.ui_env_id,  # a card names where it runs
+            user_role=role,
+            turn=context,
+        )
+        events = graph_events(self._graph, Command(resume={paused.id: resume}), self._thread(turn), run)
         async for event in self._recorded(turn, events):
             yield event
 

@@ -1,5 +1,7 @@
-"""What the model is told about the turn beside the person's words: the configured environments,
-the one the turn works in (and why that one), the page's language, and the object the page shows.
+"""What a run of the graph is told beside its input (:class:`RunContext`, LangGraph's
+``context_schema``: never kept in a checkpoint), and of it what the model is told about the turn
+beside the person's words (:class:`TurnContext`): the configured environments, the one the turn
+works in (and why that one), the page's language, and the object the page shows.
 
 It reaches the model as one system message placed before the thread for this call only (never
 kept in it): prose for a language model, and the same facts as data for the offline planner. The
@@ -18,9 +20,9 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from sstools.agent.fence import PAGE, fenced
 from sstools.agent.language import DEFAULT_LANG, Lang, as_lang
+from sstools.common.catalogue import Role
 from sstools.common.policy import normalise_env
 
-CONTEXT_KEY = "__turn_context"  # in the run's config; "__" keeps it out of checkpoint metadata
 _DATA_KEY = "sstools_context"
 EnvSource = Literal["message", "page", "last", "default", "none"]
 
@@ -96,6 +98,31 @@ class TurnContext:
             return None
         named = {"type": self.focus.type, "id": self.focus.id, "title": self.focus.name}
         return fenced(PAGE, json.dumps(named, ensure_ascii=False))
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One run of the graph — a send, or a card's answer resumed — as the chat starts it: who
+    asks (their token goes to ops with every call), in which language and environment, with the
+    role ops gave them and the tools the turn was routed to."""
+
+    user_token: str
+    username: str
+    lang: Lang
+    tool_names: tuple[str, ...]  # the routed tools: the only ones bound to the model (FR-004)
+    env_id: str | None = None  # the turn's: the submitted one, or the card's on a resume
+    ui_env_id: str | None = None  # the page's, for a call that names none and a turn that did not
+    user_role: Role | None = None  # as ops said it; None: unknown (ops still decides every call)
+    turn: TurnContext | None = None  # what the model is told of the turn (a send's)
+    prefetched: str | None = None  # the dashboards fetched ahead for a list request (fenced)
+
+
+def run_context(given: object) -> RunContext:
+    """The run's context as LangGraph hands it to a node, the gate or a tool; a run started
+    without one has no one to act for, and nothing of it runs."""
+    if not isinstance(given, RunContext):
+        raise TypeError(f"the graph was run without a RunContext (got {type(given).__name__})")
+    return given
 
 
 def environments_of(

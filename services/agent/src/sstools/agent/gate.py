@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from sstools.agent.changes import change
 from sstools.agent.clients.ops import OpsCall, OpsError
+from sstools.agent.context import RunContext, run_context
 from sstools.agent.events import (
     Alternative,
     ConfirmRequiredEvent,
@@ -46,7 +47,7 @@ from sstools.agent.events import (
     ToolErrorEvent,
     ToolTimeoutEvent,
 )
-from sstools.agent.language import DEFAULT_LANG, Lang, as_lang, say
+from sstools.agent.language import Lang, say
 from sstools.agent.tools import Passes, idempotency_key, ops_call
 from sstools.common.catalogue import (
     ALTERNATIVES,
@@ -78,7 +79,6 @@ CONFIRM_PROMPTS = {
     # Only a card whose edit made a change a read (SQL edited into a query): still a new card.
     "safe": ("Подтвердите", "Please confirm"),
 }
-LANG_KEY = "lang"  # in the run's config: the language the person is answered in
 _KNOWN_TOOLS = frozenset(tool_names())
 Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
@@ -298,7 +298,7 @@ def _waits_its_turn(request: ToolCallRequest) -> bool:
 def _grant(
     passes: Passes,
     request: ToolCallRequest,
-    configurable: Mapping[str, Any],
+    username: str,
     arguments: ToolArgs,
     answered: Mapping[str, str] | None,
     facts: GateFacts,
@@ -306,29 +306,34 @@ def _grant(
     """The call's pass: its Idempotency-Key and, once the person confirmed it, a confirmation
     signed for this user, tool, key and the exact request the tool will send."""
     call = request.tool_call
-    thread_id = str(configurable.get("thread_id", ""))
+    thread_id = _thread_id(request)
     asking = _asking(request)
     digest = answered["digest"] if answered is not None else ""
     key = idempotency_key(thread_id, str(asking.id if asking is not None else ""), str(call["id"]), digest)
     confirmation = None
     if answered is not None:
         fingerprint = facts.fingerprint(ops_call(call["name"], arguments))
-        confirmation = Confirmation(str(configurable.get("username", "")), call["name"], key, fingerprint)
+        confirmation = Confirmation(username, call["name"], key, fingerprint)
     passes.grant(thread_id, str(call["id"]), key, confirmation)
 
 
+def _thread_id(request: ToolCallRequest) -> str:
+    """The conversation: the checkpointer's key, the one thing the run's config carries."""
+    return str(((request.runtime.config or {}).get("configurable") or {}).get("thread_id", ""))
+
+
 def gate(
-    facts: GateFacts, passes: Passes, tool_timeout_seconds: float, user_token_key: str
+    facts: GateFacts, passes: Passes, tool_timeout_seconds: float
 ) -> Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]]:
     async def judged(
-        request: ToolCallRequest, configurable: dict[str, Any]
+        request: ToolCallRequest, context: RunContext
     ) -> tuple[ToolArgs, Decision, dict[str, str] | None] | ToolMessage:
         """The call's arguments, its decision and — where it needed one — the person's answer
         to its card; or why it does not run."""
         call = request.tool_call
-        user_token = str(configurable.get(user_token_key, ""))
-        thread_id = str(configurable.get("thread_id", ""))
-        lang = as_lang(configurable.get(LANG_KEY)) or DEFAULT_LANG
+        user_token = context.user_token
+        thread_id = _thread_id(request)
+        lang = context.lang
         name = call["name"]
         if name not in _KNOWN_TOOLS:
             raise Refused("UNKNOWN_TOOL", f"there is no tool named {name[:80]!r}")
@@ -340,10 +345,10 @@ def gate(
             )
         args = dict(call["args"])
         if "env_id" in ARGS[name].model_fields:
-            env = resolve_env(args.get("env_id"), configurable.get("env_id"), configurable.get("ui_env_id"))
+            env = resolve_env(args.get("env_id"), context.env_id, context.ui_env_id)
             if env:
                 args["env_id"] = env
-        role = Role(configurable["user_role"]) if configurable.get("user_role") else None
+        role = context.user_role
 
         async def decided(args: dict[str, Any]) -> tuple[ToolArgs, Decision] | ToolMessage:
             arguments = await checked_arguments(name, args, lambda: facts.environments(user_token))
@@ -391,10 +396,10 @@ def gate(
 
     async def wrapped(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
         call = request.tool_call
-        configurable = (request.runtime.config or {}).get("configurable", {})
-        thread_id = str(configurable.get("thread_id", ""))
+        context = run_context(request.runtime.context)
+        thread_id = _thread_id(request)
         try:
-            outcome = await judged(request, configurable)
+            outcome = await judged(request, context)
         except Refused as refusal:
             detail = {"code": refusal.code, "message": str(refusal), **refusal.facts}
             event = ToolErrorEvent(
@@ -408,7 +413,7 @@ def gate(
         if isinstance(outcome, ToolMessage):
             return outcome
         arguments, decision, answered = outcome
-        _grant(passes, request, configurable, arguments, answered, facts)
+        _grant(passes, request, context.username, arguments, answered, facts)
         request = request.override(tool_call={**call, "args": shown_arguments(arguments)})
         try:
             result = await asyncio.wait_for(execute(request), tool_timeout_seconds)

@@ -31,20 +31,23 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.config import get_config
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
 from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.clients.ops import OpsError
-from sstools.agent.context import CONTEXT_KEY, TurnContext
+from sstools.agent.context import RunContext, run_context
 from sstools.agent.fence import OUTSIDE_DATA, model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
-from sstools.agent.prefetch import PREFETCH_KEY
-from sstools.agent.tools import USER_TOKEN, Passes
+from sstools.agent.tools import Passes
 from sstools.common.metrics import GenAiClientMetrics
 
 CONTEXT_TOKENS = 4000
+# The agent's graph: a thread of messages, run for one RunContext at a time.
+AgentGraph = CompiledStateGraph[MessagesState, RunContext, MessagesState, MessagesState]
 
 
 def _approximate_tokens(messages: list[BaseMessage]) -> int:
@@ -161,19 +164,18 @@ def build_graph(
     model_name: str,
     provider_name: str,
     model_metrics: GenAiClientMetrics,
-) -> CompiledStateGraph[Any]:
-    async def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
-        names = (config.get("configurable") or {}).get("tool_names") or list(tools)
-        bound = model().bind_tools([tools[name] for name in names if name in tools])
-        configurable = config.get("configurable") or {}
+) -> AgentGraph:
+    async def call_model(state: MessagesState, *, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        run = run_context(runtime.context)
+        config = get_config()
+        bound = model().bind_tools([tools[name] for name in run.tool_names if name in tools])
         window = model_view(context_window(state["messages"]))  # tool results fenced
         # For this call only, not kept in the thread: what the page and ops say of the turn (the
         # agent's own words and validated ids, as the system message), and as fenced data beside
         # the person's message what came from outside: the page's object name, the dashboards
         # fetched ahead.
-        context = configurable.get(CONTEXT_KEY)
-        context = context if isinstance(context, TurnContext) else None
-        outside = [context.page_data() if context else None, configurable.get(PREFETCH_KEY)]
+        context = run.turn
+        outside = [context.page_data() if context else None, run.prefetched]
         if data := [str(block) for block in outside if block]:
             outside_data = HumanMessage("\n\n".join(data), additional_kwargs={OUTSIDE_DATA: True})
             turn = _current_turn_start(window)  # before the turn's documents and message
@@ -213,10 +215,10 @@ def build_graph(
 
     tool_node = ToolNode(
         list(tools.values()),
-        awrap_tool_call=gate(gate_facts, passes, tool_timeout_seconds, USER_TOKEN),
+        awrap_tool_call=gate(gate_facts, passes, tool_timeout_seconds),
         handle_tool_errors=_tool_error_text,
     )
-    graph = StateGraph(MessagesState)
+    graph = StateGraph(MessagesState, context_schema=RunContext)
     graph.add_node("model", call_model)
     graph.add_node("tools", tool_node)
     graph.add_conditional_edges(START, to_tools_if_called, ["model", "tools"])

@@ -1,12 +1,9 @@
 """Agent process: Gradio ``/chat`` on ``AGENT_HTTP_PORT`` (with the chat port's own probes),
 probes and metrics on ``AGENT_METRICS_PORT``. Ready once the checkpoint tables exist."""
 
-from typing import Any
-
 import gradio as gr
 import openai
 from fastapi import FastAPI
-from langgraph.graph.state import CompiledStateGraph
 
 from sstools.agent.admission import TurnLimit
 from sstools.agent.chat import ChatService, Clients
@@ -15,7 +12,7 @@ from sstools.agent.clients.convo import ConvoClient
 from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
-from sstools.agent.graph import build_graph
+from sstools.agent.graph import AgentGraph, build_graph
 from sstools.agent.llm import chat_model
 from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
@@ -67,9 +64,9 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         task_wait_seconds=settings.tool_timeout_seconds * settings.task_wait_share,
         retry_backoff_seconds=settings.tool_retry_backoff_seconds,
     )
-    compiled: list[CompiledStateGraph[Any]] = []
+    compiled: list[AgentGraph] = []
 
-    def graph() -> CompiledStateGraph[Any]:
+    def graph() -> AgentGraph:
         """Compiled on first use, once the checkpointer exists (it belongs to the event loop)."""
         if not compiled:
             saver = checkpoints.saver

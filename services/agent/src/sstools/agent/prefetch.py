@@ -17,7 +17,6 @@ from sstools.agent.tools import ops_call
 from sstools.common.tool_args import SearchArgs
 
 SEARCH_TOOL = "search_dashboards"
-PREFETCH_KEY = "__prefetched"  # in the run's config; "__" keeps it out of checkpoint metadata
 _log = logging.getLogger(__name__)
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Interrupt
 
+from sstools.agent.context import RunContext
 from sstools.agent.events import (
     ErrorEvent,
     EventMetadata,
@@ -30,7 +30,7 @@ from sstools.agent.events import (
     TurnState,
 )
 from sstools.agent.gate import REFUSED_EVENT, UNCHECKED_ARGS
-from sstools.agent.graph import ModelMalformed, tool_error_detail
+from sstools.agent.graph import AgentGraph, ModelMalformed, tool_error_detail
 from sstools.agent.language import Lang, say
 from sstools.agent.planner import NEEDS_CLARIFICATION
 from sstools.agent.wording import explained
@@ -65,16 +65,16 @@ def state(name: TurnState, task_id: str | None = None) -> Event:
 
 
 async def graph_events(
-    graph: CompiledStateGraph[Any], graph_input: Any, config: RunnableConfig
+    graph: AgentGraph, graph_input: Any, config: RunnableConfig, context: RunContext
 ) -> AsyncIterator[Event]:
-    """Run the graph and say what happens, ending with the turn's state."""
+    """Run the graph for ``context`` and say what happens, ending with the turn's state."""
     text = ""
     message_id = f"partial-{uuid.uuid4().hex}"
     results: list[ToolMessage] = []
     pending: list[Interrupt] = []
     asked_back = denied = failed = False
     try:
-        async for raw in graph.astream_events(graph_input, config, version="v2"):
+        async for raw in graph.astream_events(graph_input, config, context=context, version="v2"):
             kind = raw["event"]
             if kind == "on_chain_stream" and not raw["parent_ids"]:
                 # The graph's own output: a pause shows as its ``__interrupt__`` update, so

@@ -19,15 +19,16 @@ from typing import Annotated, Any
 from langchain_core.callbacks.manager import adispatch_custom_event
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langgraph.runtime import get_runtime
 from pydantic import create_model
 
 from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
+from sstools.agent.context import run_context
 from sstools.agent.events import ToolRetryEvent
 from sstools.common.catalogue import ARGS, ENDPOINTS, TOOLS, Role, ToolSpec
 from sstools.common.confirmation import Confirmation, ConfirmationCodec
 from sstools.common.tool_args import TaskArgs, ToolArgs
 
-USER_TOKEN = "__user_token"  # in the run's config; "__" keeps it out of checkpoint metadata
 RETRY_ATTEMPTS = 3
 
 
@@ -114,11 +115,13 @@ def _ops_tool(
     schema = tool_schema(ARGS[spec.name])
 
     async def run(config: RunnableConfig, **values: Any) -> str:
-        configurable = config.get("configurable") or {}
-        granted = passes.take(str(configurable.get("thread_id", "")), values["tool_call_id"])
+        context = run_context(get_runtime().context)
+        granted = passes.take(
+            str((config.get("configurable") or {}).get("thread_id", "")), values["tool_call_id"]
+        )
         arguments = schema.model_validate(values)
         call = ops_call(spec.name, arguments)
-        user_token = str(configurable[USER_TOKEN])
+        user_token = context.user_token
         # A read may be asked again when ops or Superset stumbled; a call that may change
         # something is never re-sent here (ops' idempotency key would answer a replay, but a
         # timeout's fate is not ours to guess).
@@ -168,9 +171,8 @@ def build_tools(
     for spec in TOOLS:
         if spec.endpoint is None:  # the agent's own answer (the capabilities)
 
-            async def show(config: RunnableConfig, **values: Any) -> str:
-                role = (config.get("configurable") or {}).get("user_role")
-                return capabilities(Role(role) if role else None)
+            async def show(**values: Any) -> str:
+                return capabilities(run_context(get_runtime().context).user_role)
 
             tools[spec.name] = StructuredTool.from_function(
                 coroutine=show,
