@@ -40,8 +40,8 @@ from sstools.agent.admission import (
     answered_result,
     card_answered,
 )
-from sstools.agent.chat import ROUTED_KEY, resumed_tools
 from sstools.agent.clients.convo import ConvoClient
+from sstools.agent.turn.gather import ROUTED_KEY, resumed_tools
 from sstools.common.db import create_engine
 from sstools.common.grpc_auth import FixedServiceToken
 from sstools.convo.main import assemble as assemble_convo

@@ -89,7 +89,6 @@ def assemble(settings: AgentSettings, service: Service) -> None:
 
     chat = ChatService(
         graph,
-        tools,
         Clients(router=router, convo=convo, ops=ops, docparse=docparse, accounts=accounts),
         model_name,
         tracer,

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import gradio as gr
 
-from sstools.agent.chat import ChatService, Turn
+from sstools.agent.chat import ChatService
 from sstools.agent.context import Focus
 from sstools.agent.events import ConversationEvent, TokenEvent, WarningEvent
 from sstools.agent.limits import (
@@ -39,6 +39,7 @@ from sstools.agent.limits import (
     truncate_message,
 )
 from sstools.agent.stream import Event
+from sstools.agent.turn import Turn
 from sstools.agent.uploads import parse_file_ids
 from sstools.common.tokens import USER_AUDIENCE, PublicKeyCodec, TokenError, TokenType
 
