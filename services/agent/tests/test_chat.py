@@ -12,8 +12,6 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import text
 
-from sstools.agent.settings import AgentSettings
-from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
 from sstools.common.db import create_engine
 from sstools.common.grpc_auth import as_user
@@ -21,14 +19,14 @@ from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import (
     AgentStack,
     Reply,
-    agent_environment,
+    agent_process,
     dump,
     new_conversation,
     running_stack,
 )
 from sstools.devstack.keys import SIGNING_KEY, forged_token, service_channel, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import free_port, service_process
+from sstools.devstack.testing import service_process
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
 
@@ -338,7 +336,7 @@ async def test_a_confirmation_survives_the_agent_being_killed(
     """Pause in one agent process, SIGKILL it, confirm in a new one: the checkpoint carries it."""
     dashboard_id, title = await _fresh_dashboard(dev)
     settings = agent_stack.agent_settings
-    environment, url, metrics_port = _as_process(settings)
+    environment, url, metrics_port = agent_process(settings)
     with service_process("agent", environment, metrics_port) as first:
         paused = await _say_at(agent_stack, url, f"задеплой дашборд {dashboard_id} в prod", conversation)
         assert paused.state == "needs_confirmation", dump(paused)
@@ -355,7 +353,7 @@ async def test_three_conversations_survive_an_agent_restart(
 ) -> None:
     """Story 5: history in convo, context in the checkpoint, both outlive the agent process."""
     settings = agent_stack.agent_settings
-    environment, url, metrics_port = _as_process(settings)
+    environment, url, metrics_port = agent_process(settings)
     conversations = {new_conversation(): dashboard for dashboard in (1, 2, 3)}
     with service_process("agent", environment, metrics_port):
         for conversation, dashboard in conversations.items():
@@ -382,18 +380,6 @@ async def test_three_conversations_survive_an_agent_restart(
             # the health of one dashboard, named by its title
             assert re.match(r"В «.+» \(dev\) ", history.messages[1].content), history.messages[1].content
             assert not history.messages[1].partial
-
-
-def _as_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
-    """The same agent as a process of its own: its environment, chat URL and probes port."""
-    http_port, metrics_port = free_port(), free_port()
-    environment = {
-        **agent_environment(settings),
-        "AGENT_CONVO_TARGET": settings.convo_target,
-        "AGENT_HTTP_PORT": str(http_port),
-        "AGENT_METRICS_PORT": str(metrics_port),
-    }
-    return environment, f"http://127.0.0.1:{http_port}{CHAT_PATH}/", metrics_port
 
 
 async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:

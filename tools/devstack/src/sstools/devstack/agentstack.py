@@ -38,7 +38,7 @@ from sstools.devstack.demo import LOCAL_CONVO_TIMEOUT_SECONDS, PASSWORD_ENV, cli
 from sstools.devstack.fake_llm import FakeLlm
 from sstools.devstack.keys import PRIVATE_KEY, PUBLIC_KEYS, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import FaultyLink, http_get, serving, started_service, wait_until
+from sstools.devstack.testing import FaultyLink, free_port, http_get, serving, started_service, wait_until
 from sstools.docparse.main import assemble as assemble_docparse
 from sstools.docparse.settings import DocparseSettings
 from sstools.ops.main import assemble as assemble_ops
@@ -420,6 +420,23 @@ async def another_replica(stack: AgentStack) -> AsyncIterator[AgentStack]:
             chat_url=f"http://127.0.0.1:{agent.ports['chat']}{CHAT_PATH}/",
             metrics_url=f"http://127.0.0.1:{agent.ports['metrics']}/metrics",
         )
+
+
+def agent_process(settings: AgentSettings) -> tuple[dict[str, str], str, int]:
+    """The stack's agent as a process of its own (to kill and start again): its environment, chat
+    URL and probes port, for :func:`sstools.devstack.testing.service_process`."""
+    http_port, metrics_port = free_port(), free_port()
+    environment = {
+        **agent_environment(settings),
+        "AGENT_CONVO_TARGET": settings.convo_target,
+        "AGENT_DOCPARSE_TARGET": settings.docparse_target,
+        # as the stack's own agent: suites send many turns a minute, convo shares two cores
+        "AGENT_TURNS_PER_USER": str(settings.turns_per_user),
+        "AGENT_CONVO_TIMEOUT_SECONDS": str(settings.convo_timeout_seconds),
+        "AGENT_HTTP_PORT": str(http_port),
+        "AGENT_METRICS_PORT": str(metrics_port),
+    }
+    return environment, f"http://127.0.0.1:{http_port}{CHAT_PATH}/", metrics_port
 
 
 @pytest.fixture
