@@ -12,19 +12,11 @@ import type {
   ToolStartEvent,
   ToolTimeoutEvent,
 } from "../generated/contracts.ts";
+import { TURN_STATES } from "../generated/contracts.ts";
 import type { ConfirmRequest, PermissionDenied, Problem, ToolCard, TurnState, TurnView, WireMessage } from "./types";
 
 type ToolEvent = ToolStartEvent | ToolEndEvent | ToolErrorEvent | ToolRetryEvent | ToolTimeoutEvent;
-const STATES: ReadonlySet<string> = new Set([
-  "needs_clarification",
-  "denied",
-  "needs_confirmation",
-  "started",
-  "success",
-  "failed",
-  "cancelled",
-  "issues_found",
-]);
+const STATES: ReadonlySet<string> = new Set(TURN_STATES);
 
 export function emptyTurn(): TurnView {
   return {

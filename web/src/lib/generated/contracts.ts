@@ -196,6 +196,9 @@ export type StreamEvent = ConversationEvent | ContextEvent | RoutingEvent | Toke
 /** The event types, as `StreamEvent["type"]` names them. */
 export type StreamEventType = StreamEvent["type"];
 
+/** Every state a turn ends in, as a value: stored history is read with care. */
+export const TURN_STATES: readonly StateEvent["state"][] = ["needs_clarification", "denied", "needs_confirmation", "started", "success", "failed", "cancelled", "issues_found"];
+
 export interface AuditPage {
   items: AuditRecordOut[];
   next_cursor: string | null;

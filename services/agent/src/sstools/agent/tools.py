@@ -2,12 +2,12 @@
 from the catalogue, whose argument models and ops endpoints are the ones each declares, and
 which act through ops.
 
-Each tool's body is one ops call on behalf of the user in the run's config (``__user_token``),
-with what the gate handed it beside the arguments (:class:`Passes`): the call's
-Idempotency-Key and, for a call the person confirmed, the gate's signed confirmation; a read
-tool asks again (``tool_retry``) when ops or Superset answered with a passing failure. What ops
-answers is the tool's result, as JSON; what ops refuses raises :class:`OpsError`, which the
-graph turns into a ``tool_error``.
+Each tool's body is one ops call on behalf of the user its run's context names
+(:class:`~sstools.agent.context.RunContext`), with what the gate handed it beside the
+arguments (:class:`Passes`): the call's Idempotency-Key and, for a call the person confirmed,
+the gate's signed confirmation; a read tool asks again (``tool_retry``) when ops or Superset
+answered with a passing failure. What ops answers is the tool's result, as JSON; what ops
+refuses raises :class:`OpsError`, which the graph turns into a ``tool_error``.
 """
 
 import asyncio

@@ -109,10 +109,17 @@ def contracts_ts() -> str:
         '/** The event types, as `StreamEvent["type"]` names them. */',
         'export type StreamEventType = StreamEvent["type"];',
         "",
+        "/** Every state a turn ends in, as a value: stored history is read with care. */",
+        f'export const TURN_STATES: readonly StateEvent["state"][] = {json.dumps(_turn_states(events))};',
+        "",
         *_interface("AuditPage", audit),
         "",
     ]
     return "\n".join(lines)
+
+
+def _turn_states(events: Mapping[str, Any]) -> list[str]:
+    return list(events["$defs"]["StateEvent"]["properties"]["state"]["enum"])
 
 
 def stale(path: Path = CONTRACTS_TS) -> bool:
