@@ -357,12 +357,12 @@ securityContext:
 {{- join " " ($origins | uniq) }}
 {{- end }}
 
-{{- /* A statement ops runs must end before the agent stops waiting for its answer: the person is
-     then told the database's own "timed out", never "status unknown". */}}
+{{- /* ops must answer a statement — its rows, or the task that goes on running it — before the
+     agent stops waiting: the person is then told what became of it, never "status unknown". */}}
 {{- define "sstools-agent.timeoutsAgree" -}}
-{{- $sql := .Values.ops.env.OPS_SQL_TIMEOUT_SECONDS | default "25" | float64 }}
+{{- $wait := .Values.ops.env.OPS_SQL_WAIT_SECONDS | default "20" | float64 }}
 {{- $tool := .Values.agent.env.AGENT_TOOL_TIMEOUT_SECONDS | default "30" | float64 }}
-{{- if ge $sql $tool }}
-{{- fail (printf "ops.env.OPS_SQL_TIMEOUT_SECONDS (%v) must be below agent.env.AGENT_TOOL_TIMEOUT_SECONDS (%v): a query would outlive the agent's wait for it" $sql $tool) }}
+{{- if ge $wait $tool }}
+{{- fail (printf "ops.env.OPS_SQL_WAIT_SECONDS (%v) must be below agent.env.AGENT_TOOL_TIMEOUT_SECONDS (%v): ops would answer a statement after the agent stopped waiting for it" $wait $tool) }}
 {{- end }}
 {{- end }}

@@ -259,6 +259,23 @@ def test_a_query_results_fractions_are_shown_for_the_persons_language(lang: str,
     assert answer.splitlines()[-1] == "| " + " | ".join(cells) + " |"
 
 
+@pytest.mark.parametrize("tool", ["superset_execute_sql", "get_task_status"])
+def test_a_statement_followed_as_a_task_is_answered_with_its_rows_once_it_ended(tool: str) -> None:
+    """Whether the statement's own call waited for its end or its status was asked for later."""
+    task = {"id": "t-1", "kind": "sql", "env_id": "dev", "status": "running", "result": None, "error": None}
+    running = rendered(tool, json.dumps(task), "en")
+    assert running.startswith("The statement is still running (task t\\-1)"), running
+    rows = {"env_id": "dev", "columns": ["n"], "rows": [{"n": 7}], "row_count": 1}
+    ended = rendered(tool, json.dumps(task | {"status": "success", "result": rows}), "ru")
+    assert ended == rendered("superset_execute_sql", json.dumps(rows), "ru")
+    assert ended.splitlines()[-1] == "| 7 |"
+    failed = task | {"status": "failed", "error": {"code": "sql_interrupted", "message": "not run again"}}
+    assert rendered(tool, json.dumps(failed), "en").startswith("The statement was interrupted: ops restarted")
+    # any other task that ended is still told as a task
+    backup = task | {"kind": "backup", "status": "success", "result": {"file_name": "b.zip"}}
+    assert rendered(tool, json.dumps(backup), "en").startswith("The backup task is done.")
+
+
 def test_a_list_of_tables_is_names_in_code_and_the_answer_stays_in_the_persons_language() -> None:
     listed = json.dumps({"env_id": "dev", "tables": ["accounts", "invoices", "monthly_revenue"]})
     answer = rendered("superset_explore_database", listed, "ru")

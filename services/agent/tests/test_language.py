@@ -44,6 +44,17 @@ def test_the_language_of_a_message_is_that_of_its_own_words(text: str, page: Lan
         ("DELETE FROM orders WHERE id = 1", "DELETE FROM orders WHERE id = 1"),
         ("delete all rows from the orders table", None),
         ("select the dashboards that are broken", None),
+        # a query that names its parts first starts at WITH, whatever the forms of its names
+        ("run: WITH t AS (SELECT 1) SELECT * FROM t", "WITH t AS (SELECT 1) SELECT * FROM t"),
+        (
+            "выполни WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c",
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c",
+        ),
+        (
+            'run with "Big one" as materialized (select 1) select 2',
+            'with "Big one" as materialized (select 1) select 2',
+        ),
+        ("run with a friend as (sort of) a guest", None),
     ],
 )
 def test_sql_is_told_apart_from_a_sentence_that_sounds_like_it(text: str, sql: str | None) -> None:

@@ -4,7 +4,9 @@ empty but for the example database), through a real ops with PostgreSQL."""
 import asyncio
 import uuid
 import zipfile
-from contextlib import ExitStack
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,13 @@ import httpx
 import psycopg
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.db import create_engine
 from sstools.devstack.confirming import UNCONFIRMED
 from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, add_person, client, environments
 from sstools.devstack.superset import Instance, default_home, prepare_instance, running
 from sstools.devstack.testing import free_port
+from sstools.ops import jobs
+from sstools.ops.store.tasks import TaskStore
 
 from .conftest import OpsApi, running_ops
 
@@ -217,6 +222,102 @@ async def test_row_limit_is_applied(ops: OpsApi) -> None:
     )
     assert reply.status_code == 200, reply.text
     assert (reply.json()["row_count"], reply.json()["truncated"]) == (7, True)
+
+
+# A read that takes SQLite seconds: longer than the wait below, well within the statement's time.
+SLOW_READ = (
+    "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c WHERE x < 8000000) "
+    "SELECT count(*) AS n FROM c"
+)
+
+
+@asynccontextmanager
+async def waiting_briefly(
+    supersets: dict[str, Instance], database_url: str, tracer_provider: TracerProvider, state_dir: Path
+) -> AsyncIterator[OpsApi]:
+    """An ops whose SQL requests wait one second for their statement."""
+    async with running_ops(
+        database_url, tracer_provider, environments(supersets, PASSWORD_ENV), state_dir, sql_wait_seconds=1.0
+    ) as api:
+        yield api
+
+
+async def test_a_statement_longer_than_the_wait_goes_on_as_a_task_whose_result_is_its_rows(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    async with waiting_briefly(supersets, fresh_database_url, tracer_provider, tmp_path) as ops:
+        quick = await ops.http.post(
+            "/api/envs/dev/sql",
+            json={"database_id": 1, "sql": "SELECT COUNT(*) AS n FROM sales"},
+            headers=ops.headers("anna"),
+        )
+        assert quick.status_code == 200, quick.text  # within the wait: its rows, as ever
+        assert quick.json()["rows"] == [{"n": 400}]
+
+        slow = await ops.http.post(
+            "/api/envs/dev/sql", json={"database_id": 1, "sql": SLOW_READ}, headers=ops.headers("anna")
+        )
+        assert slow.status_code == 202, slow.text
+        started = slow.json()
+        assert (started["kind"], started["status"], started["created_by"]) == ("sql", "running", "anna")
+        others = await ops.http.get(f"/api/tasks/{started['id']}", headers=ops.headers("vera"))
+        assert others.status_code == 404, others.text  # another viewer does not see anna's rows
+        ended = await ops.wait_task(started["id"], "anna", within_seconds=60)
+        assert ended["status"] == "success", ended
+        assert (ended["result"]["columns"], ended["result"]["rows"]) == (["n"], [{"n": 8_000_000}])
+
+        failing = await ops.http.post(
+            "/api/envs/dev/sql",
+            json={"database_id": 1, "sql": "SELECT no_such_column FROM sales"},
+            headers=ops.headers("anna"),
+        )
+        assert failing.status_code == 502, failing.text  # within the wait: Superset's error, as ever
+        assert failing.json()["detail"]["code"] == "superset_error"
+
+
+async def test_a_statement_whose_ops_died_is_read_again_but_never_changed_again(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    """A statement's task left running by an ops that died is claimed by the next: a read is
+    run again; a change is not (it may have run) and fails saying so."""
+    async with waiting_briefly(supersets, fresh_database_url, tracer_provider, tmp_path) as ops:
+        before = await ops.http.post(
+            "/api/envs/dev/sql",
+            json={"database_id": 1, "sql": "SELECT amount FROM sales WHERE id = 1"},
+            headers=ops.headers("root"),
+        )
+        assert before.status_code == 200, before.text
+        engine = create_engine(fresh_database_url)
+        try:
+            store = TaskStore(engine)
+            statements = {
+                "read": ("PRAGMA query_only = 1;\nSELECT amount FROM sales WHERE id = 1", True),
+                "change": ("UPDATE sales SET amount = amount + 1000 WHERE id = 1", False),
+            }
+            orphans = {
+                name: await store.start(
+                    jobs.SQL,
+                    "dev",
+                    {"database_id": 1, "script": script, "schema": None, "limit": 10, "read_only": read_only},
+                    "root",
+                    timedelta(0),  # its ops died at once: nothing renews it
+                )
+                for name, (script, read_only) in statements.items()
+            }
+        finally:
+            await engine.dispose()
+        read = await ops.wait_task(str(orphans["read"].id), within_seconds=60)
+        assert read["status"] == "success", read
+        assert read["result"]["rows"] == before.json()["rows"]
+        change = await ops.wait_task(str(orphans["change"].id), within_seconds=60)
+        assert change["status"] == "failed", change
+        assert change["error"]["code"] == "sql_interrupted"
+        after = await ops.http.post(
+            "/api/envs/dev/sql",
+            json={"database_id": 1, "sql": "SELECT amount FROM sales WHERE id = 1"},
+            headers=ops.headers("root"),
+        )
+        assert after.json()["rows"] == before.json()["rows"]  # the change did not run again
 
 
 async def test_database_exploration_walks_databases_schemas_tables_columns(ops: OpsApi) -> None:

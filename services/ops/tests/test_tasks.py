@@ -155,3 +155,86 @@ async def test_a_task_that_ends_is_counted_once_by_kind_and_outcome_and_timed(en
     assert 0.05 <= value("sstools_ops_task_seconds_sum", kind="backup") < 5
     assert value("sstools_ops_task_seconds_count", kind="deploy") == 1
     assert value("sstools_ops_task_seconds_count", kind="no-such-kind") == 0
+
+
+async def test_a_task_started_here_runs_at_once_beside_a_long_one_and_ends_as_any_other(
+    engine: AsyncEngine,
+) -> None:
+    """A statement someone waits for is not queued behind a deployment the worker is busy with;
+    it is stored, leased, ended and counted as a queued task is, and its job gives its result —
+    or raises the typed error it ended with."""
+    store = TaskStore(engine)
+    deploying = asyncio.Event()
+
+    async def deploy(task: Task, report: Report) -> dict[str, Any]:
+        deploying.set()
+        await asyncio.sleep(3600)
+        return {}
+
+    async def sql(task: Task, report: Report) -> dict[str, Any]:
+        if task.params["fails"]:
+            raise Conflict("the statement was refused")
+        return {"rows": [{"n": 1}]}
+
+    registry = CollectorRegistry()
+    worker = TaskWorker(
+        store, {"deploy": deploy, "sql": sql}, lease=SHORT_LEASE, metrics=TaskMetrics(registry)
+    )
+    await store.submit("deploy", "prod", {}, "oleg")
+    busy = asyncio.create_task(worker.run_one())
+    await deploying.wait()
+    try:
+        task, job = await worker.start_here("sql", "dev", {"fails": False}, "anna")
+        assert await asyncio.wait_for(job, 5) == {"rows": [{"n": 1}]}
+        ended = await store.get(task.id)
+        assert ended is not None
+        assert (ended.kind, ended.created_by, ended.status, ended.attempts, ended.result) == (
+            "sql",
+            "anna",
+            TaskStatus.SUCCESS,
+            1,
+            {"rows": [{"n": 1}]},
+        )
+        refused, job = await worker.start_here("sql", "dev", {"fails": True}, "anna")
+        with pytest.raises(Conflict, match="refused"):
+            await asyncio.wait_for(job, 5)
+        failed = await store.get(refused.id)
+        assert failed is not None
+        assert failed.status is TaskStatus.FAILED
+        assert failed.error == {"code": "conflict", "message": "the statement was refused"}
+        assert registry.get_sample_value(TASKS, {"kind": "sql", "outcome": "success"}) == 1
+        assert registry.get_sample_value(TASKS, {"kind": "sql", "outcome": "failed"}) == 1
+    finally:
+        busy.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await busy
+
+
+async def test_a_task_started_here_whose_ops_died_is_claimed_by_a_worker(engine: AsyncEngine) -> None:
+    """Started here, it holds a lease like a claimed task: no worker takes it while it runs,
+    and one does once nothing renews it (the ops that ran it died)."""
+    store = TaskStore(engine)
+    started = asyncio.Event()
+
+    async def hangs(task: Task, report: Report) -> dict[str, Any]:
+        started.set()
+        await asyncio.sleep(3600)
+        return {}
+
+    async def completes(task: Task, report: Report) -> dict[str, Any]:
+        return {"attempt": task.attempts}
+
+    first = TaskWorker(store, {"sql": hangs}, lease=SHORT_LEASE)
+    task, job = await first.start_here("sql", "dev", {}, "anna")
+    await started.wait()
+    second = TaskWorker(store, {"sql": completes}, lease=SHORT_LEASE)
+    await asyncio.sleep(SHORT_LEASE.total_seconds() + 0.2)
+    assert not await second.run_one()  # its heartbeat renews the lease
+    job.cancel()  # the first ops dies
+    with contextlib.suppress(asyncio.CancelledError):
+        await job
+    await asyncio.sleep(SHORT_LEASE.total_seconds() + 0.2)
+    assert await second.run_one()
+    ended = await store.get(task.id)
+    assert ended is not None
+    assert (ended.status, ended.result) == (TaskStatus.SUCCESS, {"attempt": 2})

@@ -67,6 +67,7 @@ const STRINGS = {
   taskRunning: { ru: "выполняется", en: "running" },
   taskDone: { ru: "выполнена", en: "done" },
   taskFailed: { ru: "не удалась", en: "failed" },
+  rowsCut: { ru: "показаны не все строки: результат обрезан по лимиту", en: "not every row is shown: the result was cut at its limit" },
   partial: { ru: "прервано", en: "stopped" },
   answeredBy: { ru: "отвечала модель", en: "answered by" },
   connectionLost: { ru: "Связь с агентом потеряна", en: "Lost the connection to the agent" },

@@ -133,6 +133,9 @@ class ToolSpec:
     # A call that makes Superset or a database do real work (every chart's query, a statement,
     # a schema's walk): ops counts it against the person's budget of such calls per minute.
     heavy: bool = False
+    # The kind of ops task a call goes on as when it outlives ops' wait for it: the task's
+    # result is then what the call would have answered.
+    followed_as: str | None = None
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -157,6 +160,8 @@ R, W, D = Tier.READ, Tier.WRITE, Tier.DANGEROUS
 VIEWER, ANALYST, OPERATOR, ADMIN = Role.VIEWER, Role.ANALYST, Role.OPERATOR, Role.ADMIN
 
 ALWAYS_OFFERED = "show_capabilities"
+# The ops task a statement that runs longer than ops' wait goes on as.
+SQL_TASK = "sql"
 
 BUILT_IN: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -669,6 +674,7 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         ("sql", "запрос", "выполни запрос", "выполни sql", "селект", "скуль", "sql lab", "запусти запрос"),
         mutating_sql_policy=_policy(D, ADMIN),
         heavy=True,
+        followed_as=SQL_TASK,
         endpoint=Endpoint("POST", ENV_PATH + "/sql", SqlArgs, SqlBody),
         example=(
             "Выполни SELECT count(*) FROM sales",

@@ -8,7 +8,8 @@ _FENCED = re.compile(r"```(?:sql)?\s*\n?(.*?)```", re.I | re.S)
 _STATEMENT = re.compile(
     r"\b(?:"
     r"select\s+(?:\*|distinct\b|top\s+\d|\d|(?:count|sum|avg|min|max)\s*\(|[\w.\"]+\s*(?:,|\bfrom\b|\bas\b))"
-    r"|with\s+\w+\s+as\s*\("
+    r"|with\s+(?:recursive\s+)?(?:\w+|\"[^\"]+\")\s*(?:\([\w\s,\"]*\)\s*)?"
+    r"as\s*(?:(?:not\s+)?materialized\s*)?\(\s*(?:select|with|values|insert|update|delete)\b"
     r"|insert\s+into\s+[\w.\"]"
     r"|update\s+[\w.\"]+\s+set\b"
     r"|delete\s+from\s+[\w.\"]+"

@@ -116,6 +116,10 @@ def _ops_tool(
 
     async def run(config: RunnableConfig, **values: Any) -> str:
         context = run_context(get_runtime().context)
+        # A long operation is an ops task (a statement too, once it outlives ops' own wait):
+        # wait for its end until this long after the call began, so a quick one reports its
+        # result and a slow one is reported as started, with its id, well within the time limit.
+        deadline = asyncio.get_running_loop().time() + task_wait_seconds
         granted = passes.take(
             str((config.get("configurable") or {}).get("thread_id", "")), values["tool_call_id"]
         )
@@ -143,9 +147,6 @@ def _ops_tool(
                 )
                 await adispatch_custom_event("tool_retry", retry.metadata(), config=config)
                 await asyncio.sleep(retry_backoff_seconds * 2 ** (attempt - 1))
-        # A long operation is an ops task: wait a little for its end, so a quick one reports
-        # its result; a slow one is reported as started, with its id.
-        deadline = asyncio.get_running_loop().time() + task_wait_seconds
         while (task_id := _unfinished_task(result)) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.5)
             result = await ops.call(

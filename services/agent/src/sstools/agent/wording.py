@@ -145,6 +145,12 @@ _EXPLAINED: Mapping[str, tuple[str, str]] = {
         "Такого объекта нет. Проверьте id или название (можно спросить «покажи дашборды»).",
         "No such object. Check the id or name (try “show dashboards”).",
     ),
+    "sql_interrupted": (
+        "Запрос прервался: ops перезапустился, пока он выполнялся. Он мог изменить данные, поэтому "
+        "повторно не запускался: проверьте данные, прежде чем просить снова.",
+        "The statement was interrupted: ops restarted while it ran. It may have changed data, so it "
+        "was not run again: look at the data before asking again.",
+    ),
     "sql_not_read_only": (
         "Запрос изменяет данные и требует подтверждения администратора.",
         "The statement changes data and needs an administrator's confirmation.",

@@ -4,10 +4,12 @@ as the person who asked (``created_by``)."""
 import uuid
 from typing import Any
 
+from sstools.common.catalogue import SQL_TASK
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.llm import LlmEndpoint, document, validate
 from sstools.ops.store.tasks import Task
+from sstools.ops.superset import sqllab
 from sstools.ops.superset.registry import Supersets
 from sstools.ops.tasks import Handler, Report
 
@@ -17,10 +19,15 @@ BACKUP = "backup"
 RESTORE = "restore"
 LLM_VALIDATION = "llm_validation"
 LLM_DOCUMENTATION = "llm_documentation"
+SQL = SQL_TASK  # the catalogue's: the agent reads a followed statement's task by it
 
 
 def handlers(
-    supersets: Supersets, backups: Backups, deployments: Deployments, llm: LlmEndpoint
+    supersets: Supersets,
+    backups: Backups,
+    deployments: Deployments,
+    llm: LlmEndpoint,
+    sql_timeout_seconds: float,
 ) -> dict[str, Handler]:
     async def deploy(task: Task, report: Report) -> dict[str, Any]:
         params = task.params
@@ -63,6 +70,25 @@ def handlers(
             llm, supersets.as_person(task.env_id, task.created_by), task.params["dashboard_id"], report
         )
 
+    async def sql(task: Task, report: Report) -> dict[str, Any]:
+        """A statement as it was judged and admitted (``script``: what SQL Lab is sent). A read
+        interrupted by a restart of ops is run again; a change is not — it may have run."""
+        params = task.params
+        if task.attempts > 1 and not params["read_only"]:
+            raise sqllab.StatementInterrupted(
+                "ops restarted while the statement ran; it may have changed data, so it was not "
+                "run again: look at the data before asking again"
+            )
+        result = await sqllab.execute(
+            supersets.as_person(task.env_id, task.created_by),
+            params["database_id"],
+            params["script"],
+            schema=params["schema"],
+            limit=params["limit"],
+            timeout_seconds=sql_timeout_seconds,
+        )
+        return result.model_dump()
+
     return {
         DEPLOY: deploy,
         MIGRATION: migration,
@@ -70,4 +96,5 @@ def handlers(
         RESTORE: restore,
         LLM_VALIDATION: llm_validation,
         LLM_DOCUMENTATION: llm_documentation,
+        SQL: sql,
     }

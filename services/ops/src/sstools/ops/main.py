@@ -89,7 +89,7 @@ def build_context(
         tuple(settings.llm_stop),
     )
     tasks = TaskStore(engine)
-    handlers = jobs.handlers(supersets, backups, deployments, llm)
+    handlers = jobs.handlers(supersets, backups, deployments, llm, settings.sql_timeout_seconds)
     limits = Limits(engine)
     oidc = settings.oidc_config()
     return OpsContext(
@@ -116,7 +116,11 @@ def build_context(
         deployments=deployments,
         git=GitRepository(settings.git_repo),
         llm=llm,
-        sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
+        sql=SqlLimits(
+            max_rows=settings.sql_max_rows,
+            timeout_seconds=settings.sql_timeout_seconds,
+            wait_seconds=settings.sql_wait_seconds,
+        ),
         heavy_reads=HeavyReads(limits, settings.heavy_reads_per_minute),
         sso_store=SingleSignOnStore(engine),
         single_sign_on=SingleSignOn(OidcClient(oidc), settings.oidc_pending_sign_ins) if oidc else None,

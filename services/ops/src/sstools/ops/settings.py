@@ -49,9 +49,16 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         default=1000, ge=1, le=100_000, description="Most rows one SQL execution returns."
     )
     sql_timeout_seconds: float = Field(
-        default=25.0,
+        default=120.0,
         gt=0,
-        description="Longest one SQL execution may take (below the agent's tool timeout, 30 s by default).",
+        description="Longest one SQL execution may take (Superset's SQLLAB_TIMEOUT and its web "
+        "server's timeout must allow it).",
+    )
+    sql_wait_seconds: float = Field(
+        default=20.0,
+        gt=0,
+        description="How long a request waits for its statement before answering with the task to "
+        "follow (below the agent's tool timeout, 30 s by default).",
     )
     backup_dir: Path = Field(
         default=Path("/var/lib/sstools-ops/backups"), description="Where backup archives are written."

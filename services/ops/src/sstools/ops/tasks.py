@@ -1,5 +1,7 @@
 """The task worker: runs queued tasks one at a time per worker, renewing each task's lease while
-it runs, so that a task whose ops died is picked up again by the next one to start.
+it runs, so that a task whose ops died is picked up again by the next one to start. A task that
+must not wait its turn (a statement someone waits for) is started here at once instead
+(``start_here``) and is leased, ended and counted the same way.
 
 A handler gets the task and a ``report`` callable for progress, and returns the result. What it
 raises becomes the task's error: typed errors keep their code; anything else is logged and
@@ -62,6 +64,7 @@ class TaskWorker:
         self._poll = poll_seconds
         self._max_attempts = max_attempts
         self._wake = asyncio.Event()
+        self._here: set[asyncio.Task[dict[str, Any]]] = set()  # started here; kept from collection
         self._metrics = metrics if metrics is not None else TaskMetrics(CollectorRegistry())
 
     @property
@@ -97,6 +100,37 @@ class TaskWorker:
         if handler is None:
             await self._finish(task, error={"code": "unknown_task_kind", "message": task.kind})
             return True
+        await self._execute(task, handler)
+        return True
+
+    async def start_here(
+        self, kind: str, env_id: str, params: dict[str, Any], created_by: str
+    ) -> tuple[Task, "asyncio.Task[dict[str, Any]]"]:
+        """Start a task in this process at once, not in a worker's turn (a statement must not
+        wait behind a deployment): its row, and the running job, which ends with the task's
+        result or raises the error it ended with. If this ops dies meanwhile, the task's lease
+        runs out and a worker claims it as any other (``attempts`` then says so)."""
+        handler = self._handlers[kind]
+        task = await self._store.start(kind, env_id, params, created_by, self._lease)
+        job = asyncio.create_task(self._ended(task, handler))
+        self._here.add(job)
+        job.add_done_callback(self._ended_here)
+        return task, job
+
+    def _ended_here(self, job: "asyncio.Task[dict[str, Any]]") -> None:
+        self._here.discard(job)
+        if not job.cancelled():
+            job.exception()  # stored as the task's error; nobody may be awaiting it any more
+
+    async def _ended(self, task: Task, handler: Handler) -> dict[str, Any]:
+        result, error = await self._execute(task, handler)
+        if error is not None:
+            raise error
+        return result
+
+    async def _execute(self, task: Task, handler: Handler) -> tuple[dict[str, Any], Exception | None]:
+        """Run a task this process holds and end it: its result, or the error it failed with
+        (stored: typed errors keep their code, anything else is ``internal``)."""
 
         async def report(percent: int) -> None:
             await self._store.progress(task.id, percent, self._lease)
@@ -107,16 +141,18 @@ class TaskWorker:
             result = await handler(task, report)
         except OperationError as error:
             await self._finish(task, error=error.body(), started=started)
+            return {}, error
         except Exception as error:  # noqa: BLE001 — a task must end failed, never stay running
             _log.exception("task failed", extra={"task_id": str(task.id), "kind": task.kind})
             await self._finish(
                 task, error={"code": "internal", "message": repr(error)[:500]}, started=started
             )
+            return {}, error
         else:
             await self._finish(task, result=result, started=started)
+            return result, None
         finally:
             heartbeat.cancel()
-        return True
 
     async def _finish(
         self,

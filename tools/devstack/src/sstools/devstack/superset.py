@@ -28,6 +28,7 @@ from sstools.devstack.locks import exclusive
 from sstools.devstack.paths import DATA_DIR, REPO_ROOT
 from sstools.devstack.restarting import command_line as restarting_command
 from sstools.devstack.restarting import stop_group
+from sstools.ops.settings import OpsSettings
 
 SUPERSET_REQUIREMENTS = ("apache-superset==6.1.0", "flask-caching<2.5", "cachetools", "rich")
 # Drivers for the databases Superset reads; `superset init` registers nothing of theirs.
@@ -176,6 +177,8 @@ def _write_config(folder: Path, agent: Agent | None = None) -> None:
         key_file.write_text(secrets.token_urlsafe(42))
     metadata_uri = f"sqlite:///{folder / 'superset.db'}"
     text = _CONFIG.format(secret_key=key_file.read_text().strip(), metadata_uri=metadata_uri)
+    # as long as ops lets a statement run (OPS_SQL_TIMEOUT_SECONDS; gunicorn's --timeout above)
+    text += f"SQLLAB_TIMEOUT = {int(OpsSettings.model_fields['sql_timeout_seconds'].default)}\n"
     if agent is not None:
         text += f"\nSSTOOLS_ENV_ID = {agent.env_id!r}\n"
         text += f"SESSION_COOKIE_NAME = {session_cookie_name(agent.env_id)!r}\n"

@@ -13,7 +13,7 @@ from typing import Any
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import Markdown, link, markdown_text
 from sstools.agent.wording import explained
-from sstools.common.catalogue import ARGS, EXAMPLE_PROMPTS, Answer
+from sstools.common.catalogue import ARGS, EXAMPLE_PROMPTS, TOOLS, Answer
 from sstools.common.catalogue import tool as catalogue_tool
 
 _EXAMPLES_SHOWN = ("search_dashboards", "get_health_summary", "deploy_dashboard")
@@ -191,9 +191,22 @@ def _windows(result: Any, lang: Lang) -> str:
     return table(headers, rows)
 
 
+# The tools whose calls go on as tasks when slow, by the task's kind: a task of theirs that
+# ended is answered as the call would have been.
+_FOLLOWED: Mapping[str, Answer | None] = {spec.followed_as: spec.answer for spec in TOOLS if spec.followed_as}
+
+
 def _task(result: dict[str, Any], lang: Lang) -> str:
     status, outcome = result.get("status"), result.get("result") or {}
     kind, task_id = markdown_text(result.get("kind")), markdown_text(result.get("id"))
+    if status in ("queued", "running") and result.get("kind") in _FOLLOWED:
+        return say(
+            lang,
+            f"Запрос ещё выполняется (задача {task_id}): его строки появятся здесь, когда он закончится, "
+            f"или спросите «статус задачи {task_id}».",
+            f"The statement is still running (task {task_id}): its rows will show here when it ends, "
+            f"or ask “status of task {task_id}”.",
+        )
     if status in ("queued", "running"):
         return say(
             lang,
@@ -320,6 +333,10 @@ VIEWS: Mapping[str, Callable[[Any, Lang], str]] = {
 }
 
 
+def _task_renderer(task: dict[str, Any]) -> Callable[[Any, Lang], str] | None:
+    return _renderer(_FOLLOWED.get(str(task["kind"])))
+
+
 def _renderer(declared: Answer | None) -> Callable[[Any, Lang], str] | None:
     if declared is None:
         return None
@@ -376,6 +393,8 @@ def rendered(tool: str, content: str, lang: Lang) -> str:
     if isinstance(result, dict) and isinstance(result.get("error"), dict):
         return failure(tool, result["error"], lang)
     if isinstance(result, dict) and {"id", "kind", "status"} <= set(result):
+        if result["status"] == "success" and (render := _task_renderer(result)) is not None:
+            return render(result.get("result") or {}, lang)  # a statement followed: its rows
         return _task(result, lang)
     if render := _renderer(declared):
         return render(result, lang)

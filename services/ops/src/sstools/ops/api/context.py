@@ -24,8 +24,12 @@ from sstools.ops.tasks import TaskWorker
 
 @dataclass(frozen=True)
 class SqlLimits:
+    """How many rows a statement returns, how long it may run, and how long its request waits
+    for it before answering with its task to follow."""
+
     max_rows: int
     timeout_seconds: float
+    wait_seconds: float
 
 
 @dataclass(frozen=True)

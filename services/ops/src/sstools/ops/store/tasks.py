@@ -61,17 +61,28 @@ class TaskStore:
         self._engine = engine
 
     async def submit(self, kind: str, env_id: str, params: dict[str, Any], created_by: str) -> Task:
+        """A task queued for the next worker free."""
+        return await self._insert(kind=kind, env_id=env_id, params=params, created_by=created_by)
+
+    async def start(
+        self, kind: str, env_id: str, params: dict[str, Any], created_by: str, lease: timedelta
+    ) -> Task:
+        """A task taken at once by the ops that stores it (it runs there, not in a worker's
+        turn); another claims it only if this one's lease runs out."""
+        return await self._insert(
+            kind=kind,
+            env_id=env_id,
+            params=params,
+            created_by=created_by,
+            status=TaskStatus.RUNNING,
+            attempts=1,
+            lease_until=func.now() + lease,
+        )
+
+    async def _insert(self, **values: Any) -> Task:
         async with self._engine.begin() as connection:
             row = (
-                (
-                    await connection.execute(
-                        insert(tasks)
-                        .values(
-                            id=uuid.uuid4(), kind=kind, env_id=env_id, params=params, created_by=created_by
-                        )
-                        .returning(tasks)
-                    )
-                )
+                (await connection.execute(insert(tasks).values(id=uuid.uuid4(), **values).returning(tasks)))
                 .mappings()
                 .one()
             )

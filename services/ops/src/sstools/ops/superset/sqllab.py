@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from sstools.common.sql import SqlNotParsed, SqlShape, classify, dialect_for_backend, render
 from sstools.common.sql_columns import TableRef
 from sstools.common.tool_args import IDENTIFIER_PATTERN
-from sstools.ops.errors import NotFound
+from sstools.ops.errors import Conflict, NotFound
 from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetRejected
 
 
@@ -159,6 +159,10 @@ def script(sql: str, judgement: Judgement, timeout_seconds: float) -> str:
     rendered = render(sql, judgement.dialect)
     guard = read_guard(judgement.dialect, timeout_seconds) if judgement.shape.read_only else None
     return f"{guard};\n{rendered}" if guard else rendered
+
+
+class StatementInterrupted(Conflict):
+    code = "sql_interrupted"
 
 
 class UnknownSchema(NotFound):

@@ -24,40 +24,11 @@ from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
-from sstools.ops.api.routes.superset import IdempotencyKey
+from sstools.ops.api.shapes import IdempotencyKey, TaskOut
 from sstools.ops.gitrepo import export_files
 from sstools.ops.llm import Provider, ProviderStatus
 from sstools.ops.store.maintenance import AlreadyUnderMaintenance, Window
-from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards
-
-
-class TaskOut(BaseModel):
-    id: str
-    kind: str
-    env_id: str
-    status: str
-    progress: int
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def of(cls, task: Task) -> "TaskOut":
-        return cls(
-            id=str(task.id),
-            kind=task.kind,
-            env_id=task.env_id,
-            status=task.status.value,
-            progress=task.progress,
-            result=task.result,
-            error=task.error,
-            created_by=task.created_by,
-            created_at=task.created_at,
-            updated_at=task.updated_at,
-        )
 
 
 class RestoreIn(BaseModel):

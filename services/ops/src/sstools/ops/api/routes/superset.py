@@ -2,9 +2,12 @@
 and creating dashboards and datasets. The environment is always in the path, so the guard
 applies its policy (prod may need more) before anything reaches Superset."""
 
+import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from sstools.common.catalogue import ENDPOINTS, Role
@@ -27,15 +30,15 @@ from sstools.common.tool_args import (
     SqlBody,
     SqlStatement,
 )
+from sstools.ops import jobs
 from sstools.ops.api.auth import Caller
 from sstools.ops.api.context import OpsContext
 from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
 from sstools.ops.api.routes.identity import EnvironmentNamed
+from sstools.ops.api.shapes import IdempotencyKey, TaskOut
 from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards, datasets, health, permissions, sqllab
-
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 
 
 class EnvironmentOut(EnvironmentNamed):
@@ -208,7 +211,8 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     ) -> Any:
         """superset_execute_sql: one read-only statement for analysts; anything else only for
         the roles the policy names, and only once the person confirmed it. SQL Lab is sent the
-        statement as it was judged, rendered again in the database's dialect."""
+        statement as it was judged, rendered again in the database's dialect. Its rows, or —
+        when it runs longer than the wait — its task (202), whose result they will be."""
         client = supersets.as_person(env_id, caller.username)
         if body.schema_name is not None:  # Superset writes the schema into SQL of its own
             await sqllab.known_schema(client, body.database_id, body.schema_name)
@@ -222,21 +226,27 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT, {"code": "sql_not_parsed", "message": str(error)}
             ) from None
-        limit = min(body.limit, ctx.sql.max_rows)
+        statement = {
+            "database_id": body.database_id,
+            "script": text,
+            "schema": body.schema_name,
+            "limit": min(body.limit, ctx.sql.max_rows),
+            "read_only": read_only,
+        }
 
         async def run() -> tuple[int, Any]:
-            result = await sqllab.execute(
-                client,
-                body.database_id,
-                text,
-                schema=body.schema_name,
-                limit=limit,
-                timeout_seconds=ctx.sql.timeout_seconds,
-            )
-            return 200, result
+            # A task from the start, so a slow statement goes on as work to follow (the request
+            # answers with the task after the wait) and a restart of ops does not lose it.
+            task, job = await ctx.worker.start_here(jobs.SQL, env_id, statement, caller.username)
+            await asyncio.wait({job}, timeout=ctx.sql.wait_seconds)
+            if job.done():
+                return status.HTTP_200_OK, job.result()  # the rows, or the statement's error
+            started = await ctx.tasks.get(task.id)
+            return status.HTTP_202_ACCEPTED, TaskOut.of(started or task)
 
         if read_only:
-            return (await run())[1]
+            code, answer = await run()
+            return JSONResponse(jsonable_encoder(answer), status_code=code)
         return await once(ctx.idempotency, caller, f"sql:{env_id}", idempotency_key, body.model_dump(), run)
 
     @api.get(ENDPOINTS["superset_explore_database"].path)
