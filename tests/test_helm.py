@@ -631,13 +631,13 @@ def test_environments_given_both_ways_refuse_to_render(tmp_path: Path) -> None:
         render(values_files=[values], set_values=SECRET)
 
 
-def test_a_statement_answered_after_the_agents_wait_refuses_to_render(tmp_path: Path) -> None:
+def test_a_slow_read_answered_after_the_agents_wait_refuses_to_render(tmp_path: Path) -> None:
     values = tmp_path / "timeouts.yaml"
-    values.write_text(yaml.safe_dump({"ops": {"env": {"OPS_SQL_WAIT_SECONDS": "30"}}}))
-    with pytest.raises(HelmFailed, match=r"OPS_SQL_WAIT_SECONDS \(30\) must be below"):
+    values.write_text(yaml.safe_dump({"ops": {"env": {"OPS_READ_WAIT_SECONDS": "30"}}}))
+    with pytest.raises(HelmFailed, match=r"OPS_READ_WAIT_SECONDS \(30\) must be below"):
         render(values_files=[values], set_values=SECRET)
     agreeing = {
-        "ops": {"env": {"OPS_SQL_WAIT_SECONDS": "30", "OPS_SQL_TIMEOUT_SECONDS": "600"}},
+        "ops": {"env": {"OPS_READ_WAIT_SECONDS": "30", "OPS_SQL_TIMEOUT_SECONDS": "600"}},
         "agent": {"env": {"AGENT_TOOL_TIMEOUT_SECONDS": "45"}},
     }
     values.write_text(yaml.safe_dump(agreeing))

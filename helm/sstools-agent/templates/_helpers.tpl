@@ -357,12 +357,12 @@ securityContext:
 {{- join " " ($origins | uniq) }}
 {{- end }}
 
-{{- /* ops must answer a statement — its rows, or the task that goes on running it — before the
+{{- /* ops must answer a slow read — its result, or the task that goes on with it — before the
      agent stops waiting: the person is then told what became of it, never "status unknown". */}}
 {{- define "sstools-agent.timeoutsAgree" -}}
-{{- $wait := .Values.ops.env.OPS_SQL_WAIT_SECONDS | default "20" | float64 }}
+{{- $wait := .Values.ops.env.OPS_READ_WAIT_SECONDS | default "20" | float64 }}
 {{- $tool := .Values.agent.env.AGENT_TOOL_TIMEOUT_SECONDS | default "30" | float64 }}
 {{- if ge $wait $tool }}
-{{- fail (printf "ops.env.OPS_SQL_WAIT_SECONDS (%v) must be below agent.env.AGENT_TOOL_TIMEOUT_SECONDS (%v): ops would answer a statement after the agent stopped waiting for it" $wait $tool) }}
+{{- fail (printf "ops.env.OPS_READ_WAIT_SECONDS (%v) must be below agent.env.AGENT_TOOL_TIMEOUT_SECONDS (%v): ops would answer a slow read after the agent stopped waiting for it" $wait $tool) }}
 {{- end }}
 {{- end }}

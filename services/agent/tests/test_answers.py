@@ -264,7 +264,7 @@ def test_a_statement_followed_as_a_task_is_answered_with_its_rows_once_it_ended(
     """Whether the statement's own call waited for its end or its status was asked for later."""
     task = {"id": "t-1", "kind": "sql", "env_id": "dev", "status": "running", "result": None, "error": None}
     running = rendered(tool, json.dumps(task), "en")
-    assert running.startswith("The statement is still running (task t\\-1)"), running
+    assert running.startswith("Still running (task t\\-1): the result will show here"), running
     rows = {"env_id": "dev", "columns": ["n"], "rows": [{"n": 7}], "row_count": 1}
     ended = rendered(tool, json.dumps(task | {"status": "success", "result": rows}), "ru")
     assert ended == rendered("superset_execute_sql", json.dumps(rows), "ru")
@@ -274,6 +274,30 @@ def test_a_statement_followed_as_a_task_is_answered_with_its_rows_once_it_ended(
     # any other task that ended is still told as a task
     backup = task | {"kind": "backup", "status": "success", "result": {"file_name": "b.zip"}}
     assert rendered(tool, json.dumps(backup), "en").startswith("The backup task is done.")
+
+
+def test_a_health_check_followed_as_a_task_is_answered_as_the_check_once_it_ended() -> None:
+    report = {
+        "env_id": "prod",
+        "charts_checked": 4,
+        "broken_charts": [
+            {"chart_id": 9, "chart_name": "Uptime", "error": "no such column", "dashboards": []}
+        ],
+        "dashboards_with_problems": [],
+        "dashboards_checked": 2,
+        "last_validations": [],
+    }
+    task = {
+        "id": "t-2",
+        "kind": "health",
+        "env_id": "prod",
+        "status": "success",
+        "result": report,
+        "error": None,
+    }
+    ended = rendered("get_task_status", json.dumps(task), "en")
+    assert ended == rendered("get_health_summary", json.dumps(report), "en")
+    assert "1 of 4 charts are broken" in ended
 
 
 def test_a_list_of_tables_is_names_in_code_and_the_answer_stays_in_the_persons_language() -> None:

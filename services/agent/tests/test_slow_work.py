@@ -32,7 +32,7 @@ async def slow_stack(
         fresh_database_url,
         tracer_provider,
         tmp_path,
-        ops_overrides={"sql_wait_seconds": 2.0},
+        ops_overrides={"read_wait_seconds": 2.0},
         tool_timeout_seconds=4.0,
     ) as stack:
         yield stack
@@ -69,7 +69,7 @@ async def test_a_statement_longer_than_the_wait_is_answered_as_work_to_follow_an
     assert state["state"] == "started", dump(started)
     task_id = state["task_id"]
     assert task_id in started.text.replace("\\", "")  # the answer names the task (Markdown-escaped)
-    assert "still running" in started.text
+    assert "Still running" in started.text
 
     task = await _followed(slow_stack, task_id, "anna")
     assert (task["kind"], task["status"]) == ("sql", "success"), task

@@ -237,7 +237,7 @@ async def waiting_briefly(
 ) -> AsyncIterator[OpsApi]:
     """An ops whose SQL requests wait one second for their statement."""
     async with running_ops(
-        database_url, tracer_provider, environments(supersets, PASSWORD_ENV), state_dir, sql_wait_seconds=1.0
+        database_url, tracer_provider, environments(supersets, PASSWORD_ENV), state_dir, read_wait_seconds=1.0
     ) as api:
         yield api
 
@@ -273,6 +273,31 @@ async def test_a_statement_longer_than_the_wait_goes_on_as_a_task_whose_result_i
         )
         assert failing.status_code == 502, failing.text  # within the wait: Superset's error, as ever
         assert failing.json()["detail"]["code"] == "superset_error"
+
+
+async def test_a_health_check_longer_than_the_wait_goes_on_as_a_task_whose_result_is_the_report(
+    supersets: dict[str, Instance], fresh_database_url: str, tracer_provider: TracerProvider, tmp_path: Path
+) -> None:
+    config = environments(supersets, PASSWORD_ENV)
+    async with running_ops(
+        fresh_database_url, tracer_provider, config, tmp_path, read_wait_seconds=0.01
+    ) as ops:
+        checked = await ops.http.get("/api/envs/dev/health", headers=ops.headers("vera"))
+        assert checked.status_code == 202, checked.text  # no check of every chart ends in 10 ms
+        assert (checked.json()["kind"], checked.json()["created_by"]) == ("health", "vera")
+        ended = await ops.wait_task(checked.json()["id"], "vera", within_seconds=60)
+        assert ended["status"] == "success", ended
+        report = ended["result"]
+        assert report["charts_checked"] > 0
+        assert {problem["chart_name"] for problem in report["broken_charts"]} == {"Legacy uptime"}
+        assert report["last_validations"] == []
+        missing = await ops.http.get(
+            "/api/envs/dev/health", params={"dashboard_ids": [999_999]}, headers=ops.headers("vera")
+        )
+        assert missing.status_code in (202, 404), missing.text
+        if missing.status_code == 202:  # past the wait: the task says what the request would have
+            failed = await ops.wait_task(missing.json()["id"], "vera", within_seconds=60)
+            assert (failed["status"], failed["error"]["code"]) == ("failed", "superset_not_found"), failed
 
 
 async def test_a_statement_whose_ops_died_is_read_again_but_never_changed_again(

@@ -238,3 +238,25 @@ async def test_a_task_started_here_whose_ops_died_is_claimed_by_a_worker(engine:
     ended = await store.get(task.id)
     assert ended is not None
     assert (ended.status, ended.result) == (TaskStatus.SUCCESS, {"attempt": 2})
+
+
+async def test_ended_tasks_of_slow_reads_are_forgotten_past_their_retention_and_nothing_else(
+    engine: AsyncEngine,
+) -> None:
+    store = TaskStore(engine)
+
+    async def answers(task: Task, report: Report) -> dict[str, Any]:
+        return {"rows": []}
+
+    worker = TaskWorker(store, {"sql": answers, "deploy": answers})
+    ended_read, job = await worker.start_here("sql", "dev", {}, "anna")
+    await job
+    running_read = await store.start("sql", "dev", {}, "anna", timedelta(hours=1))
+    deploy = await store.submit("deploy", "prod", {}, "oleg")
+    assert await worker.run_one()
+    await asyncio.sleep(1.1)
+    assert await store.sweep(["sql", "health"], timedelta(hours=1)) == 0  # all younger than that
+    assert await store.sweep(["sql", "health"], timedelta(seconds=1)) == 1
+    assert await store.get(ended_read.id) is None
+    assert await store.get(running_read.id) is not None  # someone may still be following it
+    assert await store.get(deploy.id) is not None  # the record of a change stays

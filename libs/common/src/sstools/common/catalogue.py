@@ -160,8 +160,9 @@ R, W, D = Tier.READ, Tier.WRITE, Tier.DANGEROUS
 VIEWER, ANALYST, OPERATOR, ADMIN = Role.VIEWER, Role.ANALYST, Role.OPERATOR, Role.ADMIN
 
 ALWAYS_OFFERED = "show_capabilities"
-# The ops task a statement that runs longer than ops' wait goes on as.
+# The ops tasks a slow read goes on as when it runs longer than ops' wait for it.
 SQL_TASK = "sql"
+HEALTH_TASK = "health"
 
 BUILT_IN: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -264,6 +265,7 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "что там с",
         ),
         heavy=True,
+        followed_as=HEALTH_TASK,
         endpoint=Endpoint("GET", ENV_PATH + "/health", HealthArgs, HealthQuery),
         example=(
             "Что сломано в дашбордах?",

@@ -4,12 +4,12 @@ as the person who asked (``created_by``)."""
 import uuid
 from typing import Any
 
-from sstools.common.catalogue import SQL_TASK
+from sstools.common.catalogue import HEALTH_TASK, SQL_TASK
 from sstools.ops.backups import Backups
 from sstools.ops.deployments import Deployments
 from sstools.ops.llm import LlmEndpoint, document, validate
-from sstools.ops.store.tasks import Task
-from sstools.ops.superset import sqllab
+from sstools.ops.store.tasks import Task, TaskStore
+from sstools.ops.superset import health, sqllab
 from sstools.ops.superset.registry import Supersets
 from sstools.ops.tasks import Handler, Report
 
@@ -19,7 +19,10 @@ BACKUP = "backup"
 RESTORE = "restore"
 LLM_VALIDATION = "llm_validation"
 LLM_DOCUMENTATION = "llm_documentation"
-SQL = SQL_TASK  # the catalogue's: the agent reads a followed statement's task by it
+# the catalogue's: the agent reads a followed read's task by its kind
+SQL = SQL_TASK
+HEALTH = HEALTH_TASK
+READS = (SQL, HEALTH)  # their tasks keep a result to follow, not a record of a change
 
 
 def handlers(
@@ -27,6 +30,7 @@ def handlers(
     backups: Backups,
     deployments: Deployments,
     llm: LlmEndpoint,
+    tasks: TaskStore,
     sql_timeout_seconds: float,
 ) -> dict[str, Handler]:
     async def deploy(task: Task, report: Report) -> dict[str, Any]:
@@ -89,6 +93,19 @@ def handlers(
         )
         return result.model_dump()
 
+    async def health_check(task: Task, report: Report) -> dict[str, Any]:
+        """get_health_summary's answer: the charts whose query fails, and the latest validations."""
+        summary = await health.summary(
+            supersets.as_person(task.env_id, task.created_by),
+            task.params["dashboard_ids"],
+            force=task.params["force"],
+        )
+        runs = await tasks.latest(LLM_VALIDATION, task.env_id, limit=10)
+        checked = health.HealthReport(
+            **summary.model_dump(), last_validations=[health.ValidationRun.of(run) for run in runs]
+        )
+        return checked.model_dump(mode="json")
+
     return {
         DEPLOY: deploy,
         MIGRATION: migration,
@@ -97,4 +114,5 @@ def handlers(
         LLM_VALIDATION: llm_validation,
         LLM_DOCUMENTATION: llm_documentation,
         SQL: sql,
+        HEALTH: health_check,
     }

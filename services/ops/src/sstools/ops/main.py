@@ -89,7 +89,7 @@ def build_context(
         tuple(settings.llm_stop),
     )
     tasks = TaskStore(engine)
-    handlers = jobs.handlers(supersets, backups, deployments, llm, settings.sql_timeout_seconds)
+    handlers = jobs.handlers(supersets, backups, deployments, llm, tasks, settings.sql_timeout_seconds)
     limits = Limits(engine)
     oidc = settings.oidc_config()
     return OpsContext(
@@ -116,11 +116,8 @@ def build_context(
         deployments=deployments,
         git=GitRepository(settings.git_repo),
         llm=llm,
-        sql=SqlLimits(
-            max_rows=settings.sql_max_rows,
-            timeout_seconds=settings.sql_timeout_seconds,
-            wait_seconds=settings.sql_wait_seconds,
-        ),
+        sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
+        read_wait_seconds=settings.read_wait_seconds,
         heavy_reads=HeavyReads(limits, settings.heavy_reads_per_minute),
         sso_store=SingleSignOnStore(engine),
         single_sign_on=SingleSignOn(OidcClient(oidc), settings.oidc_pending_sign_ins) if oidc else None,
@@ -172,12 +169,15 @@ def assemble(settings: OpsSettings, service: Service) -> None:
 
     async def sweep() -> None:
         """Forget the counters of names and addresses that stopped failing (a flood of made-up
-        ones would otherwise stay in the table), idempotency keys past their retention, and single
-        sign-ons that never came back or were never handed off."""
+        ones would otherwise stay in the table), idempotency keys and slow reads' tasks past their
+        retention, and single sign-ons that never came back or were never handed off."""
         memory = timedelta(seconds=max(settings.login_memory_seconds, 60))
         sweeps = {
             "sign-in limits": lambda: context.sign_ins.limits.sweep(memory),
             "idempotency keys": context.idempotency.sweep,
+            "slow reads' tasks": lambda: context.tasks.sweep(
+                jobs.READS, timedelta(seconds=settings.read_retention_seconds)
+            ),
             "single sign-on rows": context.sso_store.sweep,
         }
         while True:

@@ -54,11 +54,12 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         description="Longest one SQL execution may take (Superset's SQLLAB_TIMEOUT and its web "
         "server's timeout must allow it).",
     )
-    sql_wait_seconds: float = Field(
+    read_wait_seconds: float = Field(
         default=20.0,
         gt=0,
-        description="How long a request waits for its statement before answering with the task to "
-        "follow (below the agent's tool timeout, 30 s by default).",
+        description="How long a request for a slow read (a statement, a health check) waits for it "
+        "before answering with the task that goes on with it (below the agent's tool timeout, 30 s "
+        "by default).",
     )
     backup_dir: Path = Field(
         default=Path("/var/lib/sstools-ops/backups"), description="Where backup archives are written."
@@ -95,6 +96,11 @@ class OpsSettings(ServiceSettings, DatabaseSettings, AuthSettings, ConfirmationS
         default=20,
         ge=1,
         description="Health checks, SQL statements and database explorations one person may run a minute.",
+    )
+    read_retention_seconds: int = Field(
+        default=86_400,
+        ge=60,
+        description="How long the task of a slow read (its rows, its report) is kept once it ended.",
     )
     idempotency_retention_seconds: int = Field(
         default=86_400,

@@ -202,9 +202,9 @@ def _task(result: dict[str, Any], lang: Lang) -> str:
     if status in ("queued", "running") and result.get("kind") in _FOLLOWED:
         return say(
             lang,
-            f"Запрос ещё выполняется (задача {task_id}): его строки появятся здесь, когда он закончится, "
+            f"Ещё выполняется (задача {task_id}): результат появится здесь, когда она закончится, "
             f"или спросите «статус задачи {task_id}».",
-            f"The statement is still running (task {task_id}): its rows will show here when it ends, "
+            f"Still running (task {task_id}): the result will show here when it ends, "
             f"or ask “status of task {task_id}”.",
         )
     if status in ("queued", "running"):

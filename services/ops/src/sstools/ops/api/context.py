@@ -24,12 +24,8 @@ from sstools.ops.tasks import TaskWorker
 
 @dataclass(frozen=True)
 class SqlLimits:
-    """How many rows a statement returns, how long it may run, and how long its request waits
-    for it before answering with its task to follow."""
-
     max_rows: int
     timeout_seconds: float
-    wait_seconds: float
 
 
 @dataclass(frozen=True)
@@ -58,6 +54,8 @@ class OpsContext:
     git: GitRepository
     llm: LlmEndpoint
     sql: SqlLimits
+    # how long a slow read's request waits for it before answering with its task to follow
+    read_wait_seconds: float
     heavy_reads: HeavyReads
     # One-time rows of single sign-on (kept, and swept, whether or not it is on).
     sso_store: SingleSignOnStore

@@ -4,12 +4,13 @@ lease ran out (its ops died) is claimed again, up to ``max_attempts``.
 """
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -153,6 +154,19 @@ class TaskStore:
                 update(tasks).where(tasks.c.id == task_id).values(updated_at=func.now(), **values)
             )
         return status
+
+    async def sweep(self, kinds: Collection[str], retention: timedelta) -> int:
+        """Forget the ended tasks of ``kinds`` last changed longer than ``retention`` ago (a read's
+        result: rows, a report — kept while someone may still follow it); how many there were."""
+        async with self._engine.begin() as connection:
+            swept = await connection.execute(
+                delete(tasks).where(
+                    tasks.c.kind.in_(list(kinds)),
+                    tasks.c.status.in_([TaskStatus.SUCCESS, TaskStatus.FAILED]),
+                    tasks.c.updated_at < func.now() - retention,
+                )
+            )
+        return swept.rowcount
 
     async def latest(self, kind: str, env_id: str, limit: int = 20) -> list[Task]:
         async with self._engine.connect() as connection:

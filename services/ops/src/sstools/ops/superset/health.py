@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sstools.ops.store.tasks import Task
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient, SupersetError, SupersetNotFound, SupersetUnavailable
 
@@ -49,6 +50,33 @@ class HealthSummary(BaseModel):
     only: list[DashboardName] = []
     # those of them that have no charts: nothing of theirs was checked
     unchecked: list[DashboardName] = []
+
+
+class ValidationRun(BaseModel):
+    task_id: str
+    dashboard_id: int | None
+    status: str
+    valid: bool | None
+    errors: int | None
+    at: str
+
+    @classmethod
+    def of(cls, task: Task) -> "ValidationRun":
+        result = task.result or {}
+        return cls(
+            task_id=str(task.id),
+            dashboard_id=task.params.get("dashboard_id"),
+            status=task.status.value,
+            valid=result.get("valid"),
+            errors=result.get("errors"),
+            at=task.updated_at.isoformat(),
+        )
+
+
+class HealthReport(HealthSummary):
+    """What get_health_summary answers: the summary, and the latest validation runs."""
+
+    last_validations: list[ValidationRun]
 
 
 async def _all_charts(client: SupersetClient, dashboard_ids: list[int] | None) -> list[dict[str, Any]]:

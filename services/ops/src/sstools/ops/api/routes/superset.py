@@ -37,8 +37,7 @@ from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
 from sstools.ops.api.routes.identity import EnvironmentNamed
 from sstools.ops.api.shapes import IdempotencyKey, TaskOut
-from sstools.ops.store.tasks import Task
-from sstools.ops.superset import dashboards, datasets, health, permissions, sqllab
+from sstools.ops.superset import dashboards, datasets, permissions, sqllab
 
 
 class EnvironmentOut(EnvironmentNamed):
@@ -72,35 +71,24 @@ class SqlShapeOut(BaseModel):
     reasons: list[str]
 
 
-class ValidationRun(BaseModel):
-    task_id: str
-    dashboard_id: int | None
-    status: str
-    valid: bool | None
-    errors: int | None
-    at: str
-
-
-class HealthOut(health.HealthSummary):
-    last_validations: list[ValidationRun]
-
-
-def _validation_run(task: Task) -> ValidationRun:
-    result = task.result or {}
-    return ValidationRun(
-        task_id=str(task.id),
-        dashboard_id=task.params.get("dashboard_id"),
-        status=task.status.value,
-        valid=result.get("valid"),
-        errors=result.get("errors"),
-        at=task.updated_at.isoformat(),
-    )
-
-
 def router(ctx: OpsContext, guard: Guard) -> APIRouter:
     api = APIRouter()
     supersets = ctx.supersets
     facts = sqllab.DatabaseFacts()
+
+    async def started(caller: Caller, kind: str, env_id: str, params: dict[str, Any]) -> tuple[int, Any]:
+        """A slow read as a task from the start, run here at once: its answer if it ends within
+        the wait (or the error it failed with, raised), else 202 and the task, which goes on and
+        which a restart of ops does not lose."""
+        task, job = await ctx.worker.start_here(kind, env_id, params, caller.username)
+        await asyncio.wait({job}, timeout=ctx.read_wait_seconds)
+        if job.done():
+            return status.HTTP_200_OK, job.result()
+        return status.HTTP_202_ACCEPTED, TaskOut.of(await ctx.tasks.get(task.id) or task)
+
+    async def followed(caller: Caller, kind: str, env_id: str, params: dict[str, Any]) -> JSONResponse:
+        code, answer = await started(caller, kind, env_id, params)
+        return JSONResponse(jsonable_encoder(answer), status_code=code)
 
     @api.get(ENDPOINTS["list_environments"].path)
     async def list_environments(
@@ -160,9 +148,10 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         env_id: EnvId,
         only: Annotated[HealthQuery, Query()],
         caller: Annotated[Caller, guard.permit("get_health_summary")],
-    ) -> HealthOut:
+    ) -> JSONResponse:
         """get_health_summary: charts whose query fails, the dashboards holding them, and the
-        latest validation runs. Past Superset's cache only for an operator or admin."""
+        latest validation runs (a HealthReport; or, past the wait, its task). Past Superset's
+        cache only for an operator or admin."""
         if only.force and not caller.role.at_least(Role(FORCED_HEALTH_ROLE)):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,
@@ -173,11 +162,8 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
                     "user_role": caller.role.value,
                 },
             )
-        summary = await health.summary(
-            supersets.as_person(env_id, caller.username), only.dashboard_ids, force=only.force
-        )
-        runs = await ctx.tasks.latest("llm_validation", env_id, limit=10)
-        return HealthOut(**summary.model_dump(), last_validations=[_validation_run(task) for task in runs])
+        checked = {"dashboard_ids": only.dashboard_ids, "force": only.force}
+        return await followed(caller, jobs.HEALTH, env_id, checked)
 
     @api.post(SQL_SHAPE.path)
     async def sql_shape(
@@ -234,19 +220,12 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             "read_only": read_only,
         }
 
-        async def run() -> tuple[int, Any]:
-            # A task from the start, so a slow statement goes on as work to follow (the request
-            # answers with the task after the wait) and a restart of ops does not lose it.
-            task, job = await ctx.worker.start_here(jobs.SQL, env_id, statement, caller.username)
-            await asyncio.wait({job}, timeout=ctx.sql.wait_seconds)
-            if job.done():
-                return status.HTTP_200_OK, job.result()  # the rows, or the statement's error
-            started = await ctx.tasks.get(task.id)
-            return status.HTTP_202_ACCEPTED, TaskOut.of(started or task)
-
         if read_only:
-            code, answer = await run()
-            return JSONResponse(jsonable_encoder(answer), status_code=code)
+            return await followed(caller, jobs.SQL, env_id, statement)
+
+        async def run() -> tuple[int, Any]:
+            return await started(caller, jobs.SQL, env_id, statement)
+
         return await once(ctx.idempotency, caller, f"sql:{env_id}", idempotency_key, body.model_dump(), run)
 
     @api.get(ENDPOINTS["superset_explore_database"].path)
