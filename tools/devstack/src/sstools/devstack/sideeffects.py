@@ -18,8 +18,9 @@ A snapshot holds, each as ``{key: marker}`` under an area name:
   roles and large objects).
 
 Logs are not state, so a snapshot leaves them out on purpose: ops' audit table (it records every
-call, reads included, by design) and its sign-in counters (every service token issued is
-counted), convo's conversations, messages, audit and uploads, LangGraph's
+call, reads included, by design), its sign-in counters (every service token issued is
+counted) and the tasks of slow reads (a statement's or health check's result, kept for the person
+to follow: every such read is one, by design), convo's conversations, messages, audit and uploads, LangGraph's
 checkpoints, and Superset's query history, action log and login statistics (a user's last login
 and login count, which ops' own sign-ins move).
 
@@ -45,6 +46,7 @@ from sqlalchemy import text as sql
 from sstools.common.db import create_engine
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.superset import Instance
+from sstools.ops import jobs
 from sstools.ops.store import tables
 from sstools.ops.superset.client import SupersetClient, SupersetError
 
@@ -230,7 +232,10 @@ async def _ops_rows(database_url: str) -> dict[str, dict[str, str]]:
         async with engine.connect() as connection:
             for table in OPS_TABLES:
                 keys = [column.name for column in table.primary_key.columns]
-                rows = (await connection.execute(select(table))).mappings()
+                query = select(table)
+                if table is tables.tasks:
+                    query = query.where(tables.tasks.c.kind.not_in(jobs.READS))
+                rows = (await connection.execute(query)).mappings()
                 found[f"ops.{table.name}"] = {
                     "/".join(str(row[name]) for name in keys): _marker(dict(row)) for row in rows
                 }

@@ -77,9 +77,11 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
     api = APIRouter()
 
     async def visible(task_id: uuid.UUID, caller: Caller) -> TaskOut:
-        """One's own tasks; operators and admins see everyone's."""
+        """One's own tasks; operators and admins see everyone's operations — not the result of
+        another person's read (rows, a report: what Superset let that person see)."""
         task = await ctx.tasks.get(task_id)
-        if task is None or (task.created_by != caller.username and not caller.role.at_least(Role.OPERATOR)):
+        others = task is not None and task.created_by != caller.username
+        if task is None or (others and (task.kind in jobs.READS or not caller.role.at_least(Role.OPERATOR))):
             raise HTTPException(
                 status.HTTP_404_NOT_FOUND, {"code": "task_not_found", "task_id": str(task_id)}
             )
