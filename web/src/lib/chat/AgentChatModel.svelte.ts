@@ -5,7 +5,7 @@
 import { isEnvId, isObjectId, isObjectType, MAX_NAME, MAX_ROUTE } from "../context.ts";
 import type { Focus } from "../embed.ts";
 import { translate, type Lang } from "../i18n.ts";
-import { TASK_ENDED, type TasksApi } from "./api.ts";
+import { ApiError, TASK_ENDED, type TasksApi } from "./api.ts";
 import { emptyTurn, ended, foldTurn, isRunning } from "./turn";
 import type { Action, ChatJob, ChatTransport } from "./transport";
 import type { Alternative, ConfirmRequest, Problem, SessionTokens, TurnView, UIContext } from "./types";
@@ -46,6 +46,9 @@ export interface ModelDeps {
   /** Where a started task's progress is read, so its end shows without being asked (none:
    * the chip alone). */
   tasks?: TasksApi | null;
+  /** Where the conversation's kept history is read: before a message whose stream was lost is
+   * sent again by itself, whether the agent took it (none: it is not sent again by itself). */
+  history?: ((conversationId: string) => Promise<ChatEntry[]>) | null;
 }
 
 const TASK_POLL_MS = 3000;
@@ -149,6 +152,7 @@ export class AgentChatModel {
   #lastRequest: { text: string; files: File[]; action: Action } | null = null;
   #memory: Pick<Storage, "getItem" | "setItem"> | null;
   #tasks: TasksApi | null;
+  #history: ((conversationId: string) => Promise<ChatEntry[]>) | null;
 
   constructor(deps: ModelDeps) {
     this.#transport = deps.transport;
@@ -159,6 +163,7 @@ export class AgentChatModel {
     this.#session = deps.session ?? { current: async () => null, renew: async () => null, ended: () => {} };
     this.#memory = deps.memory ?? null;
     this.#tasks = deps.tasks ?? null;
+    this.#history = deps.history ?? null;
     this.conversationId = this.#newId();
   }
 
@@ -452,16 +457,50 @@ export class AgentChatModel {
     }
     if (tried < RESEND_DELAYS_MS.length && nothingRan(answer.view, this.error)) {
       const failed = answer.view;
+      const problem = this.error;
+      const lost = problem?.code === "NETWORK";
       answer.view = emptyTurn(); // a pause, not a failure: the answer is still awaited
       if (await this.#pause(tried)) {
-        this.messages.pop();
-        await this.#run(request, renewed, tried + 1);
-        return;
+        // A refusal came before anything of the command was kept; a lost stream may have been
+        // lost after the agent took the message: then its kept answer is shown, not a second one.
+        const kept = lost && request.action === "send" ? await this.#keptSince(request.text) : [];
+        if (kept === null) {
+          // whether it was taken cannot be told: the failure as it was, and the person decides
+          answer.view = failed;
+          this.error = problem;
+        } else if (kept.length > 0) {
+          this.messages = kept;
+          this.#settle(kept.at(-1)?.view ?? null);
+          return;
+        } else {
+          this.messages.pop();
+          await this.#run(request, renewed, tried + 1);
+          return;
+        }
+      } else {
+        answer.view = failed; // stopped by the person: the failure is told as it was
       }
-      answer.view = failed; // stopped by the person: the failure is told as it was
     }
     this.#settle(answer.view);
     if (answer.view?.state === "started" && answer.view.taskId) void this.#follow(answer, answer.view.taskId);
+  }
+
+  /** The conversation as kept, if the agent took the message just sent (the kept history ends
+   * with it and holds as many messages as the page sent); empty if it did not (it may be sent
+   * again); null when that cannot be read. */
+  async #keptSince(text: string): Promise<ChatEntry[] | null> {
+    if (!this.#history) return null;
+    const sent = this.messages.filter((entry) => entry.role === "user").length;
+    try {
+      const kept = await this.#history(this.conversationId);
+      const asked = kept.filter((entry) => entry.role === "user");
+      // (the agent keeps a very long message cut at a sentence: what it kept begins the text)
+      const last = asked.at(-1)?.text.trim();
+      return asked.length >= sent && last !== undefined && text.trim().startsWith(last) ? kept : [];
+    } catch (failure) {
+      // a conversation convo does not know yet: its first message was not taken
+      return failure instanceof ApiError && failure.status === 404 ? [] : null;
+    }
   }
 
   /** The pause before the ``tried``+1-th try, connecting again if the stream was lost; false when

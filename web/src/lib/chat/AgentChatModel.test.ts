@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { isEnvId } from "../context";
 import { AgentChatModel, normaliseEnv, RECONNECT_ATTEMPTS, RESEND_DELAYS_MS, uiContextFromUrl } from "./AgentChatModel.svelte";
+import type { ChatEntry } from "./AgentChatModel.svelte";
 import { ApiError } from "./api";
 import { ConversationList } from "./ConversationList.svelte";
 import { historyEntries } from "./conversations";
@@ -74,6 +75,12 @@ function model(transport: ChatTransport, ticks: Array<() => void> = []) {
       return () => ticks.splice(ticks.indexOf(callback), 1);
     },
   });
+}
+
+/** A model that reads the conversation's kept history from ``history``. */
+function keeping(transport: ChatTransport, history: (conversationId: string) => Promise<ChatEntry[]>) {
+  let id = 0;
+  return new AgentChatModel({ transport, newId: () => `id-${++id}`, sleep: async () => {}, history });
 }
 
 const KNOWN = [
@@ -401,12 +408,67 @@ describe("AgentChatModel", () => {
     const lost: ChatEvent[] = [{ kind: "status", stage: "error", message: "Connection errored out." }];
     const answered = [data(message("token", "Ответ"), message("state", "", { state: "success" })), complete];
     const transport = new ScriptedTransport([lost, answered]);
-    const chat = model(transport);
+    const asked: string[] = [];
+    const chat = keeping(transport, async (id) => {
+      asked.push(id);
+      throw new ApiError("GET", `/api/assistant/conversations/${id}/history`, 404); // not taken: none yet
+    });
     await chat.connect("token");
     await chat.send("вопрос");
+    expect(asked).toEqual([chat.conversationId]); // whether it was taken, asked before sending again
     expect(transport.connects).toBe(2);
     expect(chat.messages.map((entry) => entry.text)).toEqual(["вопрос", "Ответ"]);
     expect([chat.connection, chat.error]).toEqual(["connected", null]);
+  });
+
+  it("does not send again a message the agent took before its stream was lost: its kept answer shows", async () => {
+    const lost: ChatEvent[] = [
+      data(message("conversation", "", { conversation_id: "conv-1", model: "offline" })),
+      { kind: "status", stage: "error", message: "Connection errored out." },
+    ];
+    const transport = new ScriptedTransport([lost]);
+    const kept = historyEntries([
+      { id: "m1", role: "user", content: "вопрос", metadata: {}, partial: false },
+      { id: "m2", role: "assistant", content: "Отв", metadata: {}, partial: true },
+    ]);
+    const chat = keeping(transport, async () => kept);
+    await chat.connect("token");
+    await chat.send("вопрос");
+    expect(transport.requests).toHaveLength(1); // taken once: not sent a second time
+    expect(chat.messages.map((entry) => [entry.role, entry.text, entry.partial])).toEqual([
+      ["user", "вопрос", false],
+      ["assistant", "Отв", true],
+    ]);
+    expect([chat.streaming, chat.resending]).toEqual([false, null]);
+  });
+
+  it("sends again a lost message the conversation does not hold yet, even one like a message before it", async () => {
+    const answered = [data(message("token", "Ответ"), message("state", "", { state: "success" })), complete];
+    const lost: ChatEvent[] = [{ kind: "status", stage: "error", message: "Connection errored out." }];
+    const transport = new ScriptedTransport([answered, lost, answered]);
+    const kept = historyEntries([
+      { id: "m1", role: "user", content: "вопрос", metadata: {}, partial: false },
+      { id: "m2", role: "assistant", content: "Ответ", metadata: {}, partial: false },
+    ]);
+    const chat = keeping(transport, async () => kept);
+    await chat.connect("token");
+    await chat.send("вопрос");
+    await chat.send("вопрос"); // asked again, in the same words: the first is all convo holds
+    expect(transport.requests).toHaveLength(3);
+    expect(chat.messages.map((entry) => entry.text)).toEqual(["вопрос", "Ответ", "вопрос", "Ответ"]);
+  });
+
+  it("does not send again by itself when whether the agent took the message cannot be told", async () => {
+    const lost: ChatEvent[] = [{ kind: "status", stage: "error", message: "Connection errored out." }];
+    const transport = new ScriptedTransport([lost]);
+    const chat = keeping(transport, async (id) => {
+      throw new ApiError("GET", `/api/assistant/conversations/${id}/history`, 503);
+    });
+    await chat.connect("token");
+    await chat.send("вопрос");
+    expect(transport.requests).toHaveLength(1);
+    expect(chat.error?.code).toBe("NETWORK"); // the failure as it was: Retry is the person's
+    expect(chat.messages.map((entry) => entry.role)).toEqual(["user", "assistant"]);
   });
 
   it("says the connection is lost when the agent cannot be reached again, and Retry still sends the message", async () => {
