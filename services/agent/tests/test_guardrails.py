@@ -20,7 +20,7 @@ from sstools.devstack.agentstack import AgentStack, dump, new_conversation, runn
 from sstools.devstack.fake_llm import FakeLlm, Reply
 from sstools.devstack.keys import service_channel, user_token
 from sstools.devstack.superset import Instance
-from sstools.devstack.testing import free_port
+from sstools.devstack.testing import free_port, wait_until
 from sstools.ops.superset import dashboards
 from sstools.ops.superset.client import SupersetClient
 
@@ -130,10 +130,15 @@ async def test_negated_requests_are_never_fast_tracked(
 
 
 async def test_a_second_send_in_the_same_session_is_busy(llm_stack: AgentStack, llm: FakeLlm) -> None:
-    llm.says(Reply(content="медленный ответ", first_token_delay=2.0))
+    llm.says(Reply(content="медленный ответ", first_token_delay=3.0))
     session = await asyncio.to_thread(llm_stack.client, "root")  # one Client: one session, as one tab
+    asked = len(llm.requests)
     first = asyncio.create_task(llm_stack.say("расскажи", new_conversation(), client=session))
-    await asyncio.sleep(0.7)
+
+    async def first_is_answering() -> bool:  # not a fixed sleep: a loaded machine starts it later
+        return len(llm.requests) > asked
+
+    await wait_until(first_is_answering, 30, "the first answer to reach the model")
     second = await llm_stack.say("и ещё", new_conversation(), client=session)
     assert [error["code"] for error in second.of("error")] == ["BUSY"], dump(second)
     assert second.state == "failed"
