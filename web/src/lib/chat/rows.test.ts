@@ -20,13 +20,12 @@ describe("rowsOf", () => {
         ["East", 3],
         ["West", null],
       ],
-      rowCount: 2,
       truncated: false,
     });
   });
 
   it("says a result cut at its limit was cut", () => {
-    const rows = rowsOf({ columns: ["id"], rows: [{ id: 1 }], row_count: 1, truncated: true });
+    const rows = rowsOf({ columns: ["id"], rows: [{ id: 1 }], truncated: true });
     expect(rows?.truncated).toBe(true);
   });
 

@@ -4,7 +4,6 @@
 export interface Rows {
   columns: string[];
   rows: unknown[][];
-  rowCount: number;
   truncated: boolean;
 }
 
@@ -18,8 +17,7 @@ export function rowsOf(result: unknown): Rows | null {
   const columns = result.columns.map(String);
   if (columns.length === 0 || !result.rows.every(isRecord)) return null;
   const rows = (result.rows as Record<string, unknown>[]).map((row) => columns.map((column) => row[column] ?? null));
-  const count = typeof result.row_count === "number" ? result.row_count : rows.length;
-  return { columns, rows, rowCount: count, truncated: result.truncated === true };
+  return { columns, rows, truncated: result.truncated === true };
 }
 
 /** A cell as text: a value as it came, an object or list as JSON, nothing as an empty cell. */

@@ -84,7 +84,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
         await asyncio.wait({job}, timeout=ctx.read_wait_seconds)
         if job.done():
             return status.HTTP_200_OK, job.result()
-        return status.HTTP_202_ACCEPTED, TaskOut.of(await ctx.tasks.get(task.id) or task)
+        return status.HTTP_202_ACCEPTED, TaskOut.of(task)  # running: the page and agent follow it
 
     async def followed(caller: Caller, kind: str, env_id: str, params: dict[str, Any]) -> JSONResponse:
         code, answer = await started(caller, kind, env_id, params)
