@@ -72,7 +72,17 @@ def test_pdf_text_and_table_come_out_intact(lang: str) -> None:
     assert corpus.PDF_TITLE[lang] in result.text
     (table,) = result.tables
     assert [table.header, *table.rows] == corpus.PDF_TABLE[lang]
+    assert table.name == "page 2 table 1"  # its page among those the table finder was given
     assert not result.truncated
+
+
+def test_every_ruled_page_gives_its_table() -> None:
+    result = extract(Kind.PDF, corpus.pdf_many_pages(4, ruled=True), LIMITS)
+    assert [table.name for table in result.tables] == [f"page {n} table 1" for n in range(1, 5)]
+    assert [result.tables[3].header, *result.tables[3].rows] == [
+        [f"r{row} c{column}" for column in range(2)] for row in range(3)
+    ]
+    assert "Page 4 of 4" in result.text
 
 
 def test_workbook_sheets_come_out_as_tables() -> None:
@@ -149,6 +159,10 @@ def test_limits_cut_and_say_so() -> None:
     sheet = extract(Kind.XLSX, corpus.xlsx_workbook(), small).tables[0]
     assert len(sheet.rows) == 2
     assert sheet.truncated
+    exact = Limits(max_rows=len(corpus.XLSX_SHEETS["Продажи"]) - 1)  # every row below the header
+    whole = extract(Kind.XLSX, corpus.xlsx_workbook(), exact)
+    assert len(whole.tables[0].rows) == exact.max_rows
+    assert not whole.truncated
     assert len(extract(Kind.CSV, corpus.csv_cp1251(), small).text) == 10
 
 

@@ -188,7 +188,7 @@ async def test_a_file_past_its_deadline_costs_only_its_worker() -> None:
         async with service_channel(f"127.0.0.1:{service.grpc_port}") as channel:
             stub = docparse_pb2_grpc.DocparseServiceStub(channel)
             worker_before = psutil.Process(service.process.pid).children(recursive=True)
-            status, error = await _refusal(stub, corpus.pdf_many_pages(), "slow.pdf")
+            status, error = await _refusal(stub, corpus.pdf_many_pages(ruled=True), "slow.pdf")
             assert (status, docparse_pb2.ParseError.Code.Name(error.code)) == (
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 "TIMEOUT",
