@@ -118,6 +118,10 @@ async def test_one_turn_is_one_trace_across_the_services_with_a_genai_span(
     assert len(turns) == 1
     trace = [span for span in collector.spans if span.trace_id == turns[0].trace_id]
     assert {span.service for span in trace} == {"agent", "router", "convo", "ops"}
+    stages = {span.name: span for span in trace if span.name.startswith("turn ")}
+    assert set(stages) == {"turn admit", "turn gather", "turn graph"}  # where a slow turn's time went
+    assert {span.parent_span_id for span in stages.values()} == {turns[0].span_id}
+    assert stages["turn admit"].end_ns <= stages["turn gather"].start_ns <= stages["turn graph"].start_ns
     assert any(span.service == "router" and span.name.endswith("/Route") for span in trace)
     assert any(span.service == "convo" and span.name.endswith("/AppendMessages") for span in trace)
     superset_calls = [

@@ -8,9 +8,10 @@ confirmed change runs once at most is told in :mod:`sstools.agent.turn`.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from opentelemetry.trace import SpanKind, Tracer
@@ -116,20 +117,25 @@ class ChatService:
 
     async def _stages(self, turn: Turn, facts: AuditFacts) -> AsyncIterator[Event]:
         """Admit → gather → run the graph → record the answer; a refusal at any stage before the
-        graph runs is said as the turn's error and state."""
+        graph runs is said as the turn's error and state. Each stage is a span of the turn's."""
         try:
-            if turn.action == "send":
-                async with self._admission.send(turn) as files:
-                    async for event in self._ran(turn, await self._gathering.send(turn, files)):
-                        yield event
-                return
-            async with self._admission.answer(turn) as answer:
-                resumed = await self._gathering.answer(turn, answer, facts)
-                if isinstance(resumed, list):  # answered before: the same answer, nothing run again
-                    for event in resumed:
-                        yield event
-                    return
-                async for event in self._ran(turn, resumed):
+            async with contextlib.AsyncExitStack() as admitted:
+                if turn.action == "send":
+                    with self._stage("admit"):
+                        files = await admitted.enter_async_context(self._admission.send(turn))
+                    with self._stage("gather"):
+                        prepared = await self._gathering.send(turn, files)
+                else:
+                    with self._stage("admit"):
+                        answer = await admitted.enter_async_context(self._admission.answer(turn))
+                    with self._stage("gather"):
+                        resumed = await self._gathering.answer(turn, answer, facts)
+                    if isinstance(resumed, list):  # answered before: the same answer, nothing run again
+                        for event in resumed:
+                            yield event
+                        return
+                    prepared = resumed
+                async for event in self._ran(turn, prepared):
                     yield event
         except Refusal as refusal:
             facts.refused = refusal.code
@@ -141,6 +147,17 @@ class ChatService:
     async def _ran(self, turn: Turn, prepared: Prepared) -> AsyncIterator[Event]:
         for event in prepared.said:
             yield event
-        events = graph_events(self._graph_of(), prepared.graph_input, thread_of(turn), prepared.run)
-        async for event in self._recorder.kept(turn, events):
-            yield event
+        with self._stage("graph"):
+            events = graph_events(self._graph_of(), prepared.graph_input, thread_of(turn), prepared.run)
+            async for event in self._recorder.kept(turn, events):
+                yield event
+
+    @contextlib.contextmanager
+    def _stage(self, name: str) -> Iterator[None]:
+        """A span for one stage of the turn, the turn's child. Never made current: a stage spans
+        the generator's yields, and a context attached across a yield cannot be detached."""
+        span = self._tracer.start_span(f"turn {name}")
+        try:
+            yield
+        finally:
+            span.end()

@@ -342,6 +342,12 @@ class CollectedSpan:
     span_id: str
     parent_span_id: str
     attributes: dict[str, Any]
+    start_ns: int = 0
+    end_ns: int = 0
+
+    @property
+    def ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
 
 
 class OtlpCollector(trace_service_pb2_grpc.TraceServiceServicer):
@@ -368,6 +374,8 @@ class OtlpCollector(trace_service_pb2_grpc.TraceServiceServicer):
                             span.span_id.hex(),
                             span.parent_span_id.hex(),
                             attributes,
+                            span.start_time_unix_nano,
+                            span.end_time_unix_nano,
                         )
                     )
         return trace_service_pb2.ExportTraceServiceResponse()

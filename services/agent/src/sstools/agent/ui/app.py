@@ -62,6 +62,12 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
+def _as_text(value: object) -> str:
+    """An input as its Textbox would preprocess it (``preprocess=False`` skips that, which
+    costs a worker thread per input), and ``None`` as empty."""
+    return "" if value is None else str(value)
+
+
 def _skip_gradio_matplotlib_probe() -> None:
     """Gradio imports matplotlib around every streamed update to pin its backend; where it is not
     installed that is a failed import walking all of ``sys.path`` each time. ``None`` in
@@ -117,6 +123,20 @@ def chat_blocks(
     _bound_gradio_queue_analytics()
 
     async def respond(
+        message: object,
+        conversation_id: object,
+        action: object,
+        env_id: object,
+        ui_context: object,
+        files: object,
+        request: gr.Request,
+    ) -> AsyncIterator[list[gr.ChatMessage]]:
+        texts = (_as_text(message), _as_text(conversation_id), _as_text(action))
+        more = (_as_text(env_id), _as_text(ui_context), _as_text(files))
+        async for shown in _respond(*texts, *more, request):
+            yield shown
+
+    async def _respond(
         message: str,
         conversation_id: str,
         action: str,
@@ -136,8 +156,7 @@ def chat_blocks(
             yield [_message(event) async for event in chat.refuse(anonymous, "UNAUTHORIZED", str(error))]
             return
         # A confirm or reject carries the card it answers as its message (see admission.answer_of).
-        text = message if isinstance(message, str) else ""
-        text, truncated = truncate_message(text)
+        text, truncated = truncate_message(message)
         conversation = conversation_id or str(uuid.uuid4())
         turn = Turn(
             username=claims.subject,
@@ -208,6 +227,8 @@ def chat_blocks(
             gr.JSON(label="messages", visible=False),
             api_name="chat",
             concurrency_limit=concurrency_limit,
+            # The inputs as sent (a Textbox's preprocessing is str(), each in a worker thread).
+            preprocess=False,
             postprocess=False,  # the ChatMessages as they are, as the page reads them
         )
     return cast(gr.Blocks, blocks)
