@@ -385,3 +385,22 @@ async def test_three_conversations_survive_an_agent_restart(
 async def _say_at(stack: AgentStack, url: str, text: str, conversation: str, action: str = "send") -> Reply:
     client = chat_client(url, {"Authorization": f"Bearer {stack.token('root')}"})
     return await stack.say(text, conversation, action=action, client=client)
+
+
+async def test_inputs_that_are_not_text_are_refused_typed(agent_stack: AgentStack, conversation: str) -> None:
+    """Gradio hands the handler the inputs as a client sent them (no Textbox preprocessing): an
+    object or a list where text belongs is read as its text and refused as any bad text is."""
+
+    def submit(ui_context: object, files: object) -> list[dict[str, Any]]:
+        job = agent_stack.client().submit(
+            "покажи дашборды", conversation, "send", "dev", ui_context, files, api_name="/chat"
+        )
+        return list(job.result(timeout=120))
+
+    for ui_context, files, code in (
+        ({"envId": "dev"}, "", "INVALID_UI_CONTEXT"),
+        ("", ["not-an-upload-id"], "UPLOAD_NOT_FOUND"),
+    ):
+        reply = Reply(await asyncio.to_thread(submit, ui_context, files))
+        assert [error["code"] for error in reply.of("error")] == [code], dump(reply)
+        assert reply.state == "failed"

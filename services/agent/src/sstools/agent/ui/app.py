@@ -131,20 +131,9 @@ def chat_blocks(
         files: object,
         request: gr.Request,
     ) -> AsyncIterator[list[gr.ChatMessage]]:
-        texts = (_as_text(message), _as_text(conversation_id), _as_text(action))
-        more = (_as_text(env_id), _as_text(ui_context), _as_text(files))
-        async for shown in _respond(*texts, *more, request):
-            yield shown
-
-    async def _respond(
-        message: str,
-        conversation_id: str,
-        action: str,
-        env_id: str,
-        ui_context: str,
-        files: str,
-        request: gr.Request,
-    ) -> AsyncIterator[list[gr.ChatMessage]]:
+        # Each input as text, whatever a client sent (Gradio does not preprocess them: see below).
+        message, conversation_id, action = _as_text(message), _as_text(conversation_id), _as_text(action)
+        env_id, ui_context, files = _as_text(env_id), _as_text(ui_context), _as_text(files)
         scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
         try:
             if scheme.lower() != "bearer":
