@@ -368,63 +368,34 @@ async def agent_stack(
         "LOG_LEVEL": "WARNING",
         **({"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint} if otlp_endpoint else {}),
     }
-    with (
-        service_process(
-            "router",
-            {
-                **common,
-                "ROUTER_GRPC_PORT": str(ports["router"]),
-                "ROUTER_METRICS_PORT": str(ports["router_m"]),
-            },
-            ports["router_m"],
-        ) as router_process,
-        service_process(
-            "convo",
-            {
-                **common,
-                "CONVO_GRPC_PORT": str(ports["convo"]),
-                "CONVO_HTTP_PORT": str(ports["convo_http"]),
-                "CONVO_METRICS_PORT": str(ports["convo_m"]),
-            },
-            ports["convo_m"],
-        ) as convo_process,
-        service_process(
-            "ops",
-            {
-                **common,
-                "OPS_HTTP_PORT": str(ports["ops"]),
-                "OPS_METRICS_PORT": str(ports["ops_m"]),
-                "OPS_SERVICE_CLIENTS": f"agent:{AGENT_SECRET}",
-                "OPS_ADMIN_PASSWORD": "bench-admin-pass",
-                "OPS_GIT_REPO": str(Path(folder) / "exports"),
-            },
-            ports["ops_m"],
-        ) as ops_process,
-        service_process(
-            "agent",
-            {
-                **common,
-                "AGENT_HTTP_PORT": str(ports["agent"]),
-                "AGENT_METRICS_PORT": str(ports["agent_m"]),
-                "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']}",
-                "AGENT_OPS_CLIENT_SECRET": AGENT_SECRET,
-                # one user sends every turn: the bench measures latency, not the limit
-                "AGENT_TURNS_PER_USER": "1000000",
-                "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']}",
-                "AGENT_CONVO_TARGET": f"127.0.0.1:{ports['convo']}",
-                "LLM_BASE_URL": llm_url,
-                "LLM_MODEL": model,
-            },
-            ports["agent_m"],
-        ) as agent_process,
-    ):
+    services = {  # in the order they start: the agent last, once its peers answer
+        "router": {"ROUTER_GRPC_PORT": str(ports["router"])},
+        "convo": {"CONVO_GRPC_PORT": str(ports["convo"]), "CONVO_HTTP_PORT": str(ports["convo_http"])},
+        "ops": {
+            "OPS_HTTP_PORT": str(ports["ops"]),
+            "OPS_SERVICE_CLIENTS": f"agent:{AGENT_SECRET}",
+            "OPS_ADMIN_PASSWORD": "bench-admin-pass",
+            "OPS_GIT_REPO": str(Path(folder) / "exports"),
+        },
+        "agent": {
+            "AGENT_HTTP_PORT": str(ports["agent"]),
+            "AGENT_OPS_URL": f"http://127.0.0.1:{ports['ops']}",
+            "AGENT_OPS_CLIENT_SECRET": AGENT_SECRET,
+            # one user sends every turn: the bench measures latency, not the limit
+            "AGENT_TURNS_PER_USER": "1000000",
+            "AGENT_ROUTER_TARGET": f"127.0.0.1:{ports['router']}",
+            "AGENT_CONVO_TARGET": f"127.0.0.1:{ports['convo']}",
+            "LLM_BASE_URL": llm_url,
+            "LLM_MODEL": model,
+        },
+    }
+    with contextlib.ExitStack() as running:
+        pids = {}
+        for name, environment in services.items():
+            metrics = ports[f"{name}_m"]
+            environment[f"{name.upper()}_METRICS_PORT"] = str(metrics)
+            pids[name] = running.enter_context(service_process(name, {**common, **environment}, metrics)).pid
         await asyncio.sleep(1)  # ops creates its admin in the background
-        pids = {
-            "agent": agent_process.pid,
-            "convo": convo_process.pid,
-            "router": router_process.pid,
-            "ops": ops_process.pid,
-        }
         yield f"http://127.0.0.1:{ports['agent']}{CHAT_PATH}/", CpuMeter(pids)
 
 

