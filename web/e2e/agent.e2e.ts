@@ -273,6 +273,35 @@ describe("the /agent page", () => {
     await shoot(page, "05-rejected");
   });
 
+  it("has the composer ready to type in, and saves a query's rows as CSV", async () => {
+    const page = await signedIn(ADMIN);
+    const composerFocused = () => page.getByTestId("composer").evaluate((element) => element === document.activeElement);
+    await expect.poll(composerFocused).toBe(true); // opened to ask: no click into the field first
+    await page.keyboard.type("сколько заказов в каждом статусе?");
+    await page.keyboard.press("Enter");
+    await expectState(page, "success");
+    const answer = page.getByTestId("assistant-message").last();
+    const [download] = await Promise.all([page.waitForEvent("download"), answer.getByTestId("export-csv").click()]);
+    expect(download.suggestedFilename()).toBe("result.csv");
+    const lines = readFileSync(await download.path(), "utf8").trimEnd().split("\r\n");
+    expect(lines[0]).toBe("status,COUNT(*)");
+    // a row per status, each with the count the answer's table shows
+    const shown = await answer.getByTestId("answer").locator("tbody tr").evaluateAll((rows) => rows.map((row) => Array.from(row.children, (cell) => cell.textContent).join(",")));
+    expect(lines.slice(1)).toEqual(shown);
+    expect(lines.length).toBeGreaterThan(1);
+    // an answer that found no rows offers none to save
+    await page.keyboard.type("покажи дашборды");
+    await page.keyboard.press("Enter");
+    await expectState(page, "success");
+    expect(await page.getByTestId("assistant-message").last().getByTestId("export-csv").count()).toBe(0);
+    // a card answered gives the composer back: the next request is typed at once
+    await ask(page, DEPLOY_TO_PROD);
+    await expectState(page, "needs_confirmation");
+    await page.getByTestId("confirm-card").getByTestId("reject").click();
+    await expectState(page, "cancelled");
+    await expect.poll(composerFocused).toBe(true);
+  });
+
   it("refuses an .exe in the page, naming what is supported", async () => {
     const page = await signedIn(ADMIN);
     const uploads: string[] = [];
