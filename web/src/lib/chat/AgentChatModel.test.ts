@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isEnvId } from "../context";
-import { AgentChatModel, normaliseEnv, RECONNECT_ATTEMPTS, RESEND_DELAYS_MS, uiContextFromUrl } from "./AgentChatModel.svelte";
+import { AgentChatModel, normaliseEnv, RECONNECT_ATTEMPTS, RESEND_DELAYS_MS, TASK_POLL_MS, uiContextFromUrl } from "./AgentChatModel.svelte";
 import type { ChatEntry } from "./AgentChatModel.svelte";
 import { ApiError } from "./api";
 import { ConversationList } from "./ConversationList.svelte";
@@ -513,11 +513,12 @@ describe("AgentChatModel", () => {
       { status: "success", progress: 100, result: { deployed: 42 }, error: null },
     ];
     const asked: string[] = [];
+    const pauses: number[] = [];
     let ended: () => void = () => {};
     const finished = new Promise<void>((resolve) => (ended = resolve));
     const chat = new AgentChatModel({
       transport: new ScriptedTransport([started]),
-      sleep: async () => {},
+      sleep: async (ms) => void pauses.push(ms),
       tasks: {
         async task(id: string) {
           asked.push(id);
@@ -532,7 +533,37 @@ describe("AgentChatModel", () => {
     await chat.send("сделай бэкап prod");
     await finished;
     expect(asked).toEqual(["t-1", "t-1", "t-1"]); // and no read after it ended
+    expect(pauses).toEqual([500, 500, 500]); // read soon: most tasks end within seconds
     expect(chat.messages.at(-1)?.view?.task).toEqual({ status: "success", progress: 100, result: { deployed: 42 }, error: null });
+  });
+
+  it("reads a long task less often, every 3 s at most, and gives up after five failed reads", async () => {
+    const started = [data(message("state", "", { state: "started", task_id: "t-2" })), complete];
+    const pauses: number[] = [];
+    let reads = 0;
+    let ended: () => void = () => {};
+    const finished = new Promise<void>((resolve) => (ended = resolve));
+    const chat = new AgentChatModel({
+      transport: new ScriptedTransport([started]),
+      sleep: async (ms) => void pauses.push(ms),
+      tasks: {
+        async task() {
+          reads += 1;
+          if (reads > 10) {
+            if (reads === 15) setTimeout(ended, 0);
+            throw new Error("ops unreachable");
+          }
+          return { status: "running", progress: reads, result: null, error: null };
+        },
+      },
+    });
+    await chat.connect("token");
+    await chat.send("сделай бэкап prod");
+    await finished;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(pauses).toEqual([...TASK_POLL_MS, ...Array(15 - TASK_POLL_MS.length).fill(3000)]);
+    expect(reads).toBe(15); // ten read, then five failures in a row: no sixth
+    expect(chat.messages.at(-1)?.view?.task?.progress).toBe(10);
   });
 
   it("shows a permission-denied card with its alternatives until closed", async () => {
