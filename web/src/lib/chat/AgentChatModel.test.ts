@@ -505,13 +505,12 @@ describe("AgentChatModel", () => {
     expect(chat.askAgainOffered).toBe(false); // Superset must be checked before a write goes again
   });
 
-  it("follows a started task to its end, without being asked", async () => {
-    const started = [data(message("state", "", { state: "started", task_id: "t-1" })), complete];
-    const reads = [
-      { status: "running", progress: 40, result: null, error: null },
-      { status: "running", progress: 80, result: null, error: null },
-      { status: "success", progress: 100, result: { deployed: 42 }, error: null },
-    ];
+  type TaskRead = { status: string; progress: number; result: Record<string, unknown> | null; error: null };
+
+  /** A message that starts task ``taskId``, the task read as ``read`` answers (the n-th read; a
+   * throw is a failed read) until ``last`` reads were made; the ids asked and the pauses slept. */
+  async function followed(taskId: string, read: (n: number) => TaskRead, last: number) {
+    const started = [data(message("state", "", { state: "started", task_id: taskId })), complete];
     const asked: string[] = [];
     const pauses: number[] = [];
     let ended: () => void = () => {};
@@ -522,47 +521,39 @@ describe("AgentChatModel", () => {
       tasks: {
         async task(id: string) {
           asked.push(id);
-          const read = reads.shift();
-          if (!read) throw new Error("read after the end");
-          if (read.status === "success") setTimeout(ended, 0);
-          return read;
+          if (asked.length === last) setTimeout(ended, 0);
+          if (asked.length > last) throw new Error("read after the end");
+          return read(asked.length);
         },
       },
     });
     await chat.connect("token");
     await chat.send("сделай бэкап prod");
     await finished;
+    await new Promise((resolve) => setTimeout(resolve, 10)); // a read after the last would come now
+    return { chat, asked, pauses };
+  }
+
+  it("follows a started task to its end, without being asked", async () => {
+    const reads: TaskRead[] = [
+      { status: "running", progress: 40, result: null, error: null },
+      { status: "running", progress: 80, result: null, error: null },
+      { status: "success", progress: 100, result: { deployed: 42 }, error: null },
+    ];
+    const { chat, asked, pauses } = await followed("t-1", (n) => reads[n - 1], reads.length);
     expect(asked).toEqual(["t-1", "t-1", "t-1"]); // and no read after it ended
     expect(pauses).toEqual([500, 500, 500]); // read soon: most tasks end within seconds
     expect(chat.messages.at(-1)?.view?.task).toEqual({ status: "success", progress: 100, result: { deployed: 42 }, error: null });
   });
 
   it("reads a long task less often, every 3 s at most, and gives up after five failed reads", async () => {
-    const started = [data(message("state", "", { state: "started", task_id: "t-2" })), complete];
-    const pauses: number[] = [];
-    let reads = 0;
-    let ended: () => void = () => {};
-    const finished = new Promise<void>((resolve) => (ended = resolve));
-    const chat = new AgentChatModel({
-      transport: new ScriptedTransport([started]),
-      sleep: async (ms) => void pauses.push(ms),
-      tasks: {
-        async task() {
-          reads += 1;
-          if (reads > 10) {
-            if (reads === 15) setTimeout(ended, 0);
-            throw new Error("ops unreachable");
-          }
-          return { status: "running", progress: reads, result: null, error: null };
-        },
-      },
-    });
-    await chat.connect("token");
-    await chat.send("сделай бэкап prod");
-    await finished;
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    const running = (n: number): TaskRead => {
+      if (n > 10) throw new Error("ops unreachable");
+      return { status: "running", progress: n, result: null, error: null };
+    };
+    const { chat, asked, pauses } = await followed("t-2", running, 15);
     expect(pauses).toEqual([...TASK_POLL_MS, ...Array(15 - TASK_POLL_MS.length).fill(3000)]);
-    expect(reads).toBe(15); // ten read, then five failures in a row: no sixth
+    expect(asked).toHaveLength(15); // ten read, then five failures in a row: no sixth
     expect(chat.messages.at(-1)?.view?.task?.progress).toBe(10);
   });
 
