@@ -12,8 +12,9 @@ here from that log, the same way for both sides:
   H 0.4 s to move the hand between mouse and keyboard (it starts on the mouse), M 1.35 s to
   think what to do next;
 - M before every pointing that starts a new step (a click or pointing not continuing a pointing
-  just made, a file picked), before every typed string not begun by a click into its field, before
-  a key that does not end a string just typed, and one at the end of every job to read its outcome;
+  just made, a file picked), before every typed string and every key that does not go on with a
+  field the step is in (a click into a field, Ctrl+A there, the text typed and its Enter are one
+  step; a wait for the screen ends the step), and one at the end of every job to read its outcome;
 - a turn of the mouse wheel (KLM names none): B for every notch of 100 pixels, and a run of turns
   over one list one step — P to the list and M — as a person reads a list while scrolling it;
 - R: the job's whole wall time, added in full — what the system took, with the browser's own
@@ -105,10 +106,12 @@ def estimate(actions: list[dict[str, Any]], wall_ms: float) -> Estimate:
     found = Estimate(wall_s=wall_ms / 1000, mentals=1)  # the outcome read at the end
     hand = "mouse"
     previous: dict[str, Any] = {}
+    field: str | None = None  # the field this step clicked or typed into: its keys go on with it
     for action in actions:
         op = action["op"]
         if op == "wait":
             found.waited_s += action["ms"] / 1000
+            field = None  # what the screen then shows is read anew
             continue
         if op in MOUSE_OPS | KEYBOARD_OPS:
             side = "mouse" if op in MOUSE_OPS else "keyboard"
@@ -125,12 +128,15 @@ def estimate(actions: list[dict[str, Any]], wall_ms: float) -> Estimate:
             found.mentals += previous.get("op") != "hover"  # a row's action pointed at in one go
         elif op == "type":
             found.keystrokes += len(action["text"])
-            begun_by_click = previous.get("op") == "click" and previous.get("target") == action["target"]
-            found.mentals += not begun_by_click
+            found.mentals += field != action["target"]
             found.requests += action["target"] == COMPOSER
         elif op == "key":
             found.keystrokes += keystrokes_of(action["key"])
-            found.mentals += previous.get("op") != "type"  # Enter ends the string: no new thought
+            found.mentals += field is None  # Enter ends the string, Ctrl+A starts it: no new thought
+        if op in MOUSE_OPS:
+            field = action["target"] if op == "click" else None
+        elif op == "type":
+            field = action["target"]
         previous = action
     return found
 

@@ -38,30 +38,35 @@ def test_a_chat_request_is_one_thought_its_typing_and_its_enter(study: ModuleTyp
     assert found.klm_s == pytest.approx(expected + 2.5)
 
 
-def test_a_field_clicked_then_typed_is_one_step_and_a_chord_is_two_keys(study: ModuleType) -> None:
+def test_a_field_clicked_selected_and_typed_is_one_step_and_a_chord_is_two_keys(study: ModuleType) -> None:
     log = [
         {"op": "click", "target": "editor"},
+        {"op": "key", "key": "Control+a"},
         {"op": "type", "target": "editor", "text": "SELECT 1"},
         {"op": "key", "key": "Control+Enter"},
+        {"op": "wait", "what": "the rows", "ms": 500},
         {"op": "click", "target": "download"},
+        {"op": "wait", "what": "the file", "ms": 100},
+        {"op": "key", "key": "Escape"},
     ]
     found = study.estimate(log, wall_ms=0)
-    assert (found.clicks, found.keystrokes, found.pointings, found.homings) == (2, 10, 2, 2)
-    assert found.mentals == 3  # the editor, the download, the outcome
+    assert (found.clicks, found.keystrokes, found.pointings, found.homings) == (2, 13, 2, 3)
+    # the editor (Ctrl+A, the text and its Enter go on with it), the download, Escape after a
+    # wait (a new step), the outcome
+    assert found.mentals == 4
 
 
 def test_a_pointed_row_action_is_one_step_and_a_file_is_a_double_click(study: ModuleType) -> None:
     log = [
         {"op": "hover", "target": "row"},
         {"op": "click", "target": "row's export"},
-        {"op": "key", "key": "Escape"},
         {"op": "file", "target": "select file"},
     ]
     found = study.estimate(log, wall_ms=0)
-    assert (found.clicks, found.pointings, found.keystrokes, found.homings) == (3, 3, 1, 2)
-    # the row, Escape (it ends no string), the file, the outcome; not the export under the pointer
-    assert found.mentals == 4
-    assert math.isclose(found.operators_s, 3 * 1.1 + 6 * 0.1 + 0.28 + 2 * 0.4 + 4 * 1.35)
+    assert (found.clicks, found.pointings, found.keystrokes, found.homings) == (3, 3, 0, 0)
+    # the row, the file, the outcome; not the export under the pointer
+    assert found.mentals == 3
+    assert math.isclose(found.operators_s, 3 * 1.1 + 6 * 0.1 + 3 * 1.35)
 
 
 def test_a_list_read_by_scrolling_is_one_step_and_a_press_per_notch(study: ModuleType) -> None:
