@@ -42,6 +42,7 @@ from sstools.devstack.paths import REPO_ROOT
 from sstools.devstack.running import RunningStack, stack_environment
 from sstools.devstack.stack import page_address
 from sstools.devstack.testing import free_port
+from sstools.ops.superset import bundle
 
 # seconds, Card, Moran and Newell (1980)
 K, P, B, H, M = 0.28, 1.1, 0.1, 0.4, 1.35
@@ -161,7 +162,21 @@ def run_study(environment: dict[str, str], supersets: dict[str, str], folder: Pa
     if study.returncode or not results.exists():
         raise SystemExit(f"the study failed ({study.returncode}):\n{(study.stdout + study.stderr)[-6000:]}")
     outcomes: list[dict[str, Any]] = json.loads(results.read_text())
+    for outcome in outcomes:
+        check_bundle(outcome)
     return outcomes
+
+
+def check_bundle(outcome: dict[str, Any]) -> None:
+    """An export a job saved (a deploy's, a backup's) read with ops' own bundle reader: it must
+    hold every dashboard the job says it should."""
+    found = outcome["found"]
+    if "bundle_zip" not in found:
+        return
+    held = bundle.contents(Path(found["bundle_zip"]).read_bytes()).dashboards
+    missing = sorted(set(found["bundle_must_hold"]) - set(held))
+    if missing:
+        raise SystemExit(f"{outcome['task']} ({outcome['way']}): the export lacks {missing}, holds {held}")
 
 
 def one_run() -> dict[str, dict[str, Estimate]]:

@@ -3,7 +3,10 @@ action log as web/study/person.ts writes it, the same for both sides of the stud
 
 import importlib.util
 import math
+import zipfile
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -104,3 +107,18 @@ def test_the_ratio_is_of_the_median_estimates_and_says_what_time_a_model_may_tak
     assert summary["sc006_met"] is True
     spare = 0.7 * (one_click + 15) - (one_request + 2)
     assert summary["model_seconds_a_request_may_take"] == pytest.approx(spare, abs=0.05)
+
+
+def test_an_export_the_job_saved_must_hold_what_it_says(study: ModuleType, tmp_path: Path) -> None:
+    export = tmp_path / "export.zip"
+    with zipfile.ZipFile(export, "w") as archive:
+        archive.writestr("export/metadata.yaml", "version: 1.0.0\n")
+        archive.writestr("export/dashboards/a.yaml", "dashboard_title: Sales Overview\n")
+
+    def outcome(must_hold: list[str]) -> dict[str, Any]:
+        found = {"bundle_zip": str(export), "bundle_must_hold": must_hold}
+        return {"task": "backup", "way": "manual", "found": found}
+
+    study.check_bundle(outcome(["Sales Overview"]))
+    with pytest.raises(SystemExit, match=r"lacks \['Orders and Events'\]"):
+        study.check_bundle(outcome(["Sales Overview", "Orders and Events"]))
