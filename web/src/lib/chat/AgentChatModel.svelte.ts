@@ -153,6 +153,7 @@ export class AgentChatModel {
   #cancelling = false;
   #endPause: (() => void) | null = null;
   #stopCountdown: (() => void) | null = null;
+  #openings = 0; // conversations opened or begun: an archive closes only the one open when it began
   #lastRequest: { text: string; files: File[]; action: Action } | null = null;
   #memory: Pick<Storage, "getItem" | "setItem"> | null;
   #tasks: TasksApi | null;
@@ -275,6 +276,7 @@ export class AgentChatModel {
 
   newConversation(): void {
     if (this.streaming) return;
+    this.#openings++;
     this.conversationId = this.#newId();
     this.messages = [];
     this.#clearPending();
@@ -288,6 +290,7 @@ export class AgentChatModel {
    * which is only read until it is restored. */
   openConversation(conversationId: string, history: ChatEntry[], activeElsewhere = false, archived = false): void {
     if (this.streaming) return;
+    this.#openings++;
     this.conversationId = conversationId;
     this.messages = history;
     this.#clearPending();
@@ -295,6 +298,16 @@ export class AgentChatModel {
     this.activeElsewhere = activeElsewhere;
     this.archived = archived;
     if (!archived) this.#settle(history.at(-1)?.view ?? null);
+  }
+
+  /** ``id`` is being archived (``archiving`` says whether convo did): archiving the open
+   * conversation closes it and the page goes on in a new one. One the person opened while the
+   * archive was under way stays open, read as archived: it was not open when they archived it. */
+  async closeArchived(id: string, archiving: Promise<boolean>): Promise<void> {
+    const opening = this.#openings;
+    if (!(await archiving) || id !== this.conversationId) return;
+    if (opening === this.#openings) this.newConversation();
+    else this.archived = true;
   }
 
   /** The open conversation was restored: it takes messages again, the waiting ones first. */

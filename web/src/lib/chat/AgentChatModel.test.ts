@@ -958,6 +958,30 @@ describe("conversations", () => {
     expect(calls).toEqual(["list:false", "archive:a", "list:false", "list:true", "restore:a", "list:true"]);
   });
 
+  it("closes the conversation archived while open, not one opened from the archive before convo answered", async () => {
+    const chat = model(new ScriptedTransport([]));
+    chat.openConversation("a", []);
+    await chat.closeArchived("a", Promise.resolve(true));
+    expect(chat.conversationId).not.toBe("a"); // archived while open: the page goes on in a new one
+    expect(chat.archived).toBe(false);
+
+    let answer: (archived: boolean) => void = () => {};
+    const archiving = chat.closeArchived("a", new Promise<boolean>((resolve) => (answer = resolve)));
+    chat.openConversation("a", [], false, true); // opened from the archive list while convo archives it
+    answer(true);
+    await archiving;
+    expect([chat.conversationId, chat.archived]).toEqual(["a", true]);
+
+    chat.openConversation("b", []);
+    const stale = chat.closeArchived("b", new Promise<boolean>((resolve) => (answer = resolve)));
+    chat.openConversation("b", []); // opened again from a list not yet refreshed: read as archived once it is
+    answer(true);
+    await stale;
+    expect([chat.conversationId, chat.archived]).toEqual(["b", true]);
+    await chat.closeArchived("b", Promise.resolve(false)); // refused: nothing changes
+    expect(chat.conversationId).toBe("b");
+  });
+
   it("says why an archive was refused and keeps the list as it was", async () => {
     const busy = new ApiError("DELETE", "/api/assistant/conversations/a", 409, { code: "conversation_busy" });
     const api = {
