@@ -35,12 +35,11 @@ from sstools.agent.admission import (
     ConversationLocks,
     Leases,
     Refusal,
-    TurnLimit,
     answer_of,
     answered_result,
     card_answered,
 )
-from sstools.agent.clients.convo import ConvoClient
+from sstools.agent.clients.convo import ConvoClient, TurnBudget
 from sstools.agent.turn.gather import ROUTED_KEY, resumed_tools
 from sstools.common.db import create_engine
 from sstools.common.grpc_auth import FixedServiceToken
@@ -223,6 +222,9 @@ async def test_an_answer_in_a_conversation_without_state_finds_the_checkpoint_ex
     snapshot = await thread.snapshot()
     answer = Answer("confirm", "call-1", CARD_1["digest"], {})
     assert _refusal_of(snapshot, answer) == ("CHECKPOINT_EXPIRED", "failed")
+    with pytest.raises(Refusal) as refused:  # what the person reads under the card
+        card_answered(snapshot, answer)
+    assert str(refused.value) == "nothing to resume: this conversation has no saved state"
 
 
 async def test_the_same_answer_again_gets_the_first_ones_result(thread: _Thread) -> None:
@@ -316,7 +318,7 @@ async def test_locks_are_exclusive_and_forgotten_when_unused() -> None:
     assert len(locks) == 0
 
 
-# ---- TurnLimit and Leases against a real convo -------------------------------------------------
+# ---- Leases and the turn budget against a real convo----------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -393,14 +395,24 @@ async def _refused(block: Awaitable[Any]) -> Refusal:
     return refused.value
 
 
+async def _send(client: ConvoClient, user: str, budget: TurnBudget, conversation: str = "") -> None:
+    """A new message that ran: its lease taken with the person's budget, and given back."""
+    conversation = conversation or str(uuid.uuid4())
+    async with Leases(client, ttl_seconds=30).held(user, conversation, first_text="hello", budget=budget):
+        pass
+
+
 @on_convo_loop
-async def test_turns_past_the_limit_are_rate_limited_with_the_wait(client: ConvoClient) -> None:
-    limit = TurnLimit(turns=2, window_seconds=60)
-    user = _user()
+async def test_turns_past_the_limit_are_rate_limited_with_the_wait(
+    client: ConvoClient, convo: _Convo
+) -> None:
+    budget = TurnBudget(turns=2, window_seconds=60)
+    user, kept = _user(), str(uuid.uuid4())
     started = time.monotonic()
-    await limit.count(client, user)
-    await limit.count(client, user)
-    refusal = await _refused(limit.count(client, user))
+    await _send(client, user, budget, kept)
+    await _send(client, user, budget)
+    refused = str(uuid.uuid4())
+    refusal = await _refused(_send(client, user, budget, refused))
     spent = math.ceil(time.monotonic() - started)  # whole seconds of the window used (0 or 1 as a rule)
     assert (refusal.code, refusal.state) == ("RATE_LIMITED", "failed")
     assert refusal.retry_after is not None
@@ -408,20 +420,34 @@ async def test_turns_past_the_limit_are_rate_limited_with_the_wait(client: Convo
     assert refusal.details() == {"retry_after": refusal.retry_after}
     # the message the person reads gives the same wait
     assert re.findall(r"\d+", str(refusal)) == [str(refusal.retry_after)]
+    assert await convo.lease(refused) is None  # nothing taken for the refused message
+    # a confirm is no new message: the budget does not hold it back
+    await _hold(Leases(client, ttl_seconds=30), user, kept)
 
 
 @on_convo_loop
 async def test_the_limit_counts_each_user_alone(client: ConvoClient) -> None:
-    limit = TurnLimit(turns=1, window_seconds=60)
+    budget = TurnBudget(turns=1, window_seconds=60)
     first, second = _user(), _user()
-    await limit.count(client, first)
-    await limit.count(client, second)
-    assert (await _refused(limit.count(client, first))).code == "RATE_LIMITED"
+    await _send(client, first, budget)
+    await _send(client, second, budget)
+    assert (await _refused(_send(client, first, budget))).code == "RATE_LIMITED"
+
+
+@on_convo_loop
+async def test_a_send_waiting_for_the_lease_is_counted_once(client: ConvoClient) -> None:
+    user, conversation = _user(), str(uuid.uuid4())
+    budget = TurnBudget(turns=1, window_seconds=60)
+    leases = Leases(client, ttl_seconds=30)
+    assert await client.acquire_lease(user, conversation, "other-tab", 1, first_text="hello")  # lapses in 1 s
+    async with leases.held(user, conversation, first_text="hello", budget=budget, wait_seconds=10):
+        pass  # it tried ten times a second until the other tab's lease lapsed: one turn all the same
+    assert (await _refused(_send(client, user, budget))).code == "RATE_LIMITED"
 
 
 @on_convo_loop
 async def test_turns_cannot_be_counted_while_convo_is_down(down: ConvoClient) -> None:
-    refusal = await _refused(TurnLimit(turns=5, window_seconds=60).count(down, _user()))
+    refusal = await _refused(_send(down, _user(), TurnBudget(turns=5, window_seconds=60)))
     assert (refusal.code, refusal.state, refusal.retry_after) == ("CONVO_UNAVAILABLE", "failed", None)
     assert _grpc_status(str(refusal)) == "UNAVAILABLE"  # the message tells what convo answered
 

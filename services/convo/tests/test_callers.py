@@ -100,7 +100,6 @@ def _valid_calls(conversation_id: str, upload_id: str) -> dict[str, Message]:
         "DeleteUploads": convo_pb2.DeleteUploadsRequest(
             conversation_id=conversation_id, upload_ids=[upload_id]
         ),
-        "CountTurn": convo_pb2.CountTurnRequest(limit=100, window_seconds=60),
         "ArchiveConversation": convo_pb2.ArchiveConversationRequest(conversation_id=conversation_id),
     }
 
@@ -204,10 +203,19 @@ async def test_a_call_acts_for_its_user_token_whatever_the_request_names(
         _with_user_field(convo_pb2.RecordAuditRequest(conversation_id=bobs, decision="confirmed"), "bob"),
         metadata=as_alice,
     )
-    counted = _with_user_field(convo_pb2.CountTurnRequest(limit=1, window_seconds=60), "bob")
-    assert (await agent.CountTurn(counted, metadata=as_alice)).allowed
-    assert not (await agent.CountTurn(counted, metadata=as_alice)).allowed  # alice's one turn, used
-    assert (await agent.CountTurn(counted, metadata=person("bob"))).allowed  # bob's untouched
+
+    def counted() -> convo_pb2.AcquireLeaseRequest:  # a new message, in a conversation of its own
+        request = convo_pb2.AcquireLeaseRequest(
+            conversation_id=str(uuid.uuid4()),
+            holder="x",
+            first_message="hi",
+            turn_budget=convo_pb2.TurnBudget(limit=1, window_seconds=60),
+        )
+        return _with_user_field(request, "bob")
+
+    assert (await agent.AcquireLease(counted(), metadata=as_alice)).turn.allowed
+    assert not (await agent.AcquireLease(counted(), metadata=as_alice)).turn.allowed  # alice's one turn, used
+    assert (await agent.AcquireLease(counted(), metadata=person("bob"))).turn.allowed  # bob's untouched
     engine = create_engine(fresh_database_url)
     try:
         async with engine.connect() as connection:
@@ -256,7 +264,15 @@ async def test_a_call_for_a_person_without_their_valid_token_is_unauthenticated(
 ) -> None:
     for call in (
         agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=user_metadata),
-        agent.CountTurn(convo_pb2.CountTurnRequest(limit=1, window_seconds=60), metadata=user_metadata),
+        agent.AcquireLease(
+            convo_pb2.AcquireLeaseRequest(
+                conversation_id=str(uuid.uuid4()),
+                holder="x",
+                first_message="hi",
+                turn_budget=convo_pb2.TurnBudget(limit=1, window_seconds=60),
+            ),
+            metadata=user_metadata,
+        ),
         agent.RecordAudit(convo_pb2.RecordAuditRequest(decision="allowed"), metadata=user_metadata),
     ):
         assert await _refusal(call) == (grpc.StatusCode.UNAUTHENTICATED, reason, "user")
@@ -285,7 +301,6 @@ async def test_a_turn_that_outlives_its_user_token_still_records_its_end_and_not
     for call in (
         agent.GetHistory(convo_pb2.GetHistoryRequest(conversation_id=cid), metadata=lapsed),
         agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=lapsed),
-        agent.CountTurn(convo_pb2.CountTurnRequest(limit=5, window_seconds=60), metadata=lapsed),
         agent.AcquireLease(convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="h"), metadata=lapsed),
         agent.ReadUpload(
             convo_pb2.ReadUploadRequest(conversation_id=cid, upload_id=str(uuid.uuid4())), metadata=lapsed

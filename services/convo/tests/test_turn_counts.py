@@ -1,8 +1,10 @@
-"""Chat turns per user, counted by convo for every agent pod (over real gRPC and PostgreSQL)."""
+"""Chat turns per user, counted by convo for every agent pod as it gives a new message's lease
+(over real gRPC and PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import grpc
 import pytest
@@ -17,12 +19,29 @@ from sstools.devstack.testing import started_service
 from .conftest import person
 
 
+async def send(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub,
+    user: str,
+    limit: int = 2,
+    window_seconds: int = 60,
+    conversation_id: str | None = None,
+) -> convo_pb2.Lease:
+    """A new message's lease, as the agent takes it: its text, the user's budget."""
+    request = convo_pb2.AcquireLeaseRequest(
+        conversation_id=conversation_id or str(uuid.uuid4()),
+        holder=f"pod:{uuid.uuid4().hex[:12]}",
+        first_message="сколько заказов?",
+        turn_budget=convo_pb2.TurnBudget(limit=limit, window_seconds=window_seconds),
+    )
+    return await agent.AcquireLease(request, metadata=person(user))
+
+
 async def count(
     agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str, limit: int = 2, window_seconds: int = 60
 ) -> convo_pb2.TurnCount:
-    return await agent.CountTurn(
-        convo_pb2.CountTurnRequest(limit=limit, window_seconds=window_seconds), metadata=person(user)
-    )
+    lease = await send(agent, user, limit, window_seconds)
+    assert lease.acquired == lease.turn.allowed  # a new conversation's lease is free: only the budget refuses
+    return lease.turn
 
 
 async def test_turns_past_the_limit_wait_for_the_window_to_end_and_users_count_apart(
@@ -72,3 +91,21 @@ async def test_a_count_without_a_sane_window_is_invalid(
         await count(agent, "anna", window_seconds=window_seconds)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "window_seconds" in (refused.value.details() or "")
+
+
+async def test_a_turn_over_the_budget_creates_nothing_and_one_refused_for_its_conversation_is_not_counted(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub,
+) -> None:
+    assert (await count(agent, "anna", limit=1)).allowed
+    refused = str(uuid.uuid4())
+    over = await send(agent, "anna", limit=1, conversation_id=refused)
+    assert (over.acquired, over.turn.allowed, over.holder) == (False, False, "")
+    with pytest.raises(grpc.aio.AioRpcError) as missing:  # the message over the budget started nothing
+        await agent.GetHistory(convo_pb2.GetHistoryRequest(conversation_id=refused), metadata=person("anna"))
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+    annas = (await send(agent, "anna", limit=5)).conversation_id
+    with pytest.raises(grpc.aio.AioRpcError) as someone_elses:
+        await send(agent, "oleg", limit=1, conversation_id=annas)
+    assert someone_elses.value.code() == grpc.StatusCode.NOT_FOUND
+    assert (await count(agent, "oleg", limit=1)).allowed  # his one turn: the refused one was not counted

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1csstools/convo/v1/convo.proto\x12\x10sstools.convo.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x01\n\x0c\x43onversation\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x15\n\rmessage_count\x18\x04 \x01(\r\x12\x13\n\x0bis_archived\x18\x05 \x01(\x08\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0flast_message_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbb\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07partial\x18\x06 \x01(\x08\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Z\n\x19\x43reateConversationRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x15\n\rfirst_message\x18\x03 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"l\n\x15\x41ppendMessagesRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12+\n\x08messages\x18\x03 \x03(\x0b\x32\x19.sstools.convo.v1.MessageJ\x04\x08\x01\x10\x02R\x07user_id\"E\n\x16\x41ppendMessagesResponse\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.sstools.convo.v1.Message\"b\n\x11GetHistoryRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\r\x12\x12\n\npage_token\x18\x04 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"Z\n\x12GetHistoryResponse\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.sstools.convo.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"b\n\x13\x41\x63quireLeaseRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x0e\n\x06holder\x18\x03 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\rJ\x04\x08\x01\x10\x02R\x07user_id\"r\n\x05Lease\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0e\n\x06holder\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61\x63quired\x18\x04 \x01(\x08\"Q\n\x11RenewLeaseRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0e\n\x06holder\x18\x02 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\r\">\n\x13ReleaseLeaseRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0e\n\x06holder\x18\x02 \x01(\t\"(\n\x14ReleaseLeaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"\xbb\x02\n\x12RecordAuditRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x18\n\x10service_identity\x18\x03 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x04 \x01(\t\x12\x11\n\ttool_name\x18\x05 \x01(\t\x12*\n\ttool_args\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07outcome\x18\x07 \x01(\t\x12\x0f\n\x07task_id\x18\x08 \x01(\t\x12\x11\n\tthread_id\x18\t \x01(\t\x12\x17\n\x0flatency_seconds\x18\n \x01(\x01\x12\x0e\n\x06\x61\x63tion\x18\x0b \x01(\t\x12\x0c\n\x04\x63ode\x18\x0c \x01(\t\x12&\n\x05\x63\x61lls\x18\r \x03(\x0b\x32\x17.google.protobuf.StructJ\x04\x08\x02\x10\x03R\x07user_id\"\'\n\x13RecordAuditResponse\x12\x10\n\x08\x61udit_id\x18\x01 \x01(\t\"D\n\x1a\x41rchiveConversationRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"N\n\x11ReadUploadRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x11\n\tupload_id\x18\x03 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"N\n\x06Upload\x12\x11\n\tupload_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\"R\n\x14\x44\x65leteUploadsRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x12\n\nupload_ids\x18\x03 \x03(\tJ\x04\x08\x01\x10\x02R\x07user_id\"(\n\x15\x44\x65leteUploadsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\r\"H\n\x10\x43ountTurnRequest\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x16\n\x0ewindow_seconds\x18\x03 \x01(\rJ\x04\x08\x01\x10\x02R\x07user_id\"9\n\tTurnCount\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x1b\n\x13retry_after_seconds\x18\x02 \x01(\r2\xef\x07\n\x13\x43onversationService\x12\x61\n\x12\x43reateConversation\x12+.sstools.convo.v1.CreateConversationRequest\x1a\x1e.sstools.convo.v1.Conversation\x12\x63\n\x0e\x41ppendMessages\x12\'.sstools.convo.v1.AppendMessagesRequest\x1a(.sstools.convo.v1.AppendMessagesResponse\x12W\n\nGetHistory\x12#.sstools.convo.v1.GetHistoryRequest\x1a$.sstools.convo.v1.GetHistoryResponse\x12N\n\x0c\x41\x63quireLease\x12%.sstools.convo.v1.AcquireLeaseRequest\x1a\x17.sstools.convo.v1.Lease\x12J\n\nRenewLease\x12#.sstools.convo.v1.RenewLeaseRequest\x1a\x17.sstools.convo.v1.Lease\x12]\n\x0cReleaseLease\x12%.sstools.convo.v1.ReleaseLeaseRequest\x1a&.sstools.convo.v1.ReleaseLeaseResponse\x12Z\n\x0bRecordAudit\x12$.sstools.convo.v1.RecordAuditRequest\x1a%.sstools.convo.v1.RecordAuditResponse\x12\x63\n\x13\x41rchiveConversation\x12,.sstools.convo.v1.ArchiveConversationRequest\x1a\x1e.sstools.convo.v1.Conversation\x12K\n\nReadUpload\x12#.sstools.convo.v1.ReadUploadRequest\x1a\x18.sstools.convo.v1.Upload\x12`\n\rDeleteUploads\x12&.sstools.convo.v1.DeleteUploadsRequest\x1a\'.sstools.convo.v1.DeleteUploadsResponse\x12L\n\tCountTurn\x12\".sstools.convo.v1.CountTurnRequest\x1a\x1b.sstools.convo.v1.TurnCountb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1csstools/convo/v1/convo.proto\x12\x10sstools.convo.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x01\n\x0c\x43onversation\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x15\n\rmessage_count\x18\x04 \x01(\r\x12\x13\n\x0bis_archived\x18\x05 \x01(\x08\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0flast_message_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbb\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07partial\x18\x06 \x01(\x08\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Z\n\x19\x43reateConversationRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x15\n\rfirst_message\x18\x03 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"l\n\x15\x41ppendMessagesRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12+\n\x08messages\x18\x03 \x03(\x0b\x32\x19.sstools.convo.v1.MessageJ\x04\x08\x01\x10\x02R\x07user_id\"E\n\x16\x41ppendMessagesResponse\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.sstools.convo.v1.Message\"b\n\x11GetHistoryRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\r\x12\x12\n\npage_token\x18\x04 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"Z\n\x12GetHistoryResponse\x12+\n\x08messages\x18\x01 \x03(\x0b\x32\x19.sstools.convo.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xc3\x01\n\x13\x41\x63quireLeaseRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x0e\n\x06holder\x18\x03 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\r\x12\x1a\n\rfirst_message\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x31\n\x0bturn_budget\x18\x06 \x01(\x0b\x32\x1c.sstools.convo.v1.TurnBudgetB\x10\n\x0e_first_messageJ\x04\x08\x01\x10\x02R\x07user_id\"3\n\nTurnBudget\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x16\n\x0ewindow_seconds\x18\x02 \x01(\r\"\x9d\x01\n\x05Lease\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0e\n\x06holder\x18\x02 \x01(\t\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61\x63quired\x18\x04 \x01(\x08\x12)\n\x04turn\x18\x05 \x01(\x0b\x32\x1b.sstools.convo.v1.TurnCount\"Q\n\x11RenewLeaseRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0e\n\x06holder\x18\x02 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\r\">\n\x13ReleaseLeaseRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x0e\n\x06holder\x18\x02 \x01(\t\"(\n\x14ReleaseLeaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"\xbb\x02\n\x12RecordAuditRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x18\n\x10service_identity\x18\x03 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x04 \x01(\t\x12\x11\n\ttool_name\x18\x05 \x01(\t\x12*\n\ttool_args\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07outcome\x18\x07 \x01(\t\x12\x0f\n\x07task_id\x18\x08 \x01(\t\x12\x11\n\tthread_id\x18\t \x01(\t\x12\x17\n\x0flatency_seconds\x18\n \x01(\x01\x12\x0e\n\x06\x61\x63tion\x18\x0b \x01(\t\x12\x0c\n\x04\x63ode\x18\x0c \x01(\t\x12&\n\x05\x63\x61lls\x18\r \x03(\x0b\x32\x17.google.protobuf.StructJ\x04\x08\x02\x10\x03R\x07user_id\"\'\n\x13RecordAuditResponse\x12\x10\n\x08\x61udit_id\x18\x01 \x01(\t\"D\n\x1a\x41rchiveConversationRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"N\n\x11ReadUploadRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x11\n\tupload_id\x18\x03 \x01(\tJ\x04\x08\x01\x10\x02R\x07user_id\"N\n\x06Upload\x12\x11\n\tupload_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\"R\n\x14\x44\x65leteUploadsRequest\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x12\n\nupload_ids\x18\x03 \x03(\tJ\x04\x08\x01\x10\x02R\x07user_id\"(\n\x15\x44\x65leteUploadsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\r\"9\n\tTurnCount\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x1b\n\x13retry_after_seconds\x18\x02 \x01(\r2\xa1\x07\n\x13\x43onversationService\x12\x61\n\x12\x43reateConversation\x12+.sstools.convo.v1.CreateConversationRequest\x1a\x1e.sstools.convo.v1.Conversation\x12\x63\n\x0e\x41ppendMessages\x12\'.sstools.convo.v1.AppendMessagesRequest\x1a(.sstools.convo.v1.AppendMessagesResponse\x12W\n\nGetHistory\x12#.sstools.convo.v1.GetHistoryRequest\x1a$.sstools.convo.v1.GetHistoryResponse\x12N\n\x0c\x41\x63quireLease\x12%.sstools.convo.v1.AcquireLeaseRequest\x1a\x17.sstools.convo.v1.Lease\x12J\n\nRenewLease\x12#.sstools.convo.v1.RenewLeaseRequest\x1a\x17.sstools.convo.v1.Lease\x12]\n\x0cReleaseLease\x12%.sstools.convo.v1.ReleaseLeaseRequest\x1a&.sstools.convo.v1.ReleaseLeaseResponse\x12Z\n\x0bRecordAudit\x12$.sstools.convo.v1.RecordAuditRequest\x1a%.sstools.convo.v1.RecordAuditResponse\x12\x63\n\x13\x41rchiveConversation\x12,.sstools.convo.v1.ArchiveConversationRequest\x1a\x1e.sstools.convo.v1.Conversation\x12K\n\nReadUpload\x12#.sstools.convo.v1.ReadUploadRequest\x1a\x18.sstools.convo.v1.Upload\x12`\n\rDeleteUploads\x12&.sstools.convo.v1.DeleteUploadsRequest\x1a\'.sstools.convo.v1.DeleteUploadsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,34 +47,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETHISTORYREQUEST']._serialized_end=929
   _globals['_GETHISTORYRESPONSE']._serialized_start=931
   _globals['_GETHISTORYRESPONSE']._serialized_end=1021
-  _globals['_ACQUIRELEASEREQUEST']._serialized_start=1023
-  _globals['_ACQUIRELEASEREQUEST']._serialized_end=1121
-  _globals['_LEASE']._serialized_start=1123
-  _globals['_LEASE']._serialized_end=1237
-  _globals['_RENEWLEASEREQUEST']._serialized_start=1239
-  _globals['_RENEWLEASEREQUEST']._serialized_end=1320
-  _globals['_RELEASELEASEREQUEST']._serialized_start=1322
-  _globals['_RELEASELEASEREQUEST']._serialized_end=1384
-  _globals['_RELEASELEASERESPONSE']._serialized_start=1386
-  _globals['_RELEASELEASERESPONSE']._serialized_end=1426
-  _globals['_RECORDAUDITREQUEST']._serialized_start=1429
-  _globals['_RECORDAUDITREQUEST']._serialized_end=1744
-  _globals['_RECORDAUDITRESPONSE']._serialized_start=1746
-  _globals['_RECORDAUDITRESPONSE']._serialized_end=1785
-  _globals['_ARCHIVECONVERSATIONREQUEST']._serialized_start=1787
-  _globals['_ARCHIVECONVERSATIONREQUEST']._serialized_end=1855
-  _globals['_READUPLOADREQUEST']._serialized_start=1857
-  _globals['_READUPLOADREQUEST']._serialized_end=1935
-  _globals['_UPLOAD']._serialized_start=1937
-  _globals['_UPLOAD']._serialized_end=2015
-  _globals['_DELETEUPLOADSREQUEST']._serialized_start=2017
-  _globals['_DELETEUPLOADSREQUEST']._serialized_end=2099
-  _globals['_DELETEUPLOADSRESPONSE']._serialized_start=2101
-  _globals['_DELETEUPLOADSRESPONSE']._serialized_end=2141
-  _globals['_COUNTTURNREQUEST']._serialized_start=2143
-  _globals['_COUNTTURNREQUEST']._serialized_end=2215
-  _globals['_TURNCOUNT']._serialized_start=2217
-  _globals['_TURNCOUNT']._serialized_end=2274
-  _globals['_CONVERSATIONSERVICE']._serialized_start=2277
-  _globals['_CONVERSATIONSERVICE']._serialized_end=3284
+  _globals['_ACQUIRELEASEREQUEST']._serialized_start=1024
+  _globals['_ACQUIRELEASEREQUEST']._serialized_end=1219
+  _globals['_TURNBUDGET']._serialized_start=1221
+  _globals['_TURNBUDGET']._serialized_end=1272
+  _globals['_LEASE']._serialized_start=1275
+  _globals['_LEASE']._serialized_end=1432
+  _globals['_RENEWLEASEREQUEST']._serialized_start=1434
+  _globals['_RENEWLEASEREQUEST']._serialized_end=1515
+  _globals['_RELEASELEASEREQUEST']._serialized_start=1517
+  _globals['_RELEASELEASEREQUEST']._serialized_end=1579
+  _globals['_RELEASELEASERESPONSE']._serialized_start=1581
+  _globals['_RELEASELEASERESPONSE']._serialized_end=1621
+  _globals['_RECORDAUDITREQUEST']._serialized_start=1624
+  _globals['_RECORDAUDITREQUEST']._serialized_end=1939
+  _globals['_RECORDAUDITRESPONSE']._serialized_start=1941
+  _globals['_RECORDAUDITRESPONSE']._serialized_end=1980
+  _globals['_ARCHIVECONVERSATIONREQUEST']._serialized_start=1982
+  _globals['_ARCHIVECONVERSATIONREQUEST']._serialized_end=2050
+  _globals['_READUPLOADREQUEST']._serialized_start=2052
+  _globals['_READUPLOADREQUEST']._serialized_end=2130
+  _globals['_UPLOAD']._serialized_start=2132
+  _globals['_UPLOAD']._serialized_end=2210
+  _globals['_DELETEUPLOADSREQUEST']._serialized_start=2212
+  _globals['_DELETEUPLOADSREQUEST']._serialized_end=2294
+  _globals['_DELETEUPLOADSRESPONSE']._serialized_start=2296
+  _globals['_DELETEUPLOADSRESPONSE']._serialized_end=2336
+  _globals['_TURNCOUNT']._serialized_start=2338
+  _globals['_TURNCOUNT']._serialized_end=2395
+  _globals['_CONVERSATIONSERVICE']._serialized_start=2398
+  _globals['_CONVERSATIONSERVICE']._serialized_end=3327
 # @@protoc_insertion_point(module_scope)

@@ -232,24 +232,65 @@ class AcquireLeaseRequest(_message.Message):
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     HOLDER_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    FIRST_MESSAGE_FIELD_NUMBER: _builtins.int
+    TURN_BUDGET_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     holder: _builtins.str
     """Who asks: an agent pod and stream id."""
     ttl_seconds: _builtins.int
+    first_message: _builtins.str
+    """A new message's: the conversation is created with it (its title) when convo has none of
+    that id yet; empty for a confirm, which resumes one that exists (else NOT_FOUND).
+    """
+    @_builtins.property
+    def turn_budget(self) -> Global___TurnBudget:
+        """A new message's: the user's turn is counted first, for every agent pod alike. Past the
+        limit nothing is created or taken (acquired false, `turn` says how long to wait); a turn
+        refused for its conversation (NOT_FOUND, archived) is not counted.
+        """
+
     def __init__(
         self,
         *,
         conversation_id: _builtins.str = ...,
         holder: _builtins.str = ...,
         ttl_seconds: _builtins.int = ...,
+        first_message: _builtins.str | None = ...,
+        turn_budget: Global___TurnBudget | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_first_message", b"_first_message", "first_message", b"first_message", "turn_budget", b"turn_budget"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_message", b"_first_message", "conversation_id", b"conversation_id", "first_message", b"first_message", "holder", b"holder", "ttl_seconds", b"ttl_seconds", "turn_budget", b"turn_budget"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__first_message: _TypeAlias = _typing.Literal["first_message"]  # noqa: Y015
+    _WhichOneofArgType__first_message: _TypeAlias = _typing.Literal["_first_message", b"_first_message"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__first_message) -> _WhichOneofReturnType__first_message | None: ...
+
+Global___AcquireLeaseRequest: _TypeAlias = AcquireLeaseRequest  # noqa: Y015
+
+@_typing.final
+class TurnBudget(_message.Message):
+    """At most `limit` turns of a user in a window of `window_seconds` (1 to 86400)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    window_seconds: _builtins.int
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+        window_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "holder", b"holder", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "window_seconds", b"window_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___AcquireLeaseRequest: _TypeAlias = AcquireLeaseRequest  # noqa: Y015
+Global___TurnBudget: _TypeAlias = TurnBudget  # noqa: Y015
 
 @_typing.final
 class Lease(_message.Message):
@@ -259,12 +300,19 @@ class Lease(_message.Message):
     HOLDER_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
     ACQUIRED_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     holder: _builtins.str
     acquired: _builtins.bool
-    """False when another holder has it; holder and expires_at then describe that lease."""
+    """False when another holder has it (holder and expires_at then describe that lease) or when
+    the turn was over its budget (`turn`).
+    """
     @_builtins.property
     def expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def turn(self) -> Global___TurnCount:
+        """The turn's count, when the request carried a budget."""
+
     def __init__(
         self,
         *,
@@ -272,10 +320,11 @@ class Lease(_message.Message):
         holder: _builtins.str = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
         acquired: _builtins.bool = ...,
+        turn: Global___TurnCount | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acquired", b"acquired", "conversation_id", b"conversation_id", "expires_at", b"expires_at", "holder", b"holder"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acquired", b"acquired", "conversation_id", b"conversation_id", "expires_at", b"expires_at", "holder", b"holder", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -544,28 +593,6 @@ class DeleteUploadsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteUploadsResponse: _TypeAlias = DeleteUploadsResponse  # noqa: Y015
-
-@_typing.final
-class CountTurnRequest(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    LIMIT_FIELD_NUMBER: _builtins.int
-    WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
-    limit: _builtins.int
-    window_seconds: _builtins.int
-    def __init__(
-        self,
-        *,
-        limit: _builtins.int = ...,
-        window_seconds: _builtins.int = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "window_seconds", b"window_seconds"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___CountTurnRequest: _TypeAlias = CountTurnRequest  # noqa: Y015
 
 @_typing.final
 class TurnCount(_message.Message):

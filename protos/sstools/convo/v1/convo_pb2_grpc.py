@@ -90,11 +90,6 @@ class ConversationServiceStub:
                 request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.SerializeToString,
                 response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.FromString,
                 _registered_method=True)
-        self.CountTurn = channel.unary_unary(
-                '/sstools.convo.v1.ConversationService/CountTurn',
-                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.CountTurnRequest.SerializeToString,
-                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.TurnCount.FromString,
-                _registered_method=True)
 
 
 class ConversationServiceServicer:
@@ -126,7 +121,9 @@ class ConversationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AcquireLease(self, request, context):
-        """One stream per conversation at a time; a lease expires by itself after its TTL.
+        """One stream per conversation at a time; a lease expires by itself after its TTL. A new
+        message's lease counts the user's turn first and creates the conversation it starts, all in
+        one transaction (see AcquireLeaseRequest).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,15 +169,6 @@ class ConversationServiceServicer:
 
     def DeleteUploads(self, request, context):
         """Removes uploads once the turn that used them has ended; ids that are gone already are skipped.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CountTurn(self, request, context):
-        """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
-        current window of `window_seconds`, the turn is not allowed and the answer says how long
-        until the window ends.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -238,11 +226,6 @@ def add_ConversationServiceServicer_to_server(servicer, server):
                     servicer.DeleteUploads,
                     request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.FromString,
                     response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.SerializeToString,
-            ),
-            'CountTurn': grpc.unary_unary_rpc_method_handler(
-                    servicer.CountTurn,
-                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.CountTurnRequest.FromString,
-                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.TurnCount.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -521,33 +504,6 @@ class ConversationService:
             '/sstools.convo.v1.ConversationService/DeleteUploads',
             sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsRequest.SerializeToString,
             sstools_dot_convo_dot_v1_dot_convo__pb2.DeleteUploadsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CountTurn(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/sstools.convo.v1.ConversationService/CountTurn',
-            sstools_dot_convo_dot_v1_dot_convo__pb2.CountTurnRequest.SerializeToString,
-            sstools_dot_convo_dot_v1_dot_convo__pb2.TurnCount.FromString,
             options,
             channel_credentials,
             insecure,

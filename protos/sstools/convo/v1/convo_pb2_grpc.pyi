@@ -44,7 +44,10 @@ class ConversationServiceStub:
     """Idempotent by client_message_id: a retried append stores nothing twice."""
     GetHistory: _grpc.UnaryUnaryMultiCallable[_convo_pb2.GetHistoryRequest, _convo_pb2.GetHistoryResponse]
     AcquireLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.AcquireLeaseRequest, _convo_pb2.Lease]
-    """One stream per conversation at a time; a lease expires by itself after its TTL."""
+    """One stream per conversation at a time; a lease expires by itself after its TTL. A new
+    message's lease counts the user's turn first and creates the conversation it starts, all in
+    one transaction (see AcquireLeaseRequest).
+    """
     RenewLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RenewLeaseRequest, _convo_pb2.Lease]
     ReleaseLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ReleaseLeaseRequest, _convo_pb2.ReleaseLeaseResponse]
     RecordAudit: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]
@@ -62,11 +65,6 @@ class ConversationServiceStub:
     """
     DeleteUploads: _grpc.UnaryUnaryMultiCallable[_convo_pb2.DeleteUploadsRequest, _convo_pb2.DeleteUploadsResponse]
     """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
-    CountTurn: _grpc.UnaryUnaryMultiCallable[_convo_pb2.CountTurnRequest, _convo_pb2.TurnCount]
-    """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
-    current window of `window_seconds`, the turn is not allowed and the answer says how long
-    until the window ends.
-    """
 
 @_typing.type_check_only
 class ConversationServiceAsyncStub(ConversationServiceStub):
@@ -84,7 +82,10 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     """Idempotent by client_message_id: a retried append stores nothing twice."""
     GetHistory: _aio.UnaryUnaryMultiCallable[_convo_pb2.GetHistoryRequest, _convo_pb2.GetHistoryResponse]  # type: ignore[assignment]
     AcquireLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.AcquireLeaseRequest, _convo_pb2.Lease]  # type: ignore[assignment]
-    """One stream per conversation at a time; a lease expires by itself after its TTL."""
+    """One stream per conversation at a time; a lease expires by itself after its TTL. A new
+    message's lease counts the user's turn first and creates the conversation it starts, all in
+    one transaction (see AcquireLeaseRequest).
+    """
     RenewLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.RenewLeaseRequest, _convo_pb2.Lease]  # type: ignore[assignment]
     ReleaseLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.ReleaseLeaseRequest, _convo_pb2.ReleaseLeaseResponse]  # type: ignore[assignment]
     RecordAudit: _aio.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]  # type: ignore[assignment]
@@ -102,11 +103,6 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     """
     DeleteUploads: _aio.UnaryUnaryMultiCallable[_convo_pb2.DeleteUploadsRequest, _convo_pb2.DeleteUploadsResponse]  # type: ignore[assignment]
     """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
-    CountTurn: _aio.UnaryUnaryMultiCallable[_convo_pb2.CountTurnRequest, _convo_pb2.TurnCount]  # type: ignore[assignment]
-    """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
-    current window of `window_seconds`, the turn is not allowed and the answer says how long
-    until the window ends.
-    """
 
 class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     """Conversations, their messages, the active lease and the audit trail, as the agent sees them.
@@ -145,7 +141,10 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _convo_pb2.AcquireLeaseRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_convo_pb2.Lease, _abc.Awaitable[_convo_pb2.Lease]]:
-        """One stream per conversation at a time; a lease expires by itself after its TTL."""
+        """One stream per conversation at a time; a lease expires by itself after its TTL. A new
+        message's lease counts the user's turn first and creates the conversation it starts, all in
+        one transaction (see AcquireLeaseRequest).
+        """
 
     @_abc_1.abstractmethod
     def RenewLease(
@@ -199,16 +198,5 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_convo_pb2.DeleteUploadsResponse, _abc.Awaitable[_convo_pb2.DeleteUploadsResponse]]:
         """Removes uploads once the turn that used them has ended; ids that are gone already are skipped."""
-
-    @_abc_1.abstractmethod
-    def CountTurn(
-        self,
-        request: _convo_pb2.CountTurnRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_convo_pb2.TurnCount, _abc.Awaitable[_convo_pb2.TurnCount]]:
-        """Counts one chat turn of the user, for every agent pod alike: past `limit` turns in the
-        current window of `window_seconds`, the turn is not allowed and the answer says how long
-        until the window ends.
-        """
 
 def add_ConversationServiceServicer_to_server(servicer: ConversationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

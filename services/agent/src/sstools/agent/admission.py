@@ -26,7 +26,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.types import Interrupt, StateSnapshot
 
-from sstools.agent.clients.convo import ConversationClosed, ConvoClient, ConvoUnavailable, UnknownConversation
+from sstools.agent.clients.convo import (
+    ConversationClosed,
+    ConvoClient,
+    ConvoUnavailable,
+    TurnBudget,
+    TurnsUsedUp,
+    UnknownConversation,
+)
 from sstools.agent.events import TurnState
 from sstools.agent.gate import ANSWERED
 from sstools.common.grpc_errors import CONVERSATION_ARCHIVED
@@ -56,23 +63,6 @@ class Refusal(Exception):
     def details(self) -> dict[str, int | str]:
         """What the error event adds to its code and message."""
         return {**self.facts, **({} if self.retry_after is None else {"retry_after": self.retry_after})}
-
-
-@dataclass(frozen=True)
-class TurnLimit:
-    """New messages one user may send per window; convo counts them for every agent pod."""
-
-    turns: int
-    window_seconds: int
-
-    async def count(self, convo: ConvoClient, user_token: str) -> None:
-        """Count a new message of the user of ``user_token``; ``Refusal`` RATE_LIMITED past the limit."""
-        try:
-            wait = await convo.count_turn(user_token, self.turns, self.window_seconds)
-        except ConvoUnavailable as error:
-            raise Refusal("CONVO_UNAVAILABLE", str(error)) from None
-        if wait is not None:
-            raise Refusal("RATE_LIMITED", f"too many messages: try again in {wait} s", retry_after=wait)
 
 
 @dataclass(frozen=True)
@@ -193,18 +183,28 @@ class Leases:
 
     @contextlib.asynccontextmanager
     async def held(
-        self, user_token: str, conversation_id: str, *, first_text: str | None, wait_seconds: float = 0.0
+        self,
+        user_token: str,
+        conversation_id: str,
+        *,
+        first_text: str | None,
+        budget: TurnBudget | None = None,
+        wait_seconds: float = 0.0,
     ) -> AsyncIterator[None]:
-        """Held for the block; ``Refusal`` says why not."""
+        """Held for the block; ``Refusal`` says why not. A send gives its text and the person's
+        message budget: convo counts the turn (once, whatever the waiting) in the same call."""
         holder = f"{self._holder}:{uuid.uuid4().hex[:12]}"
         deadline = time.monotonic() + wait_seconds
         try:
             while not await self._convo.acquire_lease(
-                user_token, conversation_id, holder, self._ttl, first_text=first_text
+                user_token, conversation_id, holder, self._ttl, first_text=first_text, budget=budget
             ):
+                budget = None  # counted by the first try
                 if time.monotonic() >= deadline:
                     raise Refusal("BUSY", "this conversation is answering in another tab or window")
                 await asyncio.sleep(0.1)
+        except TurnsUsedUp as used_up:
+            raise Refusal("RATE_LIMITED", str(used_up), retry_after=used_up.retry_after) from None
         except UnknownConversation:
             if first_text is None:
                 raise Refusal("CHECKPOINT_EXPIRED", "nothing to resume: no such conversation") from None

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from opentelemetry.trace import SpanKind, Tracer
 
-from sstools.agent.admission import Refusal, TurnLimit
+from sstools.agent.admission import Refusal
 from sstools.agent.audit import AuditFacts
-from sstools.agent.clients.convo import ConvoClient
+from sstools.agent.clients.convo import ConvoClient, TurnBudget
 from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
@@ -55,7 +55,7 @@ class ChatService:
         metrics: TurnMetrics,
         *,
         lease_ttl_seconds: int,
-        turn_limit: TurnLimit,
+        turn_budget: TurnBudget,
         service_identity: str,
         prefetch_limit: int,
     ) -> None:
@@ -63,7 +63,7 @@ class ChatService:
         self._tracer = tracer
         self._metrics = metrics
         self._admission = Admission(
-            graph, clients.convo, lease_ttl_seconds=lease_ttl_seconds, turn_limit=turn_limit
+            graph, clients.convo, lease_ttl_seconds=lease_ttl_seconds, turn_budget=turn_budget
         )
         self._gathering = Gathering(
             graph,

@@ -5,10 +5,9 @@ import gradio as gr
 import openai
 from fastapi import FastAPI
 
-from sstools.agent.admission import TurnLimit
 from sstools.agent.chat import ChatService, Clients
 from sstools.agent.checkpoints import Checkpoints, CheckpointSchema
-from sstools.agent.clients.convo import ConvoClient
+from sstools.agent.clients.convo import ConvoClient, TurnBudget
 from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
@@ -94,7 +93,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         tracer,
         TurnMetrics(service.registry, tools),
         lease_ttl_seconds=settings.lease_ttl_seconds,
-        turn_limit=TurnLimit(settings.turns_per_user, settings.turns_window_seconds),
+        turn_budget=TurnBudget(settings.turns_per_user, settings.turns_window_seconds),
         service_identity=settings.ops_client_id,
         # the offline planner answers from tool results only: it always searches
         prefetch_limit=settings.prefetch_dashboard_limit if model_name != OFFLINE_MODEL_NAME else 0,

@@ -32,8 +32,24 @@ class ConversationClosed(Exception):
     """Convo takes no more turns in this conversation: it is archived."""
 
 
+class TurnsUsedUp(Exception):
+    """The person's turns in the current window are used up; ``retry_after`` seconds until it ends."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many messages: try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
 class UploadNotFound(Exception):
     """Convo has no upload with that id for this user and conversation (or it expired)."""
+
+
+@dataclass(frozen=True)
+class TurnBudget:
+    """New messages one person may send per window; convo counts them for every agent pod."""
+
+    turns: int
+    window_seconds: int
 
 
 @dataclass(frozen=True)
@@ -95,42 +111,34 @@ class ConvoClient:
         ttl_seconds: int,
         *,
         first_text: str | None,
+        budget: TurnBudget | None = None,
     ) -> bool:
         """Take the conversation's lease for the person of ``user_token``; False when another
-        stream holds it, ``ConversationClosed`` when it is archived. A conversation convo does
-        not know yet is created first when ``first_text`` is given (a send);
-        ``UnknownConversation`` when there is none to resume, or the id is another person's."""
+        stream holds it, ``ConversationClosed`` when it is archived. A send gives its text
+        (``first_text``: a conversation convo does not know yet is created with it) and the
+        person's ``budget``, which convo counts the turn against first (``TurnsUsedUp``);
+        ``UnknownConversation`` when there is none to resume, or the id is another person's.
+        One round trip."""
         request = convo_pb2.AcquireLeaseRequest(
-            conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds
+            conversation_id=conversation_id, holder=holder, ttl_seconds=ttl_seconds, first_message=first_text
         )
-        person = as_user(user_token)
+        if budget is not None:
+            request.turn_budget.CopyFrom(
+                convo_pb2.TurnBudget(limit=budget.turns, window_seconds=budget.window_seconds)
+            )
         try:
-            try:
-                reply = await self._stub().AcquireLease(request, timeout=self._timeout, metadata=person)
-                return bool(reply.acquired)
-            except grpc.aio.AioRpcError as error:
-                if error.code() != grpc.StatusCode.NOT_FOUND:
-                    raise
-                if first_text is None:
-                    raise UnknownConversation(conversation_id) from None
-            try:
-                await self._stub().CreateConversation(
-                    convo_pb2.CreateConversationRequest(
-                        conversation_id=conversation_id, first_message=first_text
-                    ),
-                    timeout=self._timeout,
-                    metadata=person,
-                )
-            except grpc.aio.AioRpcError as error:
-                if error.code() == grpc.StatusCode.NOT_FOUND:  # the id is someone else's
-                    raise UnknownConversation(conversation_id) from None
-                raise
-            reply = await self._stub().AcquireLease(request, timeout=self._timeout, metadata=person)
-            return bool(reply.acquired)
+            reply = await self._stub().AcquireLease(
+                request, timeout=self._timeout, metadata=as_user(user_token)
+            )
         except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                raise UnknownConversation(conversation_id) from None
             if error_code(error) == CONVERSATION_ARCHIVED:
                 raise ConversationClosed(conversation_id) from None
             raise _unavailable(error) from None
+        if reply.HasField("turn") and not reply.turn.allowed:
+            raise TurnsUsedUp(int(reply.turn.retry_after_seconds))
+        return bool(reply.acquired)
 
     async def renew_lease(self, conversation_id: str, holder: str, ttl_seconds: int) -> None:
         request = convo_pb2.RenewLeaseRequest(
@@ -147,17 +155,6 @@ class ConvoClient:
             await self._stub().ReleaseLease(request, timeout=self._timeout)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
-
-    async def count_turn(self, user_token: str, limit: int, window_seconds: int) -> int | None:
-        """Count a new chat turn of the user; the seconds to wait if it is one too many."""
-        request = convo_pb2.CountTurnRequest(limit=limit, window_seconds=window_seconds)
-        try:
-            counted = await self._stub().CountTurn(
-                request, timeout=self._timeout, metadata=as_user(user_token)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _unavailable(error) from None
-        return None if counted.allowed else int(counted.retry_after_seconds)
 
     async def record_audit(self, record: AuditRecord, user_token: str) -> None:
         """Keep ``record``; convo takes its user from ``user_token`` (``record.user`` is what the

@@ -13,11 +13,16 @@ from sstools.agent.admission import (
     ConversationLocks,
     Leases,
     Refusal,
-    TurnLimit,
     answer_of,
 )
 from sstools.agent.checkpoints import CheckpointsNotReady
-from sstools.agent.clients.convo import ConvoClient, ConvoUnavailable, UploadedFile, UploadNotFound
+from sstools.agent.clients.convo import (
+    ConvoClient,
+    ConvoUnavailable,
+    TurnBudget,
+    UploadedFile,
+    UploadNotFound,
+)
 from sstools.agent.turn import Turn
 from sstools.agent.uploads import UPLOAD_NOT_FOUND, fetch_uploads
 
@@ -31,13 +36,13 @@ class Admission:
         convo: ConvoClient,
         *,
         lease_ttl_seconds: int,
-        turn_limit: TurnLimit,
+        turn_budget: TurnBudget,
     ) -> None:
         self._checkpoints_ready = checkpoints_ready  # raises CheckpointsNotReady until they are
         self._convo = convo
         self._locks = ConversationLocks()
         self._leases = Leases(convo, lease_ttl_seconds)
-        self._turn_limit = turn_limit
+        self._turn_budget = turn_budget
         self._sessions: set[tuple[str, str]] = set()  # (user, Gradio session) sending now
 
     def _ready(self) -> None:
@@ -48,15 +53,15 @@ class Admission:
 
     @contextlib.asynccontextmanager
     async def send(self, turn: Turn) -> AsyncIterator[list[UploadedFile]]:
-        """A new message, held for the block: one at a time per page session, counted against the
-        user's budget, alone in its conversation here and across pods. Yields the files it names,
+        """A new message, held for the block: one at a time per page session, alone in its
+        conversation here and across pods, counted against the user's budget as convo gives its
+        lease (one call: a turn refused before it is not counted). Yields the files it names,
         each this user's upload for this conversation (one that is not refuses it all); they are
         deleted once the block ends, however it ended."""
         self._ready()
         session = (turn.username, turn.session_id)
         if session in self._sessions:
             raise Refusal("BUSY", "one message at a time: the previous one is still being answered")
-        await self._turn_limit.count(self._convo, turn.user_token)
         self._sessions.add(session)
         try:
             async with self._locks.held(turn.conversation_id) as held:
@@ -64,7 +69,9 @@ class Admission:
                     raise Refusal("BUSY", "this conversation is answering another message")
                 files = await self._uploads(turn)
                 try:
-                    async with self._leases.held(turn.user_token, turn.conversation_id, first_text=turn.text):
+                    async with self._leases.held(
+                        turn.user_token, turn.conversation_id, first_text=turn.text, budget=self._turn_budget
+                    ):
                         yield files
                 finally:
                     if turn.files:

@@ -20,6 +20,7 @@ from sstools.convo.store.queries import (
     ConversationStore,
     LeaseState,
     NewMessage,
+    TurnBudget,
     refusal_code,
 )
 from sstools.convo.store.tables import ROLES
@@ -157,10 +158,24 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         if not request.holder:
             _invalid("holder is required")
         ttl = timedelta(seconds=request.ttl_seconds) if request.ttl_seconds else self._lease_ttl
+        first_message = request.first_message if request.HasField("first_message") else None
+        if first_message is not None:
+            self._check_length(first_message)
+        budget = None
+        if request.HasField("turn_budget"):
+            window_seconds = request.turn_budget.window_seconds
+            if not 1 <= window_seconds <= MAX_TURN_WINDOW_SECONDS:
+                _invalid(f"window_seconds must be 1 to {MAX_TURN_WINDOW_SECONDS}")
+            budget = TurnBudget(request.turn_budget.limit, timedelta(seconds=window_seconds))
         state = await self._store.acquire_lease(
-            await self._user(context), _uuid(request.conversation_id), request.holder, ttl
+            await self._user(context),
+            _uuid(request.conversation_id),
+            request.holder,
+            ttl,
+            first_message=first_message,
+            budget=budget,
         )
-        return _lease(state)
+        return _lease(state, budget)
 
     @_status_codes
     async def RenewLease(self, request: convo_pb2.RenewLeaseRequest, context: Context) -> convo_pb2.Lease:
@@ -213,16 +228,6 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             calls=[call.model_dump() for call in calls],
         )
         return convo_pb2.RecordAuditResponse(audit_id=str(audit_id))
-
-    @_status_codes
-    async def CountTurn(self, request: convo_pb2.CountTurnRequest, context: Context) -> convo_pb2.TurnCount:
-        user = await self._user(context)
-        if not 1 <= request.window_seconds <= MAX_TURN_WINDOW_SECONDS:
-            _invalid(f"window_seconds must be 1 to {MAX_TURN_WINDOW_SECONDS}")
-        counted = await self._store.count_turn(user, timedelta(seconds=request.window_seconds))
-        if counted.over(request.limit):
-            return convo_pb2.TurnCount(allowed=False, retry_after_seconds=counted.retry_after)
-        return convo_pb2.TurnCount(allowed=True)
 
     @_status_codes
     async def ArchiveConversation(
@@ -301,12 +306,18 @@ def _message(row: RowMapping) -> convo_pb2.Message:
     )
 
 
-def _lease(state: LeaseState) -> convo_pb2.Lease:
+def _lease(state: LeaseState, budget: TurnBudget | None = None) -> convo_pb2.Lease:
+    turn = None
+    if state.turn is not None and budget is not None:
+        over = state.turn.over(budget.limit)
+        wait = state.turn.retry_after if over else 0
+        turn = convo_pb2.TurnCount(allowed=not over, retry_after_seconds=wait)
     return convo_pb2.Lease(
         conversation_id=str(state.conversation_id),
         holder=state.holder,
         expires_at=_timestamp(state.expires_at),
         acquired=state.acquired,
+        turn=turn,
     )
 
 

@@ -91,11 +91,20 @@ class AuditFilter:
 
 
 @dataclass(frozen=True)
+class TurnBudget:
+    """At most ``limit`` turns of a user per ``window``."""
+
+    limit: int
+    window: timedelta
+
+
+@dataclass(frozen=True)
 class LeaseState:
     conversation_id: uuid.UUID
-    holder: str
-    expires_at: datetime
+    holder: str  # empty, as is expires_at, for a turn over its budget: no lease was looked at
+    expires_at: datetime | None
     acquired: bool
+    turn: WindowCount | None = None  # the turn's count, when a budget was given
 
 
 def make_title(first_message: str) -> str:
@@ -111,12 +120,8 @@ class ConversationStore:
     ) -> RowMapping:
         """A new conversation; creating one that exists (a retry) returns it to its owner."""
         new_id = conversation_id or uuid.uuid4()
-        values = {"id": new_id, "owner_id": owner_id, "title": make_title(first_message)}
         async with self._engine.begin() as connection:
-            result = await connection.execute(
-                pg_insert(conversations).values(values).on_conflict_do_nothing().returning(conversations)
-            )
-            created: RowMapping | None = result.mappings().first()
+            created = await self._insert(connection, owner_id, new_id, first_message)
             if created is None:  # the id exists: the owner gets it back, anyone else is told nothing
                 return await self._owned(connection, owner_id, new_id)
             return created
@@ -261,11 +266,28 @@ class ConversationStore:
             return row
 
     async def acquire_lease(
-        self, owner_id: str, conversation_id: uuid.UUID, holder: str, ttl: timedelta
+        self,
+        owner_id: str,
+        conversation_id: uuid.UUID,
+        holder: str,
+        ttl: timedelta,
+        *,
+        first_message: str | None = None,
+        budget: TurnBudget | None = None,
     ) -> LeaseState:
         """Take the conversation's lease if it is free, expired, or already the holder's; never
-        for an archived one (``ConversationArchived``)."""
+        for an archived one (``ConversationArchived``). A new message's lease counts the user's
+        turn against ``budget`` first (past it nothing is created or taken) and creates the
+        conversation with ``first_message`` when there is none of that id. One transaction: a
+        turn refused for its conversation (another's id, archived) is not counted."""
         async with self._engine.begin() as connection:
+            turn = None
+            if budget is not None:
+                turn = await count_in_window(connection, turn_counts, owner_id, budget.window)
+                if turn.over(budget.limit):
+                    return LeaseState(conversation_id, "", None, acquired=False, turn=turn)
+            if first_message is not None:
+                await self._insert(connection, owner_id, conversation_id, first_message)
             await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
             expires = func.now() + ttl
             proposed = pg_insert(leases).values(
@@ -277,14 +299,11 @@ class ConversationStore:
                 where=or_(leases.c.expires_at <= func.now(), leases.c.holder == proposed.excluded.holder),
             ).returning(leases)
             taken = (await connection.execute(statement)).mappings().one_or_none()
-            if taken is not None:
-                return LeaseState(conversation_id, taken["holder"], taken["expires_at"], acquired=True)
-            current = (
-                (await connection.execute(select(leases).where(leases.c.conversation_id == conversation_id)))
-                .mappings()
-                .one()
-            )
-            return LeaseState(conversation_id, current["holder"], current["expires_at"], acquired=False)
+            acquired = taken is not None
+            if taken is None:  # another holder's, still running
+                held = select(leases).where(leases.c.conversation_id == conversation_id)
+                taken = (await connection.execute(held)).mappings().one()
+            return LeaseState(conversation_id, taken["holder"], taken["expires_at"], acquired, turn=turn)
 
     async def renew_lease(self, conversation_id: uuid.UUID, holder: str, ttl: timedelta) -> LeaseState | None:
         """Extend a lease the holder still has; None when it was lost (expired and taken)."""
@@ -324,11 +343,6 @@ class ConversationStore:
                 .mappings()
                 .one_or_none()
             )
-
-    async def count_turn(self, owner_id: str, window: timedelta) -> WindowCount:
-        """One more chat turn of the user in the current window."""
-        async with self._engine.begin() as connection:
-            return await count_in_window(connection, turn_counts, owner_id, window)
 
     async def record_audit(self, **values: Any) -> uuid.UUID:
         """Keep one record; a NUL in what it quotes (JSONB takes none) is kept as U+FFFD, so that
@@ -388,6 +402,18 @@ class ConversationStore:
                 (await connection.execute(select(audit).where(audit.c.id == audit_id))).mappings().first()
             )
             return found
+
+    @staticmethod
+    async def _insert(
+        connection: AsyncConnection, owner_id: str, conversation_id: uuid.UUID, first_message: str
+    ) -> RowMapping | None:
+        """The conversation created, titled by its first message; None when the id exists."""
+        values = {"id": conversation_id, "owner_id": owner_id, "title": make_title(first_message)}
+        result = await connection.execute(
+            pg_insert(conversations).values(values).on_conflict_do_nothing().returning(conversations)
+        )
+        created: RowMapping | None = result.mappings().first()
+        return created
 
     async def _owned(
         self,
