@@ -82,6 +82,23 @@ def test_asking_whether_a_dashboard_is_all_right_checks_its_health(text: str, na
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "какие дашборды сломаны?",
+        "Какие дашборды не работают в dev?",
+        "какой дашборд упал",
+        "дашборды сломаны в проде?",
+    ],
+)
+def test_a_russian_word_of_state_after_dashboards_asks_about_them_all_not_about_a_title(text: str) -> None:
+    request = read_request(text, ENVIRONMENTS)
+    assert (request.intent, request.dashboard_name) == ("get_health_summary", None)
+    # a title in such words is written as one: capitalised
+    titled = read_request("дашборд Сломанные Заказы работает?", ENVIRONMENTS)
+    assert titled.dashboard_name == "Сломанные Заказы"
+
+
+@pytest.mark.parametrize(
     ("text", "intent"),
     [
         ("ok", None),

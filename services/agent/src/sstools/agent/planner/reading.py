@@ -324,6 +324,9 @@ _STATE_WORDS = {
     "работает",
     "сломан",
 }
+# The same, inflected: a lower-case Russian word of state after "дашборд(ы)" ("дашборды сломаны",
+# "дашборды не работают") says how they are; a name in those words is written capitalised or quoted.
+_STATE_FORMS = re.compile(r"(?:сломан|исправн|здоров|работа(?:ет|ют|л)|упал|пада[ею])\w*")
 _PUNCTUATION = ",.;:!?()—–"
 _ARTICLES = {"the", "a", "an", "my", "our", "this", "that", "мой", "наш", "этот"}
 _TABLE_WORDS = re.compile(r"(?:table|таблиц\w*|from|из)\s+[«\"'`]?([A-Za-z_][\w.]*)", re.I)
@@ -595,6 +598,8 @@ def _name_after(words: str, match: re.Match[str]) -> str | None:
             token in _PUNCTUATION
             or token in _STATE_WORDS
             or (index == last_word and lowered in _STATE_WORDS)
+            or _state_form(token)
+            or (token == "не" and _state_form(following))
             or lowered in _NAME_STOP
             or lowered in _ALL_KIND_WORDS
         ):
@@ -606,6 +611,10 @@ def _name_after(words: str, match: re.Match[str]) -> str | None:
         picked.append(token)
     name = " ".join(picked).strip()
     return name or None
+
+
+def _state_form(token: str) -> bool:
+    return token.islower() and _STATE_FORMS.fullmatch(token) is not None
 
 
 _CONNECTORS = {"and", "of", "&", "и"}
