@@ -286,9 +286,14 @@ class ConversationStore:
                 turn = await count_in_window(connection, turn_counts, owner_id, budget.window)
                 if turn.over(budget.limit):
                     return LeaseState(conversation_id, "", None, acquired=False, turn=turn)
-            if first_message is not None:
+            try:
+                await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
+            except ConversationNotFound:
+                if first_message is None:
+                    raise
+                # a new conversation (or another's id: the insert then does nothing, and it is not found)
                 await self._insert(connection, owner_id, conversation_id, first_message)
-            await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
+                await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
             expires = func.now() + ttl
             proposed = pg_insert(leases).values(
                 conversation_id=conversation_id, holder=holder, expires_at=expires
