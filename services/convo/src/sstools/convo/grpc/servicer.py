@@ -175,7 +175,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             first_message=first_message,
             budget=budget,
         )
-        return _lease(state, budget)
+        return _lease(state, counted=budget is not None)
 
     @_status_codes
     async def RenewLease(self, request: convo_pb2.RenewLeaseRequest, context: Context) -> convo_pb2.Lease:
@@ -306,12 +306,11 @@ def _message(row: RowMapping) -> convo_pb2.Message:
     )
 
 
-def _lease(state: LeaseState, budget: TurnBudget | None = None) -> convo_pb2.Lease:
+def _lease(state: LeaseState, counted: bool = False) -> convo_pb2.Lease:
     turn = None
-    if state.turn is not None and budget is not None:
-        over = state.turn.over(budget.limit)
-        wait = state.turn.retry_after if over else 0
-        turn = convo_pb2.TurnCount(allowed=not over, retry_after_seconds=wait)
+    if counted:
+        wait = state.over_budget_wait
+        turn = convo_pb2.TurnCount(allowed=wait is None, retry_after_seconds=wait or 0)
     return convo_pb2.Lease(
         conversation_id=str(state.conversation_id),
         holder=state.holder,

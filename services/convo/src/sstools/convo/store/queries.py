@@ -26,7 +26,7 @@ from sstools.common.paging import (
     newest_first_page,
     substring_pattern,
 )
-from sstools.common.windows import WindowCount, count_in_window
+from sstools.common.windows import count_in_window
 from sstools.convo.store.tables import (
     audit,
     checkpoint_cleanups,
@@ -104,7 +104,7 @@ class LeaseState:
     holder: str  # empty, as is expires_at, for a turn over its budget: no lease was looked at
     expires_at: datetime | None
     acquired: bool
-    turn: WindowCount | None = None  # the turn's count, when a budget was given
+    over_budget_wait: int | None = None  # a turn over its budget: seconds until its window ends
 
 
 def make_title(first_message: str) -> str:
@@ -281,11 +281,10 @@ class ConversationStore:
         conversation with ``first_message`` when there is none of that id. One transaction: a
         turn refused for its conversation (another's id, archived) is not counted."""
         async with self._engine.begin() as connection:
-            turn = None
             if budget is not None:
                 turn = await count_in_window(connection, turn_counts, owner_id, budget.window)
                 if turn.over(budget.limit):
-                    return LeaseState(conversation_id, "", None, acquired=False, turn=turn)
+                    return LeaseState(conversation_id, "", None, False, over_budget_wait=turn.retry_after)
             try:
                 await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
             except ConversationNotFound:
@@ -308,7 +307,7 @@ class ConversationStore:
             if taken is None:  # another holder's, still running
                 held = select(leases).where(leases.c.conversation_id == conversation_id)
                 taken = (await connection.execute(held)).mappings().one()
-            return LeaseState(conversation_id, taken["holder"], taken["expires_at"], acquired, turn=turn)
+            return LeaseState(conversation_id, taken["holder"], taken["expires_at"], acquired)
 
     async def renew_lease(self, conversation_id: uuid.UUID, holder: str, ttl: timedelta) -> LeaseState | None:
         """Extend a lease the holder still has; None when it was lost (expired and taken)."""
