@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from sstools.common.runtime import Service
 from sstools.convo.main import assemble
 from sstools.convo.store import MIGRATIONS
 from sstools.convo.store.queries import ConversationStore
-from sstools.convo.v1 import convo_pb2_grpc
+from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.agentstack import convo_settings_for
 from sstools.devstack.keys import service_channel
 from sstools.devstack.keys import user_token as issue_user_token
@@ -31,6 +32,21 @@ def user_token(user: str, now: datetime | None = None) -> str:
 def person(user: str) -> tuple[tuple[str, str]]:
     """The metadata of a gRPC call the agent makes for ``user``: their user token."""
     return as_user(user_token(user))
+
+
+async def new_conversation(
+    agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str, first_message: str = "hi"
+) -> str:
+    """A conversation of ``user``'s, made as the agent makes one: its first message's lease, taken
+    and given back."""
+    conversation_id, holder = str(uuid.uuid4()), "test-pod"
+    request = convo_pb2.AcquireLeaseRequest(
+        conversation_id=conversation_id, holder=holder, first_message=first_message
+    )
+    lease = await agent.AcquireLease(request, metadata=person(user))
+    assert lease.acquired
+    await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=conversation_id, holder=holder))
+    return conversation_id
 
 
 @pytest.fixture

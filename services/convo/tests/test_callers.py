@@ -22,7 +22,7 @@ from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.callers import answer, not_refused
 from sstools.devstack.keys import forged_token, service_token
 
-from .conftest import person, user_token
+from .conftest import new_conversation, person, user_token
 
 SERVICE = convo_pb2.DESCRIPTOR.services_by_name["ConversationService"]
 TABLES = (
@@ -66,23 +66,20 @@ async def _upload(rest: httpx.AsyncClient, user: str, conversation_id: str) -> s
 
 
 async def _conversation(agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str) -> str:
-    created = await agent.CreateConversation(
-        convo_pb2.CreateConversationRequest(first_message="секрет"), metadata=person(user)
-    )
+    created = await new_conversation(agent, user, "секрет")
     await agent.AppendMessages(
         convo_pb2.AppendMessagesRequest(
-            conversation_id=created.id,
+            conversation_id=created,
             messages=[convo_pb2.Message(client_message_id="u1", role="user", content="секрет")],
         ),
         metadata=person(user),
     )
-    return created.id
+    return created
 
 
 def _valid_calls(conversation_id: str, upload_id: str) -> dict[str, Message]:
     """A request for every RPC that convo takes from the agent for its owner."""
     return {
-        "CreateConversation": convo_pb2.CreateConversationRequest(first_message="hi"),
         "AppendMessages": convo_pb2.AppendMessagesRequest(
             conversation_id=conversation_id,
             messages=[convo_pb2.Message(client_message_id="forged", role="assistant", content="forged")],
@@ -263,7 +260,6 @@ async def test_a_call_for_a_person_without_their_valid_token_is_unauthenticated(
     reason: str,
 ) -> None:
     for call in (
-        agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=user_metadata),
         agent.AcquireLease(
             convo_pb2.AcquireLeaseRequest(
                 conversation_id=str(uuid.uuid4()),
@@ -300,7 +296,6 @@ async def test_a_turn_that_outlives_its_user_token_still_records_its_end_and_not
     long_gone = as_user(user_token("alice", now=now - timedelta(minutes=25)))  # past CONVO's 900 s
     for call in (
         agent.GetHistory(convo_pb2.GetHistoryRequest(conversation_id=cid), metadata=lapsed),
-        agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=lapsed),
         agent.AcquireLease(convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="h"), metadata=lapsed),
         agent.ReadUpload(
             convo_pb2.ReadUploadRequest(conversation_id=cid, upload_id=str(uuid.uuid4())), metadata=lapsed

@@ -19,7 +19,7 @@ from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.keys import ISSUER, forged_token
 
-from .conftest import person, user_token
+from .conftest import new_conversation, person, user_token
 
 LIMIT = 1000
 
@@ -220,7 +220,7 @@ async def test_bad_input_gets_typed_errors(rest: httpx.AsyncClient) -> None:
 async def test_second_tab_learns_the_conversation_is_busy_and_nothing_more(
     rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub
 ) -> None:
-    cid = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=person("alice"))).id
+    cid = await new_conversation(agent, "alice")
     first = await agent.AcquireLease(
         convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="pod-1/stream-a", ttl_seconds=30),
         metadata=person("alice"),
@@ -252,11 +252,7 @@ async def test_second_tab_learns_the_conversation_is_busy_and_nothing_more(
 async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
     agent: convo_pb2_grpc.ConversationServiceAsyncStub,
 ) -> None:
-    cid = (
-        await agent.CreateConversation(
-            convo_pb2.CreateConversationRequest(first_message="hi"), metadata=person("alice")
-        )
-    ).id
+    cid = await new_conversation(agent, "alice")
     cases: list[tuple[Awaitable[object], grpc.StatusCode]] = [
         (
             agent.GetHistory(convo_pb2.GetHistoryRequest(conversation_id=cid), metadata=person("bob")),
@@ -289,7 +285,9 @@ async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (  # no user token: no one to act for
-            agent.CreateConversation(convo_pb2.CreateConversationRequest()),
+            agent.AcquireLease(
+                convo_pb2.AcquireLeaseRequest(conversation_id=str(uuid.uuid4()), holder="h", first_message="")
+            ),
             grpc.StatusCode.UNAUTHENTICATED,
         ),
     ]

@@ -15,7 +15,7 @@ from sstools.devstack.keys import service_channel
 from sstools.devstack.postgres import embedded_server, ensure_database
 from sstools.devstack.testing import started_service
 
-from .conftest import person
+from .conftest import new_conversation, person
 
 
 async def _history(settings: ConvoSettings, provider: TracerProvider, cid: str) -> tuple[str, list[str]]:
@@ -27,10 +27,7 @@ async def _history(settings: ConvoSettings, provider: TracerProvider, cid: str) 
         history = await stub.GetHistory(
             convo_pb2.GetHistoryRequest(conversation_id=cid), metadata=person("alice")
         )
-        conversation = await stub.CreateConversation(  # a second conversation, to show writes work too
-            convo_pb2.CreateConversationRequest(first_message="после рестарта"), metadata=person("alice")
-        )
-    assert conversation.title == "после рестарта"
+        await new_conversation(stub, "alice", "после рестарта")  # a second conversation: writes work too
     return history.messages[0].content if history.messages else "", [
         m.client_message_id for m in history.messages
     ]
@@ -50,13 +47,10 @@ async def test_history_and_titles_survive_service_and_database_restarts(
             service_channel(f"127.0.0.1:{service.ports['grpc']}") as channel,
         ):
             stub = convo_pb2_grpc.ConversationServiceStub(channel)
-            created = await stub.CreateConversation(
-                convo_pb2.CreateConversationRequest(first_message="дашборд 42: что с ним?"),
-                metadata=person("alice"),
-            )
+            created = await new_conversation(stub, "alice", "дашборд 42: что с ним?")
             await stub.AppendMessages(
                 convo_pb2.AppendMessagesRequest(
-                    conversation_id=created.id,
+                    conversation_id=created,
                     messages=[
                         convo_pb2.Message(
                             client_message_id="u1", role="user", content="дашборд 42: что с ним?"
@@ -66,13 +60,13 @@ async def test_history_and_titles_survive_service_and_database_restarts(
                 ),
                 metadata=person("alice"),
             )
-        assert await _history(settings, tracer_provider, created.id) == (
+        assert await _history(settings, tracer_provider, created) == (
             "дашборд 42: что с ним?",
             ["u1", "a1"],
         )
 
     with embedded_server(data_dir) as admin_url:  # PostgreSQL was stopped and starts again
-        assert await _history(settings, tracer_provider, created.id) == (
+        assert await _history(settings, tracer_provider, created) == (
             "дашборд 42: что с ним?",
             ["u1", "a1"],
         )
@@ -82,6 +76,6 @@ async def test_history_and_titles_survive_service_and_database_restarts(
         ):
             stub = convo_pb2_grpc.ConversationServiceStub(channel)
             titles = await stub.GetHistory(
-                convo_pb2.GetHistoryRequest(conversation_id=created.id, page_size=1), metadata=person("alice")
+                convo_pb2.GetHistoryRequest(conversation_id=created, page_size=1), metadata=person("alice")
             )
     assert titles.next_page_token

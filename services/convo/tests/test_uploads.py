@@ -24,7 +24,7 @@ from sstools.convo.store.queries import ConversationStore
 from sstools.convo.store.uploads import UploadLimits, UploadQuotaExceeded, UploadStore
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 
-from .conftest import person, user_token
+from .conftest import new_conversation, person, user_token
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_FILES = 4
@@ -175,7 +175,7 @@ async def test_names_that_are_paths_and_other_peoples_conversations_are_refused(
         assert reply.json()["detail"]["code"] == "invalid_upload_name"
     assert upload_name_problem("квартальный отчёт (2).pdf") is None
 
-    bobs = (await agent.CreateConversation(convo_pb2.CreateConversationRequest(), metadata=person("bob"))).id
+    bobs = await new_conversation(agent, "bob")
     reply = await rest.post(_path(bobs), params={"name": "a.csv"}, content=b"1,2", headers=_auth("alice"))
     assert reply.status_code == 404
     assert reply.json()["detail"]["code"] == "conversation_not_found"

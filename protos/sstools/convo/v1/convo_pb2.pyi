@@ -109,29 +109,6 @@ class Message(_message.Message):
 Global___Message: _TypeAlias = Message  # noqa: Y015
 
 @_typing.final
-class CreateConversationRequest(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
-    FIRST_MESSAGE_FIELD_NUMBER: _builtins.int
-    conversation_id: _builtins.str
-    """Optional; the server generates one when empty."""
-    first_message: _builtins.str
-    def __init__(
-        self,
-        *,
-        conversation_id: _builtins.str = ...,
-        first_message: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "first_message", b"first_message"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___CreateConversationRequest: _TypeAlias = CreateConversationRequest  # noqa: Y015
-
-@_typing.final
 class AppendMessagesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

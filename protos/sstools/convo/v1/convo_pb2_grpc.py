@@ -40,11 +40,6 @@ class ConversationServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.CreateConversation = channel.unary_unary(
-                '/sstools.convo.v1.ConversationService/CreateConversation',
-                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.CreateConversationRequest.SerializeToString,
-                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Conversation.FromString,
-                _registered_method=True)
         self.AppendMessages = channel.unary_unary(
                 '/sstools.convo.v1.ConversationService/AppendMessages',
                 request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.AppendMessagesRequest.SerializeToString,
@@ -100,12 +95,6 @@ class ConversationServiceServicer:
     conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
     holder and need the service token alone.
     """
-
-    def CreateConversation(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
 
     def AppendMessages(self, request, context):
         """Idempotent by client_message_id: a retried append stores nothing twice.
@@ -177,11 +166,6 @@ class ConversationServiceServicer:
 
 def add_ConversationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'CreateConversation': grpc.unary_unary_rpc_method_handler(
-                    servicer.CreateConversation,
-                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.CreateConversationRequest.FromString,
-                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Conversation.SerializeToString,
-            ),
             'AppendMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendMessages,
                     request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.AppendMessagesRequest.FromString,
@@ -243,33 +227,6 @@ class ConversationService:
     conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
     holder and need the service token alone.
     """
-
-    @staticmethod
-    def CreateConversation(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/sstools.convo.v1.ConversationService/CreateConversation',
-            sstools_dot_convo_dot_v1_dot_convo__pb2.CreateConversationRequest.SerializeToString,
-            sstools_dot_convo_dot_v1_dot_convo__pb2.Conversation.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def AppendMessages(request,

@@ -39,7 +39,6 @@ class ConversationServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ConversationServiceAsyncStub: ...
-    CreateConversation: _grpc.UnaryUnaryMultiCallable[_convo_pb2.CreateConversationRequest, _convo_pb2.Conversation]
     AppendMessages: _grpc.UnaryUnaryMultiCallable[_convo_pb2.AppendMessagesRequest, _convo_pb2.AppendMessagesResponse]
     """Idempotent by client_message_id: a retried append stores nothing twice."""
     GetHistory: _grpc.UnaryUnaryMultiCallable[_convo_pb2.GetHistoryRequest, _convo_pb2.GetHistoryResponse]
@@ -77,7 +76,6 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    CreateConversation: _aio.UnaryUnaryMultiCallable[_convo_pb2.CreateConversationRequest, _convo_pb2.Conversation]  # type: ignore[assignment]
     AppendMessages: _aio.UnaryUnaryMultiCallable[_convo_pb2.AppendMessagesRequest, _convo_pb2.AppendMessagesResponse]  # type: ignore[assignment]
     """Idempotent by client_message_id: a retried append stores nothing twice."""
     GetHistory: _aio.UnaryUnaryMultiCallable[_convo_pb2.GetHistoryRequest, _convo_pb2.GetHistoryResponse]  # type: ignore[assignment]
@@ -112,13 +110,6 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
     holder and need the service token alone.
     """
-
-    @_abc_1.abstractmethod
-    def CreateConversation(
-        self,
-        request: _convo_pb2.CreateConversationRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_convo_pb2.Conversation, _abc.Awaitable[_convo_pb2.Conversation]]: ...
 
     @_abc_1.abstractmethod
     def AppendMessages(

@@ -107,15 +107,6 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         self._lease_ttl = lease_ttl
 
     @_status_codes
-    async def CreateConversation(
-        self, request: convo_pb2.CreateConversationRequest, context: Context
-    ) -> convo_pb2.Conversation:
-        self._check_length(request.first_message)
-        conversation_id = _uuid(request.conversation_id) if request.conversation_id else None
-        row = await self._store.create(await self._user(context), request.first_message, conversation_id)
-        return _conversation(row)
-
-    @_status_codes
     async def AppendMessages(
         self, request: convo_pb2.AppendMessagesRequest, context: Context
     ) -> convo_pb2.AppendMessagesResponse:
