@@ -13,7 +13,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
@@ -39,7 +39,7 @@ from sstools.agent.admission import (
     answered_result,
     card_answered,
 )
-from sstools.agent.clients.convo import ConvoClient, TurnBudget
+from sstools.agent.clients.convo import AuditRecord, ConvoClient, TurnBudget, TurnEnd
 from sstools.agent.turn.gather import ROUTED_KEY, resumed_tools
 from sstools.common.db import create_engine
 from sstools.common.grpc_auth import FixedServiceToken
@@ -395,10 +395,28 @@ async def _refused(block: Awaitable[Any]) -> Refusal:
     return refused.value
 
 
+@asynccontextmanager
+async def _turn(
+    leases: Leases, client: ConvoClient, user: str, conversation: str, **held: Any
+) -> AsyncIterator[TurnEnd]:
+    """A command holding the conversation's lease for the block, given back by its end's one
+    call to convo as the chat service ends every command (ChatService.run)."""
+    end = TurnEnd(conversation)
+    try:
+        async with leases.held(user, end, **held):
+            yield end
+    finally:
+        if end.holder:
+            record = AuditRecord(user="", conversation_id=conversation, decision="allowed", outcome="success")
+            await client.end_turn(user, end, record)
+
+
 async def _send(client: ConvoClient, user: str, budget: TurnBudget, conversation: str = "") -> None:
     """A new message that ran: its lease taken with the person's budget, and given back."""
     conversation = conversation or str(uuid.uuid4())
-    async with Leases(client, ttl_seconds=30).held(user, conversation, first_text="hello", budget=budget):
+    async with _turn(
+        Leases(client, ttl_seconds=30), client, user, conversation, first_text="hello", budget=budget
+    ):
         pass
 
 
@@ -422,7 +440,7 @@ async def test_turns_past_the_limit_are_rate_limited_with_the_wait(
     assert re.findall(r"\d+", str(refusal)) == [str(refusal.retry_after)]
     assert await convo.lease(refused) is None  # nothing taken for the refused message
     # a confirm is no new message: the budget does not hold it back
-    await _hold(Leases(client, ttl_seconds=30), user, kept)
+    await _hold(client, user, kept)
 
 
 @on_convo_loop
@@ -440,7 +458,7 @@ async def test_a_send_waiting_for_the_lease_is_counted_once(client: ConvoClient)
     budget = TurnBudget(turns=1, window_seconds=60)
     leases = Leases(client, ttl_seconds=30)
     assert await client.acquire_lease(user, conversation, "other-tab", 1, first_text="hello")  # lapses in 1 s
-    async with leases.held(user, conversation, first_text="hello", budget=budget, wait_seconds=10):
+    async with _turn(leases, client, user, conversation, first_text="hello", budget=budget, wait_seconds=10):
         pass  # it tried ten times a second until the other tab's lease lapsed: one turn all the same
     assert (await _refused(_send(client, user, budget))).code == "RATE_LIMITED"
 
@@ -452,9 +470,17 @@ async def test_turns_cannot_be_counted_while_convo_is_down(down: ConvoClient) ->
     assert _grpc_status(str(refusal)) == "UNAVAILABLE"  # the message tells what convo answered
 
 
-async def _hold(leases: Leases, user: str, conversation_id: str, wait_seconds: float = 0.0) -> None:
-    """Take the lease and give it back at once (a command that ran)."""
-    async with leases.held(user, conversation_id, first_text=None, wait_seconds=wait_seconds):
+async def _hold(
+    client: ConvoClient,
+    user: str,
+    conversation_id: str,
+    wait_seconds: float = 0.0,
+    leases: Leases | None = None,
+) -> None:
+    """A confirm's lease taken and given back at once (a command that ran), by ``leases`` (this
+    pod's) or in a pod of its own."""
+    leases = leases or Leases(client, ttl_seconds=30)
+    async with _turn(leases, client, user, conversation_id, first_text=None, wait_seconds=wait_seconds):
         pass
 
 
@@ -463,9 +489,10 @@ async def test_a_send_creates_its_conversation_and_holds_its_lease_in_convo(
     client: ConvoClient, convo: _Convo
 ) -> None:
     user, conversation = _user(), str(uuid.uuid4())
-    async with Leases(client, ttl_seconds=30).held(user, conversation, first_text="hello"):
+    async with _turn(Leases(client, ttl_seconds=30), client, user, conversation, first_text="hello") as end:
         lease = await convo.lease(conversation)
         assert lease is not None
+        assert lease["holder"] == end.holder  # left for the command's end to give back
         # it names this pod (to find who holds it) and this one command in it
         assert _held_here(lease["holder"]), lease["holder"]
         # for its TTL (a few seconds of it may have passed under load)
@@ -476,25 +503,33 @@ async def test_a_send_creates_its_conversation_and_holds_its_lease_in_convo(
 @on_convo_loop
 async def test_a_held_lease_makes_another_command_busy(client: ConvoClient) -> None:
     user, conversation = _user(), str(uuid.uuid4())
-    this_pod, other_pod = Leases(client, ttl_seconds=30), Leases(client, ttl_seconds=30)
-    async with this_pod.held(user, conversation, first_text="hello"):
-        for leases in (this_pod, other_pod):  # another tab, another pod
-            refusal = await _refused(_hold(leases, user, conversation))
-            assert (refusal.code, refusal.state) == ("BUSY", "failed")
+    this_pod = Leases(client, ttl_seconds=30)
+    async with _turn(this_pod, client, user, conversation, first_text="hello"):
+        refusal = await _refused(_hold(client, user, conversation, leases=this_pod))
+        assert (refusal.code, refusal.state) == ("BUSY", "failed")  # another tab
+        refusal = await _refused(_hold(client, user, conversation))  # another pod
+        assert (refusal.code, refusal.state) == ("BUSY", "failed")
         started = time.monotonic()
-        refusal = await _refused(_hold(other_pod, user, conversation, wait_seconds=0.3))
+        refusal = await _refused(_hold(client, user, conversation, wait_seconds=0.3))
         assert refusal.code == "BUSY"
         assert time.monotonic() - started >= 0.3  # it waited that long first
-    await _hold(other_pod, user, conversation)  # released at the block's end: the next one gets it
+    await _hold(client, user, conversation)  # given back at the command's end: the next one gets it
 
 
 @on_convo_loop
-async def test_a_lease_is_given_back_when_the_command_fails(client: ConvoClient, convo: _Convo) -> None:
+async def test_a_lease_is_left_to_the_commands_end_however_its_block_ended(
+    client: ConvoClient, convo: _Convo
+) -> None:
     user, conversation = _user(), str(uuid.uuid4())
-    leases = Leases(client, ttl_seconds=30)
+    end = TurnEnd(conversation)
     with pytest.raises(RuntimeError):
-        async with leases.held(user, conversation, first_text="hello"):
+        async with Leases(client, ttl_seconds=30).held(user, end, first_text="hello"):
             raise RuntimeError("the turn broke")
+    lease = await convo.lease(conversation)
+    assert lease is not None
+    assert lease["holder"] == end.holder
+    record = AuditRecord(user="", conversation_id=conversation, decision="allowed", outcome="failed")
+    assert (await client.end_turn(user, end, record)).released
     assert await convo.lease(conversation) is None
 
 
@@ -505,7 +540,8 @@ async def test_a_waiting_command_gets_the_lease_a_dead_holder_left_to_lapse(
     user, conversation = _user(), str(uuid.uuid4())
     # a pod that died holding the lease for one second, never to give it back
     assert await client.acquire_lease(user, conversation, "dead-pod", 1, first_text="hello")
-    async with Leases(client, ttl_seconds=30).held(user, conversation, first_text=None, wait_seconds=10):
+    leases = Leases(client, ttl_seconds=30)
+    async with _turn(leases, client, user, conversation, first_text=None, wait_seconds=10):
         lease = await convo.lease(conversation)
         assert lease is not None
         assert _held_here(lease["holder"]), lease["holder"]
@@ -514,8 +550,7 @@ async def test_a_waiting_command_gets_the_lease_a_dead_holder_left_to_lapse(
 @on_convo_loop
 async def test_a_held_lease_is_renewed_past_its_ttl(client: ConvoClient, convo: _Convo) -> None:
     user, conversation = _user(), str(uuid.uuid4())
-    leases = Leases(client, ttl_seconds=1)
-    async with leases.held(user, conversation, first_text="hello"):
+    async with _turn(Leases(client, ttl_seconds=1), client, user, conversation, first_text="hello"):
         taken = await convo.lease(conversation)
         assert taken is not None
 
@@ -529,7 +564,7 @@ async def test_a_held_lease_is_renewed_past_its_ttl(client: ConvoClient, convo: 
         assert lease["holder"] == taken["holder"]
         # renewed by at most its TTL: if this pod died now, the lease would still lapse soon
         assert 0 < (lease["expires_at"] - lease["now"]).total_seconds() <= 1
-        assert (await _refused(_hold(Leases(client, ttl_seconds=1), user, conversation))).code == "BUSY"
+        assert (await _refused(_hold(client, user, conversation))).code == "BUSY"
 
 
 @on_convo_loop
@@ -537,18 +572,19 @@ async def test_a_confirm_in_a_conversation_convo_does_not_know_finds_the_checkpo
     client: ConvoClient,
 ) -> None:
     user, conversation = _user(), str(uuid.uuid4())
-    refusal = await _refused(_hold(Leases(client, ttl_seconds=30), user, conversation))
+    refusal = await _refused(_hold(client, user, conversation))
     assert (refusal.code, refusal.state) == ("CHECKPOINT_EXPIRED", "failed")
     # nor may another user resume someone's conversation
-    async with Leases(client, ttl_seconds=30).held(user, conversation, first_text="hello"):
-        pass
-    refusal = await _refused(_hold(Leases(client, ttl_seconds=30), _user(), conversation))
+    await _send(client, user, TurnBudget(turns=5, window_seconds=60), conversation)
+    refusal = await _refused(_hold(client, _user(), conversation))
     assert refusal.code == "CHECKPOINT_EXPIRED"
 
 
 @on_convo_loop
 async def test_no_lease_can_be_taken_while_convo_is_down(down: ConvoClient) -> None:
-    refusal = await _refused(_hold(Leases(down, ttl_seconds=30), _user(), str(uuid.uuid4())))
+    refusal = await _refused(
+        Leases(down, ttl_seconds=30).held(_user(), TurnEnd(str(uuid.uuid4())), first_text=None).__aenter__()
+    )
     assert (refusal.code, refusal.state) == ("CONVO_UNAVAILABLE", "failed")
 
 
@@ -578,12 +614,12 @@ async def test_a_lease_convo_stops_answering_for_is_reported_and_the_command_sti
         )
         client = ConvoClient(f"127.0.0.1:{service.ports['grpc']}", 5.0, TracerProvider(), AGENT_TOKEN)
         closing.push_async_callback(client.close)
-        async with Leases(client, ttl_seconds=1).held(user, conversation, first_text="hello"):
+        async with Leases(client, ttl_seconds=1).held(user, TurnEnd(conversation), first_text="hello"):
             await running.aclose()  # convo stops
             await wait_until(reported, 5, "the failed renewal to be reported")
             assert _grpc_status(not_renewed()[0].__dict__["error"]) == "UNAVAILABLE"
-        # the block ended without an error although the lease could not be given back: it
-        # lapses after its TTL
+        # the block ended without an error although the lease could not be renewed: the command's
+        # end cannot give it back either, and it lapses after its TTL
 
 
 def test_a_resumed_turn_binds_its_routed_tools_and_one_kept_without_them_the_cards_tool_alone() -> None:

@@ -163,9 +163,12 @@ async def test_a_conversation_leased_elsewhere_is_busy_until_released(
         said = busy.of("error")[0]
         assert "другой вкладке" in said["message"]  # in the question's language
         assert "another tab" in said["detail"]
-        await convo.ReleaseLease(
-            convo_pb2.ReleaseLeaseRequest(conversation_id=conversation, holder="another-tab")
+        ended = convo_pb2.EndTurnRequest(  # the other tab's turn ends
+            conversation_id=conversation,
+            holder="another-tab",
+            audit=convo_pb2.AuditRecord(conversation_id=conversation, decision="allowed", outcome="success"),
         )
+        assert (await convo.EndTurn(ended, metadata=as_user(user_token("root")))).released
     free = await agent_stack.say("покажи дашборды", conversation)
     assert free.state == "success", dump(free)
 

@@ -38,15 +38,28 @@ async def new_conversation(
     agent: convo_pb2_grpc.ConversationServiceAsyncStub, user: str, first_message: str = "hi"
 ) -> str:
     """A conversation of ``user``'s, made as the agent makes one: its first message's lease, taken
-    and given back."""
+    and given back at the turn's end."""
     conversation_id, holder = str(uuid.uuid4()), "test-pod"
     request = convo_pb2.AcquireLeaseRequest(
         conversation_id=conversation_id, holder=holder, first_message=first_message
     )
     lease = await agent.AcquireLease(request, metadata=person(user))
     assert lease.acquired
-    await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=conversation_id, holder=holder))
+    assert (await agent.EndTurn(turn_end(conversation_id, holder), metadata=person(user))).released
     return conversation_id
+
+
+def turn_end(conversation_id: str, holder: str) -> convo_pb2.EndTurnRequest:
+    """A turn's end as the agent sends it: the lease given back, the record of a send answered."""
+    record = convo_pb2.AuditRecord(
+        conversation_id=conversation_id,
+        service_identity="agent",
+        action="send",
+        decision="allowed",
+        outcome="success",
+        thread_id=conversation_id,
+    )
+    return convo_pb2.EndTurnRequest(conversation_id=conversation_id, holder=holder, audit=record)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The agent's audit trail as an admin reads it over convo's REST API, with a real ops asked for
-the caller's role and records kept through the real RecordAudit: each filter narrows, pages
+the caller's role and records kept through the real EndTurn: each filter narrows, pages
 follow one another whatever is recorded meanwhile, the CSV runs nothing in a spreadsheet, and
 nobody but an admin — as ops says at that moment — reads any of it."""
 
@@ -95,24 +95,22 @@ async def record(
     outcome: str,
     task_id: str = "",
 ) -> str:
-    """One command's record, as the agent keeps it (RecordAudit under the person's token)."""
+    """One command's record, as the agent keeps it (its turn's end, under the person's token)."""
     arguments = struct_pb2.Struct()
     arguments.update(args)
     conversation = str(uuid.uuid4())
-    kept = await agent.RecordAudit(
-        convo_pb2.RecordAuditRequest(
-            conversation_id=conversation,
-            service_identity="agent",
-            decision=decision,
-            tool_name=tool,
-            tool_args=arguments,
-            outcome=outcome,
-            task_id=task_id,
-            thread_id=conversation,
-            latency_seconds=0.5,
-        ),
-        metadata=person(user),
+    record = convo_pb2.AuditRecord(
+        conversation_id=conversation,
+        service_identity="agent",
+        decision=decision,
+        tool_name=tool,
+        tool_args=arguments,
+        outcome=outcome,
+        task_id=task_id,
+        thread_id=conversation,
+        latency_seconds=0.5,
     )
+    kept = await agent.EndTurn(convo_pb2.EndTurnRequest(audit=record), metadata=person(user))
     return str(kept.audit_id)
 
 

@@ -89,9 +89,13 @@ def _valid_calls(conversation_id: str, upload_id: str) -> dict[str, Message]:
             conversation_id=conversation_id, holder="intruder", ttl_seconds=30
         ),
         "RenewLease": convo_pb2.RenewLeaseRequest(conversation_id=conversation_id, holder="pod-1"),
-        "ReleaseLease": convo_pb2.ReleaseLeaseRequest(conversation_id=conversation_id, holder="pod-1"),
-        "RecordAudit": convo_pb2.RecordAuditRequest(
-            conversation_id=conversation_id, decision="confirmed", outcome="success"
+        "EndTurn": convo_pb2.EndTurnRequest(
+            conversation_id=conversation_id,
+            holder="pod-1",
+            answer=convo_pb2.Message(client_message_id="end", role="assistant", content="done"),
+            audit=convo_pb2.AuditRecord(
+                conversation_id=conversation_id, decision="confirmed", outcome="success"
+            ),
         ),
         "ReadUpload": convo_pb2.ReadUploadRequest(conversation_id=conversation_id, upload_id=upload_id),
         "DeleteUploads": convo_pb2.DeleteUploadsRequest(
@@ -196,10 +200,9 @@ async def test_a_call_acts_for_its_user_token_whatever_the_request_names(
     assert deleted.deleted == 0
 
     # An audit record and a counted turn are the token's user's, never the named one's.
-    await agent.RecordAudit(
-        _with_user_field(convo_pb2.RecordAuditRequest(conversation_id=bobs, decision="confirmed"), "bob"),
-        metadata=as_alice,
-    )
+    forged = convo_pb2.AuditRecord(conversation_id=bobs, decision="confirmed")
+    legacy = convo_pb2.AuditRecord.FromString(b"\x12\x03bob" + forged.SerializeToString())  # user_id: field 2
+    await agent.EndTurn(convo_pb2.EndTurnRequest(audit=legacy), metadata=as_alice)
 
     def counted() -> convo_pb2.AcquireLeaseRequest:  # a new message, in a conversation of its own
         request = convo_pb2.AcquireLeaseRequest(
@@ -216,8 +219,8 @@ async def test_a_call_acts_for_its_user_token_whatever_the_request_names(
     engine = create_engine(fresh_database_url)
     try:
         async with engine.connect() as connection:
-            agents = text("SELECT user_id FROM assistant_audit WHERE service_identity <> 'convo'")
-            audited = (await connection.execute(agents)).scalars().all()  # not bob's upload's
+            confirmed = text("SELECT user_id FROM assistant_audit WHERE decision = 'confirmed'")
+            audited = (await connection.execute(confirmed)).scalars().all()
             history = (
                 (
                     await connection.execute(
@@ -235,6 +238,10 @@ async def test_a_call_acts_for_its_user_token_whatever_the_request_names(
         convo_pb2.ReadUploadRequest(conversation_id=bobs, upload_id=bobs_upload), metadata=person("bob")
     )
     assert uploaded.content == b"1,2"  # still bob's, and still there
+
+
+def _allowed() -> convo_pb2.EndTurnRequest:
+    return convo_pb2.EndTurnRequest(audit=convo_pb2.AuditRecord(decision="allowed"))
 
 
 async def _refusal(call: Awaitable[object]) -> tuple[grpc.StatusCode, object, object]:
@@ -269,7 +276,7 @@ async def test_a_call_for_a_person_without_their_valid_token_is_unauthenticated(
             ),
             metadata=user_metadata,
         ),
-        agent.RecordAudit(convo_pb2.RecordAuditRequest(decision="allowed"), metadata=user_metadata),
+        agent.EndTurn(_allowed(), metadata=user_metadata),
     ):
         assert await _refusal(call) == (grpc.StatusCode.UNAUTHENTICATED, reason, "user")
 
@@ -286,10 +293,12 @@ async def test_a_turn_that_outlives_its_user_token_still_records_its_end_and_not
         messages=[convo_pb2.Message(client_message_id="a1", role="assistant", content="ok")],
     )
     await agent.AppendMessages(answer_message, metadata=lapsed)
-    await agent.RecordAudit(
-        convo_pb2.RecordAuditRequest(conversation_id=cid, decision="allowed", outcome="success"),
-        metadata=lapsed,
+    ended = convo_pb2.EndTurnRequest(
+        conversation_id=cid,
+        answer=convo_pb2.Message(client_message_id="a2", role="assistant", content="done"),
+        audit=convo_pb2.AuditRecord(conversation_id=cid, decision="allowed", outcome="success"),
     )
+    assert not (await agent.EndTurn(ended, metadata=lapsed)).answer_refused
     request = convo_pb2.DeleteUploadsRequest(conversation_id=cid, upload_ids=[upload])
     assert (await agent.DeleteUploads(request, metadata=lapsed)).deleted == 1
 
@@ -301,6 +310,6 @@ async def test_a_turn_that_outlives_its_user_token_still_records_its_end_and_not
             convo_pb2.ReadUploadRequest(conversation_id=cid, upload_id=str(uuid.uuid4())), metadata=lapsed
         ),
         agent.AppendMessages(answer_message, metadata=long_gone),
-        agent.RecordAudit(convo_pb2.RecordAuditRequest(decision="allowed"), metadata=long_gone),
+        agent.EndTurn(_allowed(), metadata=long_gone),
     ):
         assert await _refusal(call) == (grpc.StatusCode.UNAUTHENTICATED, "token_expired", "user")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from sstools.common.tokens import USER_AUDIENCE, TokenType
 from sstools.convo.v1 import convo_pb2, convo_pb2_grpc
 from sstools.devstack.keys import ISSUER, forged_token
 
-from .conftest import new_conversation, person, user_token
+from .conftest import new_conversation, person, turn_end, user_token
 
 LIMIT = 1000
 
@@ -80,7 +81,7 @@ async def test_an_archived_conversation_is_refused_typed_on_both_edges_and_reope
     assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
     busy = await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
     assert (busy.status_code, busy.json()["detail"]["code"]) == (409, "conversation_busy")
-    await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="turn-1"))
+    assert (await agent.EndTurn(turn_end(cid, "turn-1"), metadata=person("alice"))).released
     archived = await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
     assert archived.status_code == 200
 
@@ -130,7 +131,7 @@ async def test_convo_audits_its_own_archive_restore_and_upload_taken_or_refused(
     assert (
         await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
     ).status_code == 409
-    await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="turn-1"))
+    await agent.EndTurn(turn_end(cid, "turn-1"), metadata=person("alice"))  # the turn's own record
     assert (
         await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
     ).status_code == 200
@@ -148,6 +149,7 @@ async def test_convo_audits_its_own_archive_restore_and_upload_taken_or_refused(
     ] == [
         ("alice", "convo", "upload", "allowed", "", "success"),
         ("alice", "convo", "archive", "refused", "conversation_busy", "failed"),  # a turn was running
+        ("alice", "agent", "send", "allowed", "", "success"),
         ("alice", "convo", "archive", "allowed", "", "success"),
         ("bob", "convo", "restore", "refused", "conversation_not_found", "failed"),  # someone else's
         ("alice", "convo", "restore", "allowed", "", "success"),
@@ -163,16 +165,20 @@ async def test_a_refusal_for_the_persons_token_alone_is_recorded_for_no_one(
 ) -> None:
     typed = struct_pb2.Struct()
     typed.update({"sql": "SELECT '\x00'"})  # a NUL, which JSONB takes in no string
-    refusal = convo_pb2.RecordAuditRequest(
+    refusal = convo_pb2.AuditRecord(
         decision="refused", code="UNAUTHORIZED", outcome="failed", tool_args=typed
     )
-    await agent.RecordAudit(refusal)  # the agent's service token, and no person's
+    await agent.EndTurn(convo_pb2.EndTurnRequest(audit=refusal))  # the agent's service token, and no person's
+    answer = convo_pb2.Message(client_message_id="a", role="assistant", content="forged")
     for anything_else in (
-        convo_pb2.RecordAuditRequest(decision="allowed", outcome="success"),
-        convo_pb2.RecordAuditRequest(decision="refused", code="RATE_LIMITED", outcome="failed"),
+        convo_pb2.EndTurnRequest(audit=convo_pb2.AuditRecord(decision="allowed", outcome="success")),
+        convo_pb2.EndTurnRequest(
+            audit=convo_pb2.AuditRecord(decision="refused", code="RATE_LIMITED", outcome="failed")
+        ),
+        convo_pb2.EndTurnRequest(conversation_id=str(uuid.uuid4()), answer=answer, audit=refusal),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await agent.RecordAudit(anything_else)
+            await agent.EndTurn(anything_else)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     (kept,) = await _trail(fresh_database_url)
     assert (kept["user_id"], kept["decision"], kept["code"]) == ("", "refused", "UNAUTHORIZED")
@@ -241,12 +247,69 @@ async def test_second_tab_learns_the_conversation_is_busy_and_nothing_more(
     with pytest.raises(grpc.aio.AioRpcError) as lost:
         await agent.RenewLease(convo_pb2.RenewLeaseRequest(conversation_id=cid, holder="pod-2/stream-b"))
     assert lost.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert (
-        await agent.ReleaseLease(convo_pb2.ReleaseLeaseRequest(conversation_id=cid, holder="pod-1/stream-a"))
-    ).released
+    assert (await agent.EndTurn(turn_end(cid, "pod-1/stream-a"), metadata=person("alice"))).released
     assert (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json() == {
         "active": False
     }
+
+
+async def test_a_turns_end_keeps_its_answer_and_record_and_gives_its_lease_back_in_one_call(
+    rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub, fresh_database_url: str
+) -> None:
+    cid = await new_conversation(agent, "alice", "покажи дашборды")
+    lease = convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="pod-1/turn-2", ttl_seconds=30)
+    assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
+    events = struct_pb2.Struct()
+    events.update({"events": [{"type": "state", "state": "success"}]})
+    end = turn_end(cid, "pod-1/turn-2")
+    end.answer.CopyFrom(
+        convo_pb2.Message(client_message_id="answer-2", role="assistant", content="Вот они", metadata=events)
+    )
+    ended = await agent.EndTurn(end, metadata=person("alice"))
+    assert (ended.released, ended.answer_refused) == (True, "")
+    again = await agent.EndTurn(end, metadata=person("alice"))  # a retry: nothing kept twice
+    assert (again.released, again.answer_refused) == (False, "")
+    assert (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json() == {
+        "active": False
+    }
+    history = (await rest.get(f"/api/assistant/conversations/{cid}/history", headers=_auth("alice"))).json()
+    assert [(m["role"], m["content"], m["metadata"]) for m in history["items"]] == [
+        ("assistant", "Вот они", {"events": [{"type": "state", "state": "success"}]})
+    ]
+    trail = [row for row in await _trail(fresh_database_url) if row["service_identity"] == "agent"]
+    assert [(row["user_id"], row["action"], row["decision"]) for row in trail] == [
+        ("alice", "send", "allowed")
+    ] * 3
+
+
+async def test_an_answer_its_conversation_refuses_at_the_end_is_said_and_the_record_is_still_kept(
+    rest: httpx.AsyncClient, agent: convo_pb2_grpc.ConversationServiceAsyncStub, fresh_database_url: str
+) -> None:
+    """A turn whose lease lapsed while it ran (its pod stalled) may find its conversation archived
+    at its end; a forged id finds none. The answer is not kept there, and the record is."""
+    cid = await new_conversation(agent, "alice")
+    lease = convo_pb2.AcquireLeaseRequest(conversation_id=cid, holder="stalled", ttl_seconds=1)
+    assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
+    await asyncio.sleep(1.2)
+    assert (
+        await rest.delete(f"/api/assistant/conversations/{cid}", headers=_auth("alice"))
+    ).status_code == 200
+    bobs = await new_conversation(agent, "bob")
+    answer = convo_pb2.Message(client_message_id="late", role="assistant", content="too late")
+    for conversation, refused in ((cid, "conversation_archived"), (bobs, "conversation_not_found")):
+        end = turn_end(conversation, "stalled")
+        end.answer.CopyFrom(answer)
+        ended = await agent.EndTurn(end, metadata=person("alice"))
+        assert (ended.released, ended.answer_refused) == (False, refused)
+        assert uuid.UUID(ended.audit_id)
+    bobs_history = await rest.get(f"/api/assistant/conversations/{bobs}/history", headers=_auth("bob"))
+    assert bobs_history.json()["items"] == []
+    restored = await rest.post(f"/api/assistant/conversations/{cid}/restore", headers=_auth("alice"))
+    assert restored.status_code == 200
+    history = await rest.get(f"/api/assistant/conversations/{cid}/history", headers=_auth("alice"))
+    assert history.json()["items"] == []
+    kept = [row for row in await _trail(fresh_database_url) if row["service_identity"] == "agent"]
+    assert [row["user_id"] for row in kept] == ["alice", "bob", "alice", "alice"]
 
 
 async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
@@ -295,18 +358,16 @@ async def test_agent_calls_map_errors_to_status_codes_and_record_audit(
         with pytest.raises(grpc.aio.AioRpcError) as error:
             await call
         assert error.value.code() == code
-    audit = await agent.RecordAudit(
-        convo_pb2.RecordAuditRequest(
-            conversation_id=cid,
-            service_identity="agent",
-            decision="needs_confirmation",
-            tool_name="deploy_dashboard",
-            outcome="needs_confirmation",
-            thread_id=cid,
-            latency_seconds=0.2,
-        ),
-        metadata=person("alice"),
+    record = convo_pb2.AuditRecord(
+        conversation_id=cid,
+        service_identity="agent",
+        decision="needs_confirmation",
+        tool_name="deploy_dashboard",
+        outcome="needs_confirmation",
+        thread_id=cid,
+        latency_seconds=0.2,
     )
+    audit = await agent.EndTurn(convo_pb2.EndTurnRequest(audit=record), metadata=person("alice"))
     assert uuid.UUID(audit.audit_id)
     archived = await agent.ArchiveConversation(
         convo_pb2.ArchiveConversationRequest(conversation_id=cid), metadata=person("alice")

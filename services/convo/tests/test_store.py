@@ -134,7 +134,7 @@ async def test_one_lease_holder_at_a_time_until_it_expires_or_is_released(store:
     assert (await store.acquire_lease("alice", cid, "tab-1", timedelta(seconds=30))).acquired  # re-entrant
     assert (await store.active_lease("alice", cid))["holder"] == "tab-1"  # type: ignore[index]
     assert await store.renew_lease(cid, "tab-2", timedelta(seconds=30)) is None
-    assert await store.release_lease(cid, "tab-1")
+    assert await _ended(store, cid, "tab-1")
     assert await store.active_lease("alice", cid) is None
     assert (await store.acquire_lease("alice", cid, "tab-2", timedelta(milliseconds=1))).acquired
     await asyncio.sleep(0.05)
@@ -179,7 +179,7 @@ async def test_a_conversation_is_not_archived_under_a_running_turn_and_a_lapsed_
     with pytest.raises(ConversationBusy):
         await store.set_archived("alice", cid, archived=True)
     assert not (await store.get("alice", cid))["is_archived"]
-    assert await store.release_lease(cid, "turn-1")
+    assert await _ended(store, cid, "turn-1")
 
     assert (await store.acquire_lease("alice", cid, "turn-2", timedelta(milliseconds=1))).acquired
     await asyncio.sleep(0.05)  # its holder went quiet: the lease lapsed
@@ -210,3 +210,11 @@ async def test_creating_a_conversation_twice_returns_it_to_its_owner_only(store:
     assert (again["id"], again["title"]) == (first["id"], "первое сообщение")
     with pytest.raises(ConversationNotFound):
         await store.create("bob", "чужой", conversation_id)
+
+
+async def _ended(store: ConversationStore, conversation_id: uuid.UUID, holder: str) -> bool:
+    """Whether the holder still had the lease its turn's end gave back."""
+    ended = await store.end_turn(
+        "alice", conversation_id, holder=holder, answer=None, audit_values={"decision": "allowed"}
+    )
+    return ended.released

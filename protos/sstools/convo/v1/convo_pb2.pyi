@@ -333,48 +333,69 @@ class RenewLeaseRequest(_message.Message):
 Global___RenewLeaseRequest: _TypeAlias = RenewLeaseRequest  # noqa: Y015
 
 @_typing.final
-class ReleaseLeaseRequest(_message.Message):
+class EndTurnRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     HOLDER_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     holder: _builtins.str
+    """The lease the command held, given back if it still holds it; empty when it held none."""
+    @_builtins.property
+    def answer(self) -> Global___Message:
+        """The command's answer (role "assistant"), when it has one."""
+
+    @_builtins.property
+    def audit(self) -> Global___AuditRecord:
+        """What the command came to; required."""
+
     def __init__(
         self,
         *,
         conversation_id: _builtins.str = ...,
         holder: _builtins.str = ...,
+        answer: Global___Message | None = ...,
+        audit: Global___AuditRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "holder", b"holder"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "audit", b"audit", "conversation_id", b"conversation_id", "holder", b"holder"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReleaseLeaseRequest: _TypeAlias = ReleaseLeaseRequest  # noqa: Y015
+Global___EndTurnRequest: _TypeAlias = EndTurnRequest  # noqa: Y015
 
 @_typing.final
-class ReleaseLeaseResponse(_message.Message):
+class EndTurnResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RELEASED_FIELD_NUMBER: _builtins.int
+    AUDIT_ID_FIELD_NUMBER: _builtins.int
+    ANSWER_REFUSED_FIELD_NUMBER: _builtins.int
     released: _builtins.bool
+    """Whether the holder still had the lease."""
+    audit_id: _builtins.str
+    answer_refused: _builtins.str
+    """Set when the answer was not kept: why ("conversation_archived", "conversation_not_found")."""
     def __init__(
         self,
         *,
         released: _builtins.bool = ...,
+        audit_id: _builtins.str = ...,
+        answer_refused: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["released", b"released"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_refused", b"answer_refused", "audit_id", b"audit_id", "released", b"released"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReleaseLeaseResponse: _TypeAlias = ReleaseLeaseResponse  # noqa: Y015
+Global___EndTurnResponse: _TypeAlias = EndTurnResponse  # noqa: Y015
 
 @_typing.final
-class RecordAuditRequest(_message.Message):
+class AuditRecord(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
@@ -437,26 +458,7 @@ class RecordAuditRequest(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___RecordAuditRequest: _TypeAlias = RecordAuditRequest  # noqa: Y015
-
-@_typing.final
-class RecordAuditResponse(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    AUDIT_ID_FIELD_NUMBER: _builtins.int
-    audit_id: _builtins.str
-    def __init__(
-        self,
-        *,
-        audit_id: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit_id", b"audit_id"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___RecordAuditResponse: _TypeAlias = RecordAuditResponse  # noqa: Y015
+Global___AuditRecord: _TypeAlias = AuditRecord  # noqa: Y015
 
 @_typing.final
 class ArchiveConversationRequest(_message.Message):

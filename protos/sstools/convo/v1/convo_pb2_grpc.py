@@ -30,8 +30,8 @@ class ConversationServiceStub:
     Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
     made for a person carries that person's user token in `x-user-token`, and the person is its
     subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
-    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
-    holder and need the service token alone.
+    conversation of another user is NOT_FOUND. RenewLease acts for the lease's holder and needs the
+    service token alone.
     """
 
     def __init__(self, channel):
@@ -60,15 +60,10 @@ class ConversationServiceStub:
                 request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.RenewLeaseRequest.SerializeToString,
                 response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Lease.FromString,
                 _registered_method=True)
-        self.ReleaseLease = channel.unary_unary(
-                '/sstools.convo.v1.ConversationService/ReleaseLease',
-                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ReleaseLeaseRequest.SerializeToString,
-                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ReleaseLeaseResponse.FromString,
-                _registered_method=True)
-        self.RecordAudit = channel.unary_unary(
-                '/sstools.convo.v1.ConversationService/RecordAudit',
-                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.RecordAuditRequest.SerializeToString,
-                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.RecordAuditResponse.FromString,
+        self.EndTurn = channel.unary_unary(
+                '/sstools.convo.v1.ConversationService/EndTurn',
+                request_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.EndTurnRequest.SerializeToString,
+                response_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.EndTurnResponse.FromString,
                 _registered_method=True)
         self.ArchiveConversation = channel.unary_unary(
                 '/sstools.convo.v1.ConversationService/ArchiveConversation',
@@ -92,8 +87,8 @@ class ConversationServiceServicer:
     Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
     made for a person carries that person's user token in `x-user-token`, and the person is its
     subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
-    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
-    holder and need the service token alone.
+    conversation of another user is NOT_FOUND. RenewLease acts for the lease's holder and needs the
+    service token alone.
     """
 
     def AppendMessages(self, request, context):
@@ -124,17 +119,15 @@ class ConversationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ReleaseLease(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RecordAudit(self, request, context):
-        """The record's user is the user token's subject; at the end of a turn (AppendMessages,
-        RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-        bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
-        with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
+    def EndTurn(self, request, context):
+        """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
+        a message), its audit record, and its lease given back when it held one. An answer the
+        conversation refuses now (archived meanwhile) is said in the response; the record and the
+        release still happen. The record's user is the user token's subject; a user token that
+        expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
+        as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
+        with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no
+        answer.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -186,15 +179,10 @@ def add_ConversationServiceServicer_to_server(servicer, server):
                     request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.RenewLeaseRequest.FromString,
                     response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.Lease.SerializeToString,
             ),
-            'ReleaseLease': grpc.unary_unary_rpc_method_handler(
-                    servicer.ReleaseLease,
-                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ReleaseLeaseRequest.FromString,
-                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.ReleaseLeaseResponse.SerializeToString,
-            ),
-            'RecordAudit': grpc.unary_unary_rpc_method_handler(
-                    servicer.RecordAudit,
-                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.RecordAuditRequest.FromString,
-                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.RecordAuditResponse.SerializeToString,
+            'EndTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTurn,
+                    request_deserializer=sstools_dot_convo_dot_v1_dot_convo__pb2.EndTurnRequest.FromString,
+                    response_serializer=sstools_dot_convo_dot_v1_dot_convo__pb2.EndTurnResponse.SerializeToString,
             ),
             'ArchiveConversation': grpc.unary_unary_rpc_method_handler(
                     servicer.ArchiveConversation,
@@ -224,8 +212,8 @@ class ConversationService:
     Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
     made for a person carries that person's user token in `x-user-token`, and the person is its
     subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
-    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
-    holder and need the service token alone.
+    conversation of another user is NOT_FOUND. RenewLease acts for the lease's holder and needs the
+    service token alone.
     """
 
     @staticmethod
@@ -337,7 +325,7 @@ class ConversationService:
             _registered_method=True)
 
     @staticmethod
-    def ReleaseLease(request,
+    def EndTurn(request,
             target,
             options=(),
             channel_credentials=None,
@@ -350,36 +338,9 @@ class ConversationService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/sstools.convo.v1.ConversationService/ReleaseLease',
-            sstools_dot_convo_dot_v1_dot_convo__pb2.ReleaseLeaseRequest.SerializeToString,
-            sstools_dot_convo_dot_v1_dot_convo__pb2.ReleaseLeaseResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RecordAudit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/sstools.convo.v1.ConversationService/RecordAudit',
-            sstools_dot_convo_dot_v1_dot_convo__pb2.RecordAuditRequest.SerializeToString,
-            sstools_dot_convo_dot_v1_dot_convo__pb2.RecordAuditResponse.FromString,
+            '/sstools.convo.v1.ConversationService/EndTurn',
+            sstools_dot_convo_dot_v1_dot_convo__pb2.EndTurnRequest.SerializeToString,
+            sstools_dot_convo_dot_v1_dot_convo__pb2.EndTurnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -31,8 +31,8 @@ class ConversationServiceStub:
     Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
     made for a person carries that person's user token in `x-user-token`, and the person is its
     subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
-    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
-    holder and need the service token alone.
+    conversation of another user is NOT_FOUND. RenewLease acts for the lease's holder and needs the
+    service token alone.
     """
 
     @_typing.overload
@@ -48,12 +48,15 @@ class ConversationServiceStub:
     one transaction (see AcquireLeaseRequest).
     """
     RenewLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RenewLeaseRequest, _convo_pb2.Lease]
-    ReleaseLease: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ReleaseLeaseRequest, _convo_pb2.ReleaseLeaseResponse]
-    RecordAudit: _grpc.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]
-    """The record's user is the user token's subject; at the end of a turn (AppendMessages,
-    RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-    bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
-    with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
+    EndTurn: _grpc.UnaryUnaryMultiCallable[_convo_pb2.EndTurnRequest, _convo_pb2.EndTurnResponse]
+    """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
+    a message), its audit record, and its lease given back when it held one. An answer the
+    conversation refuses now (archived meanwhile) is said in the response; the record and the
+    release still happen. The record's user is the user token's subject; a user token that
+    expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
+    as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
+    with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no
+    answer.
     """
     ArchiveConversation: _grpc.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]
     """Archives the conversation and removes its LangGraph checkpoints."""
@@ -71,8 +74,8 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
     made for a person carries that person's user token in `x-user-token`, and the person is its
     subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
-    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
-    holder and need the service token alone.
+    conversation of another user is NOT_FOUND. RenewLease acts for the lease's holder and needs the
+    service token alone.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -85,12 +88,15 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     one transaction (see AcquireLeaseRequest).
     """
     RenewLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.RenewLeaseRequest, _convo_pb2.Lease]  # type: ignore[assignment]
-    ReleaseLease: _aio.UnaryUnaryMultiCallable[_convo_pb2.ReleaseLeaseRequest, _convo_pb2.ReleaseLeaseResponse]  # type: ignore[assignment]
-    RecordAudit: _aio.UnaryUnaryMultiCallable[_convo_pb2.RecordAuditRequest, _convo_pb2.RecordAuditResponse]  # type: ignore[assignment]
-    """The record's user is the user token's subject; at the end of a turn (AppendMessages,
-    RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-    bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
-    with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
+    EndTurn: _aio.UnaryUnaryMultiCallable[_convo_pb2.EndTurnRequest, _convo_pb2.EndTurnResponse]  # type: ignore[assignment]
+    """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
+    a message), its audit record, and its lease given back when it held one. An answer the
+    conversation refuses now (archived meanwhile) is said in the response; the record and the
+    release still happen. The record's user is the user token's subject; a user token that
+    expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
+    as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
+    with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no
+    answer.
     """
     ArchiveConversation: _aio.UnaryUnaryMultiCallable[_convo_pb2.ArchiveConversationRequest, _convo_pb2.Conversation]  # type: ignore[assignment]
     """Archives the conversation and removes its LangGraph checkpoints."""
@@ -107,8 +113,8 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     Every call carries the caller's service token (metadata `authorization: Bearer <token>`); a call
     made for a person carries that person's user token in `x-user-token`, and the person is its
     subject: no request names a user. Without a valid token a call is UNAUTHENTICATED; a
-    conversation of another user is NOT_FOUND. RenewLease and ReleaseLease act for the lease's
-    holder and need the service token alone.
+    conversation of another user is NOT_FOUND. RenewLease acts for the lease's holder and needs the
+    service token alone.
     """
 
     @_abc_1.abstractmethod
@@ -145,22 +151,19 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_convo_pb2.Lease, _abc.Awaitable[_convo_pb2.Lease]]: ...
 
     @_abc_1.abstractmethod
-    def ReleaseLease(
+    def EndTurn(
         self,
-        request: _convo_pb2.ReleaseLeaseRequest,
+        request: _convo_pb2.EndTurnRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_convo_pb2.ReleaseLeaseResponse, _abc.Awaitable[_convo_pb2.ReleaseLeaseResponse]]: ...
-
-    @_abc_1.abstractmethod
-    def RecordAudit(
-        self,
-        request: _convo_pb2.RecordAuditRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_convo_pb2.RecordAuditResponse, _abc.Awaitable[_convo_pb2.RecordAuditResponse]]:
-        """The record's user is the user token's subject; at the end of a turn (AppendMessages,
-        RecordAudit, DeleteUploads) a user token that expired during the turn is still taken for a
-        bounded time (CONVO_LATE_USER_TOKEN_SECONDS). A submit refused for its token is recorded
-        with no user token, for no user: only as decision "refused" with code UNAUTHORIZED.
+    ) -> _typing.Union[_convo_pb2.EndTurnResponse, _abc.Awaitable[_convo_pb2.EndTurnResponse]]:
+        """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
+        a message), its audit record, and its lease given back when it held one. An answer the
+        conversation refuses now (archived meanwhile) is said in the response; the record and the
+        release still happen. The record's user is the user token's subject; a user token that
+        expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
+        as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
+        with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no
+        answer.
         """
 
     @_abc_1.abstractmethod

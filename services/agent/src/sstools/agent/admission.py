@@ -31,6 +31,7 @@ from sstools.agent.clients.convo import (
     ConvoClient,
     ConvoUnavailable,
     TurnBudget,
+    TurnEnd,
     TurnsUsedUp,
     UnknownConversation,
 )
@@ -173,8 +174,8 @@ class ConversationLocks:
 
 class Leases:
     """The conversation's lease in convo, the gate between tabs and pods: held (and renewed)
-    while a command runs, given back at its end — or left to lapse after its TTL if this
-    process dies."""
+    while a command runs, given back by the command's last call to convo (its ``TurnEnd``) —
+    or left to lapse after its TTL if this process dies."""
 
     def __init__(self, convo: ConvoClient, ttl_seconds: int) -> None:
         self._convo = convo
@@ -185,14 +186,16 @@ class Leases:
     async def held(
         self,
         user_token: str,
-        conversation_id: str,
+        end: TurnEnd,
         *,
         first_text: str | None,
         budget: TurnBudget | None = None,
         wait_seconds: float = 0.0,
     ) -> AsyncIterator[None]:
-        """Held for the block; ``Refusal`` says why not. A send gives its text and the person's
-        message budget: convo counts the turn (once, whatever the waiting) in the same call."""
+        """Renewed for the block, and left in ``end`` to be given back; ``Refusal`` says why
+        not. A send gives its text and the person's message budget: convo counts the turn (once,
+        whatever the waiting) in the same call."""
+        conversation_id = end.conversation_id
         holder = f"{self._holder}:{uuid.uuid4().hex[:12]}"
         deadline = time.monotonic() + wait_seconds
         try:
@@ -213,13 +216,12 @@ class Leases:
             raise Refusal(CONVERSATION_ARCHIVED, "the conversation is archived: restore it first") from None
         except ConvoUnavailable as error:
             raise Refusal("CONVO_UNAVAILABLE", str(error)) from None
+        end.holder = holder
         renewing = asyncio.create_task(self._keep(conversation_id, holder))
         try:
             yield
         finally:
             renewing.cancel()
-            with contextlib.suppress(ConvoUnavailable):
-                await asyncio.shield(self._convo.release_lease(conversation_id, holder))
 
     async def _keep(self, conversation_id: str, holder: str) -> None:
         while True:

@@ -18,7 +18,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from sstools.agent.admission import Refusal
 from sstools.agent.audit import AuditFacts
-from sstools.agent.clients.convo import ConvoClient, TurnBudget
+from sstools.agent.clients.convo import ConvoClient, TurnBudget, TurnEnd
 from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
@@ -86,12 +86,13 @@ class ChatService:
         facts = AuditFacts()
         first_event: float | None = None
         first_token: float | None = None
+        end = TurnEnd(turn.conversation_id)  # what the command's last call to convo carries
         with (
             self._tracer.start_as_current_span("chat turn", kind=SpanKind.SERVER, attributes=attributes),
             self._metrics.active_turns.track_inprogress(),
         ):
             try:
-                async for said in self._stages(turn, facts):
+                async for said in self._stages(turn, facts, end):
                     event = in_language(said, turn.lang)
                     if first_event is None:
                         first_event = time.monotonic() - started
@@ -102,7 +103,7 @@ class ChatService:
             finally:
                 record = self._recorder.record(turn, seen, time.monotonic() - started, facts)
                 self._metrics.observe(record, (event.metadata for event in seen), first_event, first_token)
-                await asyncio.shield(self._recorder.audit(record, turn.user_token))
+                await asyncio.shield(self._recorder.end(turn, end, record))
 
     async def refuse(self, turn: Turn, code: str, message: str, **facts: str) -> AsyncIterator[Event]:
         """A submit the edge could not take as it was (too big, malformed, its token not taken):
@@ -113,21 +114,21 @@ class ChatService:
             yield event
         record = self._recorder.record(turn, events, time.monotonic() - started, AuditFacts(refused=code))
         self._metrics.observe(record, (event.metadata for event in events), None, None)
-        await self._recorder.audit(record, turn.user_token)
+        await self._recorder.end(turn, TurnEnd(turn.conversation_id), record)
 
-    async def _stages(self, turn: Turn, facts: AuditFacts) -> AsyncIterator[Event]:
+    async def _stages(self, turn: Turn, facts: AuditFacts, end: TurnEnd) -> AsyncIterator[Event]:
         """Admit → gather → run the graph → record the answer; a refusal at any stage before the
         graph runs is said as the turn's error and state. Each stage is a span of the turn's."""
         try:
             async with contextlib.AsyncExitStack() as admitted:
                 if turn.action == "send":
                     with self._stage("admit"):
-                        files = await admitted.enter_async_context(self._admission.send(turn))
+                        files = await admitted.enter_async_context(self._admission.send(turn, end))
                     with self._stage("gather"):
                         prepared = await self._gathering.send(turn, files)
                 else:
                     with self._stage("admit"):
-                        answer = await admitted.enter_async_context(self._admission.answer(turn))
+                        answer = await admitted.enter_async_context(self._admission.answer(turn, end))
                     with self._stage("gather"):
                         resumed = await self._gathering.answer(turn, answer, facts)
                     if isinstance(resumed, list):  # answered before: the same answer, nothing run again
@@ -135,7 +136,7 @@ class ChatService:
                             yield event
                         return
                     prepared = resumed
-                async for event in self._ran(turn, prepared):
+                async for event in self._ran(turn, prepared, end):
                     yield event
         except Refusal as refusal:
             facts.refused = refusal.code
@@ -144,12 +145,12 @@ class ChatService:
             yield error(refusal.code, str(refusal), **refusal.details())
             yield state(refusal.state)
 
-    async def _ran(self, turn: Turn, prepared: Prepared) -> AsyncIterator[Event]:
+    async def _ran(self, turn: Turn, prepared: Prepared, end: TurnEnd) -> AsyncIterator[Event]:
         for event in prepared.said:
             yield event
         with self._stage("graph"):
             events = graph_events(self._graph_of(), prepared.graph_input, thread_of(turn), prepared.run)
-            async for event in self._recorder.kept(turn, events):
+            async for event in self._recorder.kept(end, events):
                 yield event
 
     @contextlib.contextmanager

@@ -2,6 +2,7 @@
 each answer (with its tool events and state, or cut short by a cancel) after; the lease that
 lets one stream at a time run on a conversation, whatever the tab or pod; one audit record
 per command; and the files the user uploaded for a turn, read by id and deleted when it ends.
+A command's end — its answer, its audit record, its lease given back — is one call.
 
 Every call carries the agent's service token (from its ``ServiceTokenSource``); one made for a
 person carries that person's user token too, from which convo takes who they are."""
@@ -78,6 +79,32 @@ class AuditRecord:
     latency_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class KeptAnswer:
+    """A command's answer as convo keeps it: its text, what the tools did and the final state."""
+
+    message_id: str
+    text: str
+    metadata: dict[str, Any]
+    partial: bool  # cut short by a cancel
+
+
+@dataclass
+class TurnEnd:
+    """What a command leaves for convo's one call at its end (``ConvoClient.end_turn``), filled
+    in as it runs: the lease it holds, its answer."""
+
+    conversation_id: str
+    holder: str = ""
+    answer: KeptAnswer | None = None
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    released: bool
+    answer_refused: str | None  # why convo did not keep the answer (the conversation's refusal)
+
+
 def _unavailable(error: grpc.aio.AioRpcError) -> ConvoUnavailable:
     return ConvoUnavailable(f"convo: {error.code().name}: {error.details()}")
 
@@ -149,16 +176,10 @@ class ConvoClient:
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
-    async def release_lease(self, conversation_id: str, holder: str) -> None:
-        request = convo_pb2.ReleaseLeaseRequest(conversation_id=conversation_id, holder=holder)
-        try:
-            await self._stub().ReleaseLease(request, timeout=self._timeout)
-        except grpc.aio.AioRpcError as error:
-            raise _unavailable(error) from None
-
-    async def record_audit(self, record: AuditRecord, user_token: str) -> None:
-        """Keep ``record``; convo takes its user from ``user_token`` (``record.user`` is what the
-        agent's log says). A refusal of a submit whose token was not taken goes with none."""
+    async def end_turn(self, user_token: str, end: TurnEnd, record: AuditRecord) -> TurnEnded:
+        """The command's end in one call: its answer kept, ``record`` kept (convo takes its user
+        from ``user_token``; ``record.user`` is what the agent's log says) and its lease given
+        back. A refusal of a submit whose token was not taken goes with no token, nothing else."""
         arguments = struct_pb2.Struct()
         arguments.update(record.tool_args)
         calls = []
@@ -166,7 +187,7 @@ class ConvoClient:
             kept = struct_pb2.Struct()
             kept.update(call.model_dump())
             calls.append(kept)
-        request = convo_pb2.RecordAuditRequest(
+        audit = convo_pb2.AuditRecord(
             conversation_id=record.conversation_id,
             service_identity=record.service_identity,
             decision=record.decision,
@@ -180,38 +201,34 @@ class ConvoClient:
             code=record.code,
             calls=calls,
         )
+        answer = None
+        if end.answer is not None:
+            fields = struct_pb2.Struct()
+            fields.update(end.answer.metadata)
+            answer = convo_pb2.Message(
+                client_message_id=end.answer.message_id,
+                role="assistant",
+                content=end.answer.text,
+                metadata=fields,
+                partial=end.answer.partial,
+            )
+        request = convo_pb2.EndTurnRequest(
+            conversation_id=end.conversation_id, holder=end.holder, answer=answer, audit=audit
+        )
         person = as_user(user_token) if user_token else None
         try:
-            await self._stub().RecordAudit(request, timeout=self._timeout, metadata=person)
+            ended = await self._stub().EndTurn(request, timeout=self._timeout, metadata=person)
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
+        return TurnEnded(ended.released, ended.answer_refused or None)
 
     async def record_user_message(
         self, user_token: str, conversation_id: str, message_id: str, text: str
     ) -> None:
         message = convo_pb2.Message(client_message_id=message_id, role="user", content=text)
+        request = convo_pb2.AppendMessagesRequest(conversation_id=conversation_id, messages=[message])
         try:
-            await self._append(user_token, conversation_id, message)
-        except grpc.aio.AioRpcError as error:
-            raise _unavailable(error) from None
-
-    async def record_answer(
-        self,
-        user_token: str,
-        conversation_id: str,
-        message_id: str,
-        text: str,
-        metadata: dict[str, Any],
-        *,
-        partial: bool,
-    ) -> None:
-        fields = struct_pb2.Struct()
-        fields.update(metadata)
-        message = convo_pb2.Message(
-            client_message_id=message_id, role="assistant", content=text, metadata=fields, partial=partial
-        )
-        try:
-            await self._append(user_token, conversation_id, message)
+            await self._stub().AppendMessages(request, timeout=self._timeout, metadata=as_user(user_token))
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
 
@@ -234,7 +251,3 @@ class ConvoClient:
             await self._stub().DeleteUploads(request, timeout=self._timeout, metadata=as_user(user_token))
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
-
-    async def _append(self, user_token: str, conversation_id: str, message: convo_pb2.Message) -> None:
-        request = convo_pb2.AppendMessagesRequest(conversation_id=conversation_id, messages=[message])
-        await self._stub().AppendMessages(request, timeout=self._timeout, metadata=as_user(user_token))

@@ -20,6 +20,7 @@ from sstools.agent.clients.convo import (
     ConvoClient,
     ConvoUnavailable,
     TurnBudget,
+    TurnEnd,
     UploadedFile,
     UploadNotFound,
 )
@@ -52,12 +53,13 @@ class Admission:
             raise Refusal("NOT_READY", str(problem)) from None
 
     @contextlib.asynccontextmanager
-    async def send(self, turn: Turn) -> AsyncIterator[list[UploadedFile]]:
+    async def send(self, turn: Turn, end: TurnEnd) -> AsyncIterator[list[UploadedFile]]:
         """A new message, held for the block: one at a time per page session, alone in its
-        conversation here and across pods, counted against the user's budget as convo gives its
-        lease (one call: a turn refused before it is not counted). Yields the files it names,
-        each this user's upload for this conversation (one that is not refuses it all); they are
-        deleted once the block ends, however it ended."""
+        conversation here and across pods (convo's lease, left in ``end`` to be given back),
+        counted against the user's budget as convo gives its lease (one call: a turn refused
+        before it is not counted). Yields the files it names, each this user's upload for this
+        conversation (one that is not refuses it all); they are deleted once the block ends,
+        however it ended."""
         self._ready()
         session = (turn.username, turn.session_id)
         if session in self._sessions:
@@ -70,7 +72,7 @@ class Admission:
                 files = await self._uploads(turn)
                 try:
                     async with self._leases.held(
-                        turn.user_token, turn.conversation_id, first_text=turn.text, budget=self._turn_budget
+                        turn.user_token, end, first_text=turn.text, budget=self._turn_budget
                     ):
                         yield files
                 finally:
@@ -80,16 +82,17 @@ class Admission:
             self._sessions.discard(session)
 
     @contextlib.asynccontextmanager
-    async def answer(self, turn: Turn) -> AsyncIterator[Answer]:
-        """A confirm or reject, held for the block: it waits a moment for the conversation's
-        answer under way to end (a double click, a card answered as it appears)."""
+    async def answer(self, turn: Turn, end: TurnEnd) -> AsyncIterator[Answer]:
+        """A confirm or reject, held for the block (the lease left in ``end``): it waits a moment
+        for the conversation's answer under way to end (a double click, a card answered as it
+        appears)."""
         self._ready()
         answer = answer_of(turn.action, turn.text)
         async with self._locks.held(turn.conversation_id, RESUME_WAIT_SECONDS) as held:
             if not held:
                 raise Refusal("BUSY", "the conversation is still streaming; try again")
             async with self._leases.held(
-                turn.user_token, turn.conversation_id, first_text=None, wait_seconds=RESUME_WAIT_SECONDS
+                turn.user_token, end, first_text=None, wait_seconds=RESUME_WAIT_SECONDS
             ):
                 yield answer
 

@@ -1,5 +1,6 @@
 """Record: what a command leaves behind — its answer kept in convo however it ended (cut short,
-``partial``, when the person stopped it), and one audit record of it."""
+``partial``, when the person stopped it), and one audit record of it; both go to convo in the
+command's one last call, which gives its lease back too (``ConvoClient.end_turn``)."""
 
 import asyncio
 import contextlib
@@ -12,7 +13,7 @@ from typing import Any
 
 from sstools.agent.admission import Refusal, answer_of
 from sstools.agent.audit import AnonymousBudget, AuditFacts, audit_record
-from sstools.agent.clients.convo import AuditRecord, ConvoClient, ConvoUnavailable
+from sstools.agent.clients.convo import AuditRecord, ConvoClient, ConvoUnavailable, KeptAnswer, TurnEnd
 from sstools.agent.stream import Event, shown
 from sstools.agent.turn import Turn
 
@@ -25,9 +26,9 @@ class Recorder:
         self._service_identity = service_identity
         self._anonymous = AnonymousBudget()
 
-    async def kept(self, turn: Turn, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-        """Pass the events on, then keep the answer in convo: its text, what the tools did and
-        the final state; cut short (``partial``) when the person cancelled."""
+    async def kept(self, end: TurnEnd, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """Pass the events on, then leave the answer in ``end`` for convo: its text, what the
+        tools did and the final state; cut short (``partial``) when the person cancelled."""
         text = ""
         kept: list[dict[str, Any]] = []
         try:
@@ -40,9 +41,9 @@ class Recorder:
                     )
                 yield event
         except asyncio.CancelledError:
-            await asyncio.shield(self._keep_answer(turn, text, kept, partial=True))
+            end.answer = _answer(text, kept, partial=True)
             raise
-        await self._keep_answer(turn, text, kept, partial=False)
+        end.answer = _answer(text, kept, partial=False)
 
     def record(
         self, turn: Turn, events: list[Event], latency_seconds: float, facts: AuditFacts
@@ -63,31 +64,27 @@ class Recorder:
             facts=facts,
         )
 
-    async def audit(self, record: AuditRecord, user_token: str) -> None:
-        """Keep ``record``; one that names no one (a token not taken) within
-        :class:`AnonymousBudget`, since anyone can send those."""
-        if not user_token and not self._anonymous.take():
+    async def end(self, turn: Turn, end: TurnEnd, record: AuditRecord) -> None:
+        """The command's end in convo: ``record`` kept with the answer, the lease given back. A
+        record that names no one (a token not taken) is kept within :class:`AnonymousBudget`,
+        since anyone can send those."""
+        if not turn.user_token and not self._anonymous.take():
             _log.warning(
                 "refusal not audited: too many without a token this minute", extra={"code": record.code}
             )
             return
         try:
-            await self._convo.record_audit(record, user_token)
+            ended = await self._convo.end_turn(turn.user_token, end, record)
         except ConvoUnavailable as problem:  # the command is over either way; the log keeps what it was
             kept = {**asdict(record), "calls": [call.model_dump() for call in record.calls]}
-            _log.warning("audit record not kept", extra={"error": str(problem), "audit": kept})
+            # an answer stays in the checkpoint alone; a lease lapses after its TTL
+            lost = {"error": str(problem), "audit": kept, "answer_lost": end.answer is not None}
+            _log.warning("audit record not kept", extra=lost)
+            return
+        if ended.answer_refused is not None:
+            _log.warning("answer not kept in convo", extra={"error": ended.answer_refused})
 
-    async def _keep_answer(
-        self, turn: Turn, text: str, events: list[dict[str, Any]], *, partial: bool
-    ) -> None:
-        try:
-            await self._convo.record_answer(
-                turn.user_token,
-                turn.conversation_id,
-                str(uuid.uuid4()),
-                text,
-                {"events": json.loads(json.dumps(events, default=str))},
-                partial=partial,
-            )
-        except ConvoUnavailable as problem:  # the answer stays in the checkpoint; say so in the log
-            _log.warning("answer not kept in convo", extra={"error": str(problem)})
+
+def _answer(text: str, events: list[dict[str, Any]], *, partial: bool) -> KeptAnswer:
+    metadata = {"events": json.loads(json.dumps(events, default=str))}
+    return KeptAnswer(str(uuid.uuid4()), text, metadata, partial)

@@ -84,10 +84,10 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
 
     The caller's service token was checked before any method runs (runtime's ServiceTokenCheck);
     the person a call acts for is the subject of the user token it carries, never a field.
-    Writes a turn makes at its end (the answer, the audit record, the uploads' removal) take a
-    user token that expired since, for ``callers``' bounded lateness: the person's token was
-    valid when the agent began the turn, and an answer or audit record must not be lost because
-    the turn outlived it; reads and a turn's first writes take only a valid one."""
+    Writes a turn makes at its end (EndTurn, the uploads' removal) take a user token that expired
+    since, for ``callers``' bounded lateness: the person's token was valid when the agent began
+    the turn, and an answer or audit record must not be lost because the turn outlived it; reads
+    and a turn's first writes take only a valid one."""
 
     def __init__(
         self,
@@ -111,22 +111,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         self, request: convo_pb2.AppendMessagesRequest, context: Context
     ) -> convo_pb2.AppendMessagesResponse:
         user = await self._user(context, late=True)
-        new = []
-        for message in request.messages:
-            if not message.client_message_id:
-                _invalid("every message needs a client_message_id")
-            if message.role not in ROLES:
-                _invalid(f"role must be one of {', '.join(ROLES)}")
-            self._check_length(message.content)
-            new.append(
-                NewMessage(
-                    message.client_message_id,
-                    message.role,
-                    message.content,
-                    json_format.MessageToDict(message.metadata),
-                    message.partial,
-                )
-            )
+        new = [self._new_message(message) for message in request.messages]
         rows = await self._store.append(user, _uuid(request.conversation_id), new)
         return convo_pb2.AppendMessagesResponse(messages=[_message(row) for row in rows])
 
@@ -180,45 +165,48 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         return _lease(state)
 
     @_status_codes
-    async def ReleaseLease(
-        self, request: convo_pb2.ReleaseLeaseRequest, context: Context
-    ) -> convo_pb2.ReleaseLeaseResponse:
-        released = await self._store.release_lease(_uuid(request.conversation_id), request.holder)
-        return convo_pb2.ReleaseLeaseResponse(released=released)
-
-    @_status_codes
-    async def RecordAudit(
-        self, request: convo_pb2.RecordAuditRequest, context: Context
-    ) -> convo_pb2.RecordAuditResponse:
-        if not request.decision:
-            _invalid("decision is required")
-        anonymous = (request.decision, request.code) == ("refused", "UNAUTHORIZED")
+    async def EndTurn(self, request: convo_pb2.EndTurnRequest, context: Context) -> convo_pb2.EndTurnResponse:
+        record = request.audit
+        if not record.decision:
+            _invalid("audit.decision is required")
+        answer = self._new_message(request.answer) if request.HasField("answer") else None
+        anonymous = (record.decision, record.code) == ("refused", "UNAUTHORIZED") and answer is None
         if anonymous and not has_user_token(context.invocation_metadata()):
             user = ""  # a submit refused for its token: it names no one the service could trust
         else:
             user = await self._user(context, late=True)
-        tool_args = json_format.MessageToDict(request.tool_args)
+        tool_args = json_format.MessageToDict(record.tool_args)
         try:
-            calls = audit_calls([json_format.MessageToDict(call) for call in request.calls])
+            calls = audit_calls([json_format.MessageToDict(call) for call in record.calls])
         except MalformedCall as problem:
             _invalid(str(problem))
-        audit_id = await self._store.record_audit(
-            conversation_id=_uuid(request.conversation_id) if request.conversation_id else None,
-            user_id=user,
-            service_identity=request.service_identity,
-            decision=request.decision,
-            tool_name=request.tool_name,
-            tool_args=tool_args,
-            env=_target_env(tool_args),
-            outcome=request.outcome,
-            task_id=request.task_id,
-            thread_id=request.thread_id,
-            latency_seconds=request.latency_seconds,
-            action=request.action,
-            code=request.code,
-            calls=[call.model_dump() for call in calls],
+        conversation_id = _uuid(request.conversation_id) if request.conversation_id else None
+        if (answer is not None or request.holder) and conversation_id is None:
+            _invalid("conversation_id is required with an answer or a holder")
+        ended = await self._store.end_turn(
+            user,
+            conversation_id,
+            holder=request.holder,
+            answer=answer,
+            audit_values={
+                "conversation_id": _uuid(record.conversation_id) if record.conversation_id else None,
+                "service_identity": record.service_identity,
+                "decision": record.decision,
+                "tool_name": record.tool_name,
+                "tool_args": tool_args,
+                "env": _target_env(tool_args),
+                "outcome": record.outcome,
+                "task_id": record.task_id,
+                "thread_id": record.thread_id,
+                "latency_seconds": record.latency_seconds,
+                "action": record.action,
+                "code": record.code,
+                "calls": [call.model_dump() for call in calls],
+            },
         )
-        return convo_pb2.RecordAuditResponse(audit_id=str(audit_id))
+        return convo_pb2.EndTurnResponse(
+            released=ended.released, audit_id=str(ended.audit_id), answer_refused=ended.answer_refused or ""
+        )
 
     @_status_codes
     async def ArchiveConversation(
@@ -256,6 +244,20 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
 
     async def _user(self, context: Context, *, late: bool = False) -> str:
         return await user_of(self._callers, context, late=late)
+
+    def _new_message(self, message: convo_pb2.Message) -> NewMessage:
+        if not message.client_message_id:
+            _invalid("every message needs a client_message_id")
+        if message.role not in ROLES:
+            _invalid(f"role must be one of {', '.join(ROLES)}")
+        self._check_length(message.content)
+        return NewMessage(
+            message.client_message_id,
+            message.role,
+            message.content,
+            json_format.MessageToDict(message.metadata),
+            message.partial,
+        )
 
     def _check_length(self, content: str) -> None:
         if len(content) > self._max_chars:

@@ -107,6 +107,13 @@ class LeaseState:
     over_budget_wait: int | None = None  # a turn over its budget: seconds until its window ends
 
 
+@dataclass(frozen=True)
+class TurnEnded:
+    released: bool  # the holder still had the lease
+    audit_id: uuid.UUID
+    answer_refused: str | None  # why the answer was not kept (``refusal_code``'s), or None
+
+
 def make_title(first_message: str) -> str:
     return " ".join(first_message.split())[:TITLE_LENGTH]
 
@@ -174,56 +181,89 @@ class ConversationStore:
         returned as it was, not stored twice. Concurrent appends to one conversation queue on
         its row lock, so the order has no gaps and no duplicates."""
         async with self._engine.begin() as connection:
-            conversation = await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
-            client_ids = [message.client_message_id for message in new]
-            existing = {
-                row["client_message_id"]: row
-                for row in (
-                    await connection.execute(
-                        select(messages).where(
-                            messages.c.conversation_id == conversation_id,
-                            messages.c.client_message_id.in_(client_ids),
-                        )
-                    )
-                ).mappings()
-            }
-            fresh = [
-                message
-                for message in dict((m.client_message_id, m) for m in new).values()
-                if message.client_message_id not in existing
-            ]
-            count = conversation["message_count"]
-            stored: dict[str, RowMapping] = dict(existing)
-            if fresh:
-                rows = [
-                    {
-                        "id": uuid.uuid4(),
-                        "conversation_id": conversation_id,
-                        "seq": count + number,
-                        "client_message_id": message.client_message_id,
-                        "role": message.role,
-                        "content": message.content,
-                        "metadata": message.metadata,
-                        "partial": message.partial,
-                    }
-                    for number, message in enumerate(fresh, 1)
-                ]
-                inserted = await connection.execute(insert(messages).returning(messages), rows)
-                stored.update({row["client_message_id"]: row for row in inserted.mappings()})
-                changes: dict[str, Any] = {
-                    "message_count": count + len(fresh),
-                    "updated_at": func.now(),
-                    "last_message_at": func.now(),
-                }
-                first_user_text = next(
-                    (m.content for m in fresh if m.role == "user" and m.content.strip()), ""
-                )
-                if not conversation["title"] and first_user_text:
-                    changes["title"] = make_title(first_user_text)
+            return await self._append(connection, owner_id, conversation_id, new)
+
+    async def end_turn(
+        self,
+        owner_id: str,
+        conversation_id: uuid.UUID | None,
+        *,
+        holder: str,
+        answer: NewMessage | None,
+        audit_values: dict[str, Any],
+    ) -> TurnEnded:
+        """A command's end in one transaction: its answer appended (unless the conversation
+        refuses it now: said, not raised), its audit record kept as ``owner_id``'s, the holder's
+        lease given back.
+        The conversation's row lock comes before the lease's, as when a lease is taken."""
+        refused = None
+        async with self._engine.begin() as connection:
+            if answer is not None and conversation_id is not None:
+                try:
+                    await self._append(connection, owner_id, conversation_id, [answer])
+                except (ConversationNotFound, ConversationRefused) as error:  # raised before any write
+                    refused = refusal_code(error)
+            audit_id = await self._insert_audit(connection, {**audit_values, "user_id": owner_id})
+            released = False
+            if holder and conversation_id is not None:
+                released = await self._release(connection, conversation_id, holder)
+        return TurnEnded(released, audit_id, refused)
+
+    async def _append(
+        self,
+        connection: AsyncConnection,
+        owner_id: str,
+        conversation_id: uuid.UUID,
+        new: Sequence[NewMessage],
+    ) -> list[RowMapping]:
+        conversation = await self._owned(connection, owner_id, conversation_id, lock=True, open_only=True)
+        client_ids = [message.client_message_id for message in new]
+        existing = {
+            row["client_message_id"]: row
+            for row in (
                 await connection.execute(
-                    update(conversations).where(conversations.c.id == conversation_id).values(changes)
+                    select(messages).where(
+                        messages.c.conversation_id == conversation_id,
+                        messages.c.client_message_id.in_(client_ids),
+                    )
                 )
-            return [stored[client_id] for client_id in dict.fromkeys(client_ids)]
+            ).mappings()
+        }
+        fresh = [
+            message
+            for message in dict((m.client_message_id, m) for m in new).values()
+            if message.client_message_id not in existing
+        ]
+        count = conversation["message_count"]
+        stored: dict[str, RowMapping] = dict(existing)
+        if fresh:
+            rows = [
+                {
+                    "id": uuid.uuid4(),
+                    "conversation_id": conversation_id,
+                    "seq": count + number,
+                    "client_message_id": message.client_message_id,
+                    "role": message.role,
+                    "content": message.content,
+                    "metadata": message.metadata,
+                    "partial": message.partial,
+                }
+                for number, message in enumerate(fresh, 1)
+            ]
+            inserted = await connection.execute(insert(messages).returning(messages), rows)
+            stored.update({row["client_message_id"]: row for row in inserted.mappings()})
+            changes: dict[str, Any] = {
+                "message_count": count + len(fresh),
+                "updated_at": func.now(),
+                "last_message_at": func.now(),
+            }
+            first_user_text = next((m.content for m in fresh if m.role == "user" and m.content.strip()), "")
+            if not conversation["title"] and first_user_text:
+                changes["title"] = make_title(first_user_text)
+            await connection.execute(
+                update(conversations).where(conversations.c.id == conversation_id).values(changes)
+            )
+        return [stored[client_id] for client_id in dict.fromkeys(client_ids)]
 
     async def set_archived(self, owner_id: str, conversation_id: uuid.UUID, archived: bool) -> RowMapping:
         """Archive (and owe a checkpoint clean-up for the thread, in the same transaction) or restore
@@ -326,11 +366,11 @@ class ConversationStore:
             )
         return LeaseState(conversation_id, row["holder"], row["expires_at"], True) if row else None
 
-    async def release_lease(self, conversation_id: uuid.UUID, holder: str) -> bool:
-        async with self._engine.begin() as connection:
-            result = await connection.execute(
-                delete(leases).where(leases.c.conversation_id == conversation_id, leases.c.holder == holder)
-            )
+    @staticmethod
+    async def _release(connection: AsyncConnection, conversation_id: uuid.UUID, holder: str) -> bool:
+        result = await connection.execute(
+            delete(leases).where(leases.c.conversation_id == conversation_id, leases.c.holder == holder)
+        )
         return bool(result.rowcount)
 
     async def active_lease(self, owner_id: str, conversation_id: uuid.UUID) -> RowMapping | None:
@@ -349,12 +389,16 @@ class ConversationStore:
             )
 
     async def record_audit(self, **values: Any) -> uuid.UUID:
+        async with self._engine.begin() as connection:
+            return await self._insert_audit(connection, values)
+
+    @staticmethod
+    async def _insert_audit(connection: AsyncConnection, values: dict[str, Any]) -> uuid.UUID:
         """Keep one record; a NUL in what it quotes (JSONB takes none) is kept as U+FFFD, so that
         no argument anyone typed can cost the record."""
         audit_id = uuid.uuid4()
         kept = {key: _without_nul(value) for key, value in values.items()}
-        async with self._engine.begin() as connection:
-            await connection.execute(insert(audit).values(id=audit_id, **kept))
+        await connection.execute(insert(audit).values(id=audit_id, **kept))
         return audit_id
 
     @contextlib.asynccontextmanager
