@@ -8,6 +8,7 @@ first imported, and this process imported it long before."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ def test_the_project_itself_does_not_know_the_added_tool() -> None:
 
 
 @pytest.mark.timeout(900)
-def test_a_tool_declared_once_in_an_installed_package_works_end_to_end() -> None:
+def test_a_tool_declared_once_in_an_installed_package_works_end_to_end(tmp_path: Path) -> None:
     environment = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ADDED), os.environ.get("PYTHONPATH")])),
@@ -32,6 +33,9 @@ def test_a_tool_declared_once_in_an_installed_package_works_end_to_end() -> None
         [
             *(sys.executable, "-m", "pytest", str(ADDED / "check_added_tool.py")),
             *("-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--timeout", "600"),
+            # A basetemp of its own: a pytest that makes one under /tmp/pytest-of-<user> takes away
+            # the traversal rights the embedded PostgreSQL of a stack test running beside it needs.
+            *("--basetemp", str(tmp_path / "inner")),
         ],
         cwd=REPO_ROOT,
         env=environment,
