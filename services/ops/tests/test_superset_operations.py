@@ -224,9 +224,10 @@ async def test_row_limit_is_applied(ops: OpsApi) -> None:
     assert (reply.json()["row_count"], reply.json()["truncated"]) == (7, True)
 
 
-# A read that takes SQLite seconds: longer than the wait below, well within the statement's time.
+# A read that takes SQLite seconds: longer than the wait below, well within the statement's time
+# (4.6 s on a quick host, where 8 million rows took 0.9 s: inside the one-second wait).
 SLOW_READ = (
-    "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c WHERE x < 8000000) "
+    "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c WHERE x < 40000000) "
     "SELECT count(*) AS n FROM c"
 )
 
@@ -265,7 +266,7 @@ async def test_a_statement_longer_than_the_wait_goes_on_as_a_task_whose_result_i
             assert others.status_code == 404, (other, others.text)
         ended = await ops.wait_task(started["id"], "anna", within_seconds=60)
         assert ended["status"] == "success", ended
-        assert (ended["result"]["columns"], ended["result"]["rows"]) == (["n"], [{"n": 8_000_000}])
+        assert (ended["result"]["columns"], ended["result"]["rows"]) == (["n"], [{"n": 40_000_000}])
 
         failing = await ops.http.post(
             "/api/envs/dev/sql",
