@@ -269,6 +269,13 @@ async def test_a_turns_end_keeps_its_answer_and_record_and_gives_its_lease_back_
     assert (ended.released, ended.answer_refused) == (True, "")
     again = await agent.EndTurn(end, metadata=person("alice"))  # a retry: nothing kept twice
     assert (again.released, again.answer_refused) == (False, "")
+    assert (await agent.AcquireLease(lease, metadata=person("alice"))).acquired
+    end.answer.CopyFrom(
+        convo_pb2.Message(client_message_id="a3", role="assistant", content="x" * (LIMIT + 1))
+    )
+    too_long = await agent.EndTurn(end, metadata=person("alice"))  # not kept; the rest of the end is
+    assert too_long.released
+    assert too_long.answer_refused.startswith("invalid_answer: content is 1001 characters")
     assert (await rest.get(f"/api/agent/conversations/{cid}/active", headers=_auth("alice"))).json() == {
         "active": False
     }
@@ -278,8 +285,8 @@ async def test_a_turns_end_keeps_its_answer_and_record_and_gives_its_lease_back_
     ]
     trail = [row for row in await _trail(fresh_database_url) if row["service_identity"] == "agent"]
     assert [(row["user_id"], row["action"], row["decision"]) for row in trail] == [
-        ("alice", "send", "allowed")
-    ] * 3
+        ("alice", "send", "allowed")  # the first turn's, this one's, its retry's, the too long one's
+    ] * 4
 
 
 async def test_an_answer_its_conversation_refuses_at_the_end_is_said_and_the_record_is_still_kept(

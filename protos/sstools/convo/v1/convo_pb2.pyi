@@ -378,7 +378,9 @@ class EndTurnResponse(_message.Message):
     """Whether the holder still had the lease."""
     audit_id: _builtins.str
     answer_refused: _builtins.str
-    """Set when the answer was not kept: why ("conversation_archived", "conversation_not_found")."""
+    """Set when the answer was not kept: why ("conversation_archived", "conversation_not_found",
+    "invalid_answer: <what>", e.g. too long).
+    """
     def __init__(
         self,
         *,

@@ -51,8 +51,8 @@ class ConversationServiceStub:
     EndTurn: _grpc.UnaryUnaryMultiCallable[_convo_pb2.EndTurnRequest, _convo_pb2.EndTurnResponse]
     """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
     a message), its audit record, and its lease given back when it held one. An answer the
-    conversation refuses now (archived meanwhile) is said in the response; the record and the
-    release still happen. The record's user is the user token's subject; a user token that
+    conversation refuses now (archived meanwhile) or that is not valid (too long) is said in the
+    response; the record and the release still happen. The record's user is the user token's subject; a user token that
     expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
     as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
     with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no
@@ -91,8 +91,8 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     EndTurn: _aio.UnaryUnaryMultiCallable[_convo_pb2.EndTurnRequest, _convo_pb2.EndTurnResponse]  # type: ignore[assignment]
     """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
     a message), its audit record, and its lease given back when it held one. An answer the
-    conversation refuses now (archived meanwhile) is said in the response; the record and the
-    release still happen. The record's user is the user token's subject; a user token that
+    conversation refuses now (archived meanwhile) or that is not valid (too long) is said in the
+    response; the record and the release still happen. The record's user is the user token's subject; a user token that
     expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
     as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
     with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no
@@ -158,8 +158,8 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_convo_pb2.EndTurnResponse, _abc.Awaitable[_convo_pb2.EndTurnResponse]]:
         """A command's end, in one call and one transaction: its answer kept (as AppendMessages keeps
         a message), its audit record, and its lease given back when it held one. An answer the
-        conversation refuses now (archived meanwhile) is said in the response; the record and the
-        release still happen. The record's user is the user token's subject; a user token that
+        conversation refuses now (archived meanwhile) or that is not valid (too long) is said in the
+        response; the record and the release still happen. The record's user is the user token's subject; a user token that
         expired during the turn is still taken for a bounded time (CONVO_LATE_USER_TOKEN_SECONDS),
         as AppendMessages and DeleteUploads take one. A submit refused for its token is recorded
         with no user token, for no user: only as decision "refused" with code UNAUTHORIZED, with no

@@ -169,8 +169,14 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         record = request.audit
         if not record.decision:
             _invalid("audit.decision is required")
-        answer = self._new_message(request.answer) if request.HasField("answer") else None
-        anonymous = (record.decision, record.code) == ("refused", "UNAUTHORIZED") and answer is None
+        answered = request.HasField("answer")
+        answer, answer_invalid = None, None
+        if answered:  # judged on its own: an answer not valid costs neither the record nor the release
+            try:
+                answer = self._new_message(request.answer)
+            except RequestInvalid as problem:
+                answer_invalid = f"invalid_answer: {problem}"
+        anonymous = (record.decision, record.code) == ("refused", "UNAUTHORIZED") and not answered
         if anonymous and not has_user_token(context.invocation_metadata()):
             user = ""  # a submit refused for its token: it names no one the service could trust
         else:
@@ -181,7 +187,7 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
         except MalformedCall as problem:
             _invalid(str(problem))
         conversation_id = _uuid(request.conversation_id) if request.conversation_id else None
-        if (answer is not None or request.holder) and conversation_id is None:
+        if (answered or request.holder) and conversation_id is None:
             _invalid("conversation_id is required with an answer or a holder")
         ended = await self._store.end_turn(
             user,
@@ -205,7 +211,9 @@ class ConversationServicer(convo_pb2_grpc.ConversationServiceServicer):
             },
         )
         return convo_pb2.EndTurnResponse(
-            released=ended.released, audit_id=str(ended.audit_id), answer_refused=ended.answer_refused or ""
+            released=ended.released,
+            audit_id=str(ended.audit_id),
+            answer_refused=answer_invalid or ended.answer_refused or "",
         )
 
     @_status_codes
