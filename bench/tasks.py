@@ -21,8 +21,9 @@ here from that log, the same way for both sides:
   actions (which take a person the operators above) inside it. A person who thinks while a page
   loads would be quicker on both sides: adding both is the conservative reading for each.
 
-Printed as JSON: a line per run, then the medians over runs per job and side (clicks,
-keystrokes, wall seconds, the estimate) and the ratio chat / manual of the median estimates.
+Printed as JSON: a line per run (with each job's waits: where its wall time went), then the medians
+over runs per job and side (clicks, keystrokes, wall seconds, the estimate) and the ratio chat /
+manual of the median estimates.
 SC-006 asks for at most 0.7 on every job.
 
 Run: `.venv/bin/python bench/tasks.py [--runs 2]` (each run: a stack start, then ~5 minutes).
@@ -34,7 +35,7 @@ import math
 import statistics
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ class Estimate:
     wall_s: float = 0.0
     waited_s: float = 0.0
     requests: int = 0  # requests sent to the agent
+    waits: list[tuple[str, float]] = field(default_factory=list)  # what the person waited for, seconds
 
     @property
     def operators_s(self) -> float:
@@ -107,12 +109,13 @@ def estimate(actions: list[dict[str, Any]], wall_ms: float) -> Estimate:
     found = Estimate(wall_s=wall_ms / 1000, mentals=1)  # the outcome read at the end
     hand = "mouse"
     previous: dict[str, Any] = {}
-    field: str | None = None  # the field this step clicked or typed into: its keys go on with it
+    typed_into: str | None = None  # the field this step clicked or typed into: its keys go on with it
     for action in actions:
         op = action["op"]
         if op == "wait":
             found.waited_s += action["ms"] / 1000
-            field = None  # what the screen then shows is read anew
+            found.waits.append((action["what"], action["ms"] / 1000))
+            typed_into = None  # what the screen then shows is read anew
             continue
         if op in MOUSE_OPS | KEYBOARD_OPS:
             side = "mouse" if op in MOUSE_OPS else "keyboard"
@@ -129,15 +132,15 @@ def estimate(actions: list[dict[str, Any]], wall_ms: float) -> Estimate:
             found.mentals += previous.get("op") != "hover"  # a row's action pointed at in one go
         elif op == "type":
             found.keystrokes += len(action["text"])
-            found.mentals += field != action["target"]
+            found.mentals += typed_into != action["target"]
             found.requests += action["target"] == COMPOSER
         elif op == "key":
             found.keystrokes += keystrokes_of(action["key"])
-            found.mentals += field is None  # Enter ends the string, Ctrl+A starts it: no new thought
+            found.mentals += typed_into is None  # Enter ends the string, Ctrl+A starts it: no new thought
         if op in MOUSE_OPS:
-            field = action["target"] if op == "click" else None
+            typed_into = action["target"] if op == "click" else None
         elif op == "type":
-            field = action["target"]
+            typed_into = action["target"]
         previous = action
     return found
 
@@ -231,7 +234,11 @@ def main() -> None:
     for number in range(1, args.runs + 1):
         runs.append(one_run())
         figures = {
-            task: {way: found.summary() for way, found in sides.items()} for task, sides in runs[-1].items()
+            task: {
+                way: {**found.summary(), "waits": [[what, round(s, 2)] for what, s in found.waits]}
+                for way, found in sides.items()
+            }
+            for task, sides in runs[-1].items()
         }
         print(json.dumps({"run": number, "jobs": figures}, ensure_ascii=False), flush=True)
     summary = medians(runs)

@@ -36,6 +36,7 @@ def test_a_chat_request_is_one_thought_its_typing_and_its_enter(study: ModuleTyp
     # the bookmark, the request, the answer read; Enter ends the string: no thought of its own
     assert found.mentals == 3
     assert found.waited_s == pytest.approx(2.0)
+    assert found.waits == [("the page", 0.3), ("the answer", 1.7)]  # where the wall time went
     expected = 21 * 0.28 + 1.1 + 2 * 0.1 + 0.4 + 3 * 1.35
     assert found.operators_s == pytest.approx(expected)
     assert found.klm_s == pytest.approx(expected + 2.5)
