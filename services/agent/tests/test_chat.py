@@ -186,6 +186,65 @@ async def test_reject_deploys_nothing(
     assert await _in_prod(prod, title) == 0
 
 
+async def test_two_changes_asked_at_once_are_made_in_order_each_on_its_own_card(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    paused = await agent_stack.say("сделай бэкап prod и начни техработы", conversation)
+    assert [card["tool_name"] for card in paused.of("confirm_required")] == ["run_backup"], dump(paused)
+
+    backed_up = await agent_stack.say("", conversation, action="confirm")
+    assert [event["tool"] for event in backed_up.of("tool_start")] == ["run_backup"], dump(backed_up)
+    # the backup made, the second change waits for a card of its own, in the same environment
+    (card,) = backed_up.of("confirm_required")
+    assert (card["tool_name"], card["tool_args"]["env_id"], card["dangerous"]) == (
+        "start_maintenance",
+        "prod",
+        True,
+    )
+    assert backed_up.state == "needs_confirmation", dump(backed_up)
+
+    started = await agent_stack.say("", conversation, action="confirm")
+    assert [event["tool"] for event in started.of("tool_start")] == ["start_maintenance"], dump(started)
+    assert started.state == "success", dump(started)
+    # both outcomes said, in order: the backup's task, then the window now open
+    backup_said, window_said = (
+        started.text.find("Задача backup выполнена"),
+        started.text.find("| prod | идёт |"),
+    )
+    assert 0 <= backup_said < window_said, started.text
+    refused = await agent_stack.say("начни техработы в prod", conversation)  # it is under way now
+    assert [card["tool_name"] for card in refused.of("confirm_required")] == ["start_maintenance"]
+    again = await agent_stack.say("", conversation, action="confirm")
+    assert again.state == "failed", dump(again)
+    confirms = [record for record in await agent_stack.audit(conversation) if record["action"] == "confirm"]
+    assert [record["tool_name"] for record in confirms] == [
+        "run_backup",
+        "start_maintenance",
+        "start_maintenance",
+    ]
+    # the first confirm's record: the backup confirmed and made, the next card among its calls
+    assert confirms[0]["decision"] == "confirmed", confirms[0]
+    assert [(call["tool"], call["decision"]) for call in confirms[0]["calls"]] == [
+        ("run_backup", "confirmed"),
+        ("start_maintenance", "needs_confirmation"),
+    ]
+
+
+async def test_a_rejected_change_stops_the_ones_asked_after_it_and_says_so(
+    agent_stack: AgentStack, conversation: str
+) -> None:
+    await agent_stack.say("сделай бэкап prod и начни техработы", conversation)
+    rejected = await agent_stack.say("", conversation, action="reject")
+    assert rejected.of("tool_start") == [], dump(rejected)
+    assert rejected.of("confirm_required") == [], dump(rejected)
+    assert rejected.text.startswith("Отменено"), rejected.text
+    assert "Остальное из запроса не сделано" in rejected.text, rejected.text  # not dropped unsaid
+    asked = await agent_stack.say("начни техработы в prod", conversation)  # none was started
+    assert [card["tool_name"] for card in asked.of("confirm_required")] == ["start_maintenance"], dump(asked)
+    started = await agent_stack.say("", conversation, action="confirm")
+    assert started.state == "success", dump(started)
+
+
 async def test_an_edit_to_another_dashboard_is_shown_by_its_title_then_runs_as_edited(
     agent_stack: AgentStack, conversation: str, dev: SupersetClient, prod: SupersetClient
 ) -> None:

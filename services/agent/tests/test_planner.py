@@ -279,3 +279,64 @@ def test_a_follow_up_naming_no_value_the_table_holds_asks_instead_of_running_the
             assert planned.response_metadata == {"needs_clarification": True}
         else:
             assert [(call["name"], call["args"]["sql"]) for call in planned.tool_calls] == [(tool, filtered)]
+
+
+WITH_PROD = TurnContext(
+    (Environment("dev", "dev", False), Environment("prod", "prod", True)), "dev", "default"
+)
+
+
+def _done(messages: list[Any], call: dict[str, Any], result: dict[str, Any], *, failed: bool = False) -> None:
+    messages.append(AIMessage("", tool_calls=[{**call, "id": call["id"]}]))
+    messages.append(
+        ToolMessage(
+            json.dumps(result),
+            tool_call_id=call["id"],
+            name=call["name"],
+            status="error" if failed else "success",
+        )
+    )
+
+
+def test_changes_asked_at_once_are_made_one_after_another_and_each_outcome_said() -> None:
+    messages: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod и начни техработы")]
+    (backup,) = OfflinePlanner().plan(messages).tool_calls
+    assert (backup["name"], backup["args"]) == ("run_backup", {"env_id": "prod"})
+    _done(messages, backup, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
+    (window,) = OfflinePlanner().plan(messages).tool_calls  # the next one, once the backup is made
+    assert (window["name"], window["args"]["env_id"]) == ("start_maintenance", "prod")
+    _done(
+        messages, window, {"id": "w1", "env_id": "prod", "reason": "r", "started_by": "adam", "active": True}
+    )
+    answer = OfflinePlanner().plan(messages)
+    assert answer.tool_calls == []
+    said = str(answer.content).split("\n\n")
+    assert len(said) == 2, said
+    assert "backup" in said[0], said
+    assert "| prod |" in said[1], said
+
+
+def test_a_change_that_failed_stops_the_ones_after_it_and_the_answer_says_what_was_not_done() -> None:
+    messages: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod и начни техработы")]
+    (backup,) = OfflinePlanner().plan(messages).tool_calls
+    _done(messages, backup, {"error": {"code": "rejected", "message": "nothing was run"}}, failed=True)
+    answer = OfflinePlanner().plan(messages)
+    assert answer.tool_calls == []
+    assert str(answer.content).endswith(
+        "Остальное из запроса не сделано; попросите отдельно, например: «Начни регламентные работы в prod»."
+    )
+    # a change that still runs as a task when its call answered: the next waits for its end
+    running: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod и начни техработы")]
+    (started,) = OfflinePlanner().plan(running).tool_calls
+    _done(running, started, {"id": "b1", "kind": "backup", "status": "queued", "result": None})
+    waits = OfflinePlanner().plan(running)
+    assert waits.tool_calls == []
+    assert str(waits.content).endswith(
+        "Остальное из запроса не сделано — попросите, когда задача закончится, например: "
+        "«Начни регламентные работы в prod»."
+    )
+    # one change asked, one made: its outcome alone, as ever
+    single: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod")]
+    (alone,) = OfflinePlanner().plan(single).tool_calls
+    _done(single, alone, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
+    assert "\n\n" not in str(OfflinePlanner().plan(single).content)

@@ -27,6 +27,35 @@ def test_environments_are_read_as_configured_and_test_invents_none() -> None:
     assert read_request("выкати Sales Overview на стейджинг", ENVIRONMENTS).unknown_env == "стейджинг"
 
 
+def test_the_words_of_a_dashboards_title_ask_for_nothing() -> None:
+    request = read_request("задеплой дашборд Backup report в prod", ENVIRONMENTS)
+    assert (request.intent, request.dashboard_name, request.then) == ("deploy_dashboard", "Backup report", ())
+    # still a name asked about, only without a meaning of its own
+    asked = read_request("Sales Overview в порядке?", ENVIRONMENTS)
+    assert (asked.intent, asked.dashboard_name) == ("get_health_summary", "Sales Overview")
+    # and the reason given keeps the title as written
+    because = read_request("начни техработы в prod, потому что дашборд Sales Overview сломан", ENVIRONMENTS)
+    assert (because.intent, because.reason) == ("start_maintenance", "дашборд Sales Overview сломан")
+
+
+@pytest.mark.parametrize(
+    ("text", "then"),
+    [
+        ("сделай бэкап prod и начни техработы", ("start_maintenance",)),
+        ("back up prod, then start maintenance", ("start_maintenance",)),
+        ("задеплой дашборд Orders and Events в prod и закоммить изменения", ("commit_changes",)),
+        # a change only named as the reason, or refused, or a read after it, is not asked for
+        ("start maintenance in prod because of the backup", ()),
+        ("сделай бэкап prod, но техработы не начинай", ()),
+        ("сделай бэкап prod и покажи дашборды", ()),
+        # changes come after a change: a read that leads is answered alone, as before
+        ("покажи дашборды и сделай бэкап prod", ()),
+    ],
+)
+def test_changes_asked_after_the_first_are_read_in_order(text: str, then: tuple[str, ...]) -> None:
+    assert read_request(text, ENVIRONMENTS).then == then
+
+
 def test_a_statement_the_message_says_not_to_run_is_not_run() -> None:
     request = read_request("не выполняй DELETE FROM orders, просто скажи, сколько там строк", ENVIRONMENTS)
     assert request.sql is None

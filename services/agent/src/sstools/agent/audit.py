@@ -126,14 +126,19 @@ def _decision(calls: list[AuditCall], facts: AuditFacts, action: str) -> tuple[s
     if facts.refused:
         return "refused", facts.refused
     # an edited answer too may be denied, refused, or make a card the person must see again
-    for decision, code in (("denied", "permission_denied"), ("needs_confirmation", "")):
-        if any(call.decision == decision for call in calls):
-            return decision, code
-    if calls and all(call.decision == "refused" for call in calls):
-        return "refused", calls[0].code
-    if action in _ANSWERED:  # a confirm sent again is told the first one's answer: nothing ran
+    if any(call.decision == "denied" for call in calls):
+        return "denied", "permission_denied"
+    answered = _ANSWERED.get(action)
+    # the card answered was decided; a card that follows it (the next change the person asked
+    # for) is one of the command's calls, not its decision
+    if not (answered and any(call.decision == answered for call in calls)):
+        if any(call.decision == "needs_confirmation" for call in calls):
+            return "needs_confirmation", ""
+        if calls and all(call.decision == "refused" for call in calls):
+            return "refused", calls[0].code
+    if answered:  # a confirm sent again is told the first one's answer: nothing ran
         replayed = bool(calls) and all(call.outcome == "replayed" for call in calls)
-        return _ANSWERED[action], "replayed" if replayed else ""
+        return answered, "replayed" if replayed else ""
     return "allowed", ""
 
 

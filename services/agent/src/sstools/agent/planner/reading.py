@@ -365,6 +365,9 @@ class Request:
     words: str  # the message without its SQL
     intents: tuple[str, ...]  # tools its words name, first the one that leads
     negated: frozenset[str]
+    # changes asked after the leading change, each in a clause of its own ("back up prod, then
+    # start maintenance"): made in order once the one before succeeded, each on its own card
+    then: tuple[str, ...]
     target_env: str | None
     source_env: str | None
     dashboard_ids: tuple[int, ...]
@@ -425,15 +428,22 @@ def _in_question(words: str, start: int, end: int) -> bool:
 
 def asks_anything(words: str) -> bool:
     """Whether the words ask for something: a tool named by more than its object's noun."""
-    return any(tool not in _NOUNS for tool in read_intents(words, None)[0])
+    return any(tool not in _NOUNS for tool in read_intents(words, None).named)
 
 
-def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The tools the words name — the one asked first leads (by clause, in precedence order within
-    one) — and those they name only to negate."""
+@dataclass(frozen=True)
+class Intents:
+    named: tuple[str, ...]  # the one asked first leads (by clause, in precedence order within one)
+    negated: frozenset[str]  # named only to be negated
+    at: Mapping[str, int]  # where the words name each tool (the match that counts)
+
+
+def read_intents(words: str, sql: str | None) -> Intents:
+    """The tools the words name, and those they name only to negate."""
     named: list[str] = []
     negated: set[str] = set()
     clause_of: dict[str, int] = {}
+    at: dict[str, int] = {}
 
     def consider(tool: str, pattern: re.Pattern[str]) -> None:
         matches = list(pattern.finditer(words))
@@ -455,6 +465,7 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
             negated.add(tool)
         elif tool not in named:
             named.append(tool)
+            at[tool] = affirmed.start()
             clause_of[tool] = len(_CLAUSES.findall(words[: affirmed.start()]))
 
     if _CAPABILITIES.search(words) and not NEGATION.search(words):
@@ -471,7 +482,8 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
         run = next(runs, None)
         if "superset_format_sql" not in named or run is not None:
             named.append(SQL_TOOL)
-            clause_of[SQL_TOOL] = len(_CLAUSES.findall(words[: run.start()] if run else words))
+            at[SQL_TOOL] = run.start() if run else len(words)
+            clause_of[SQL_TOOL] = len(_CLAUSES.findall(words[: at[SQL_TOOL]]))
     elif _DESCRIBED_SQL.search(words):
         consider(SQL_TOOL, _DESCRIBED_SQL)
     consider("list_llm_providers", _LLM_PROVIDERS)
@@ -485,7 +497,7 @@ def read_intents(words: str, sql: str | None) -> tuple[tuple[str, ...], frozense
     # nouns more than requests ("dashboard", "table"): they lead only when nothing else is asked
     for tool, pattern in _NOUNS.items():
         consider(tool, pattern)
-    return tuple(named), frozenset(negated)
+    return Intents(tuple(named), frozenset(negated), at)
 
 
 def unknown_env(tokens: Sequence[str], aliases: Mapping[str, str]) -> str | None:
@@ -674,7 +686,7 @@ _IMPERATIVES = {
 
 
 def _imperative(word: str) -> bool:
-    return word.lower() in _IMPERATIVES or bool(read_intents(word, None)[0])
+    return word.lower() in _IMPERATIVES or bool(read_intents(word, None).named)
 
 
 def _char_before(words: str, index: int) -> str:
@@ -724,7 +736,6 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
     quoted = tuple(item.strip() for item in _QUOTED.findall(words) if item.strip())
     plain = _QUOTED.sub(" ", words)
     tokens = _TOKEN.findall(plain)
-    intents, negated = read_intents(plain, sql)
     target, source = read_envs(tokens, aliases)
     env_words = [env.id for env in environments] + [env.name for env in environments]
     dashboard_ids = tuple(int(found) for found in _ID_AFTER_WORD.findall(plain))
@@ -740,14 +751,22 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
     limit = _LIMIT.search(plain)
     branch = _BRANCH.search(words)
     message = _MESSAGE.search(words)
+    dashboard_name = read_dashboard_name(named_from, name_quotes, env_words)
+    # a dashboard's title asks for nothing ("deploy the Backup report dashboard"): its words are
+    # read as a name's, of no meaning ("Sales Overview в порядке?" still asks about a name)
+    asked = plain.replace(dashboard_name, _meaningless(dashboard_name)) if dashboard_name else plain
+    intents = read_intents(asked, sql)
+    named = _described_sql_first(intents.named, plain, sql)
+    reason = _REASON.search(plain)  # at the same place in both: the name keeps its length
     return Request(
         words=words,
-        intents=_described_sql_first(intents, plain, sql),
-        negated=negated,
+        intents=named,
+        negated=intents.negated,
+        then=_changes_after(named, intents.at, asked, reason.start(1) if reason else len(asked)),
         target_env=target,
         source_env=source,
         dashboard_ids=dashboard_ids if not task else (),
-        dashboard_name=read_dashboard_name(named_from, name_quotes, env_words),
+        dashboard_name=dashboard_name,
         refers_back=bool(_PRONOUN.search(plain)),
         sql=sql,
         table=read_table(plain) or refused_table,
@@ -756,11 +775,11 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         database_mapping=tuple(_MAPPED.findall(plain)),
         task_id=task.group(0).lower() if task else None,
         title=title or (quoted[0] if quoted else None),
-        reason=_first_group(message) or _first_group(_REASON.search(plain)),
+        reason=_first_group(message) or _first_group(reason),
         search_query=search_filter.group(3) if search_filter else None,
         tag=search_filter.group(1) if search_filter else None,
         owner=search_filter.group(2) if search_filter else None,
-        small_talk=bool(_SMALL_TALK.match(plain) or (not intents and _SMALL_TALK_FIRST.match(plain))),
+        small_talk=bool(_SMALL_TALK.match(plain) or (not named and _SMALL_TALK_FIRST.match(plain))),
         limit=int(next(group for group in limit.groups() if group)) if limit else None,
         quoted=quoted,
         branch=_branch_name(branch),
@@ -772,6 +791,31 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
         dialect=_first_group(_DIALECT.search(words)),
         colon_value=_first_group(re.search(r":\s*([^,.;:!?]{1,120})", plain)),
     )
+
+
+def _meaningless(name: str) -> str:
+    """``name`` with every letter of its words one that spells nothing, in the same script."""
+    return re.sub(r"\w", lambda letter: "x" if letter.group().isascii() else "ы", name)
+
+
+def _changes_after(
+    intents: tuple[str, ...], at: Mapping[str, int], words: str, reason_at: int
+) -> tuple[str, ...]:
+    """The changes asked after a leading change, each in a later clause than the one before it and
+    not in the reason given ("start maintenance, because of the backup" asks for no backup)."""
+    if not intents or not tool_spec(intents[0]).may_change or intents[0] not in at:
+        return ()
+    then: list[str] = []
+    clause = len(_CLAUSES.findall(words[: at[intents[0]]]))
+    for tool in intents[1:]:
+        start = at.get(tool)
+        if start is None or start >= reason_at or not tool_spec(tool).may_change:
+            continue
+        later = len(_CLAUSES.findall(words[:start]))
+        if later > clause:
+            then.append(tool)
+            clause = later
+    return tuple(then)
 
 
 def _branch_name(found: re.Match[str] | None) -> str | None:

@@ -79,6 +79,11 @@ def _changed(done: "Done") -> bool:
     return tool(done.tool).may_change
 
 
+def _running(done: "Done") -> bool:
+    """Whether a call answered with an ops task that has not ended (it outlived the tool's wait)."""
+    return isinstance(done.result, dict) and done.result.get("status") in ("queued", "running")
+
+
 def _default_schema(schemas: Sequence[str]) -> str:
     return next((name for name in schemas if name in ("main", "public")), schemas[0])
 
@@ -292,8 +297,11 @@ class Planner:
                 ),
                 asks_back=True,
             )
-        if changed := next((done for done in self.done if _changed(done)), None):
-            return self._answer(changed)  # one change a turn: its outcome is the answer
+        if changes := [done for done in self.done if _changed(done)]:
+            following = self._following(changes)
+            if following is None:
+                return self._outcomes(changes)  # the changes asked for are made: their outcomes
+            intent = following
         needs = _Needs()
         args = self._arguments(intent, needs)
         if args is not None and needs.call is None and needs.question is None:
@@ -331,6 +339,37 @@ class Planner:
             ),
             asks_back=True,
         )
+
+    def _following(self, changes: Sequence[Done]) -> str | None:
+        """The next change the request asks for after those made, once the last one has
+        succeeded: not failed, rejected, or still running as a task."""
+        last = changes[-1]
+        if last.failed or _running(last):
+            return None
+        made = {done.tool for done in changes}
+        return next((name for name in self.request.then if name not in made), None)
+
+    def _outcomes(self, changes: Sequence[Done]) -> Reply:
+        """Each change's outcome, in order; and what the request asked for that was not made —
+        after one that failed or was rejected, or that still runs — said, never dropped."""
+        said = [self._answer(done).text for done in changes]
+        made = {done.tool for done in changes}
+        if left := [name for name in self.request.then if name not in made]:
+            asked = ", ".join(f"«{tool(name).example[0]}»" for name in left)
+            asked_en = ", ".join(f"“{tool(name).example[1]}”" for name in left)
+            said.append(
+                self.say(
+                    "Остальное из запроса не сделано — попросите, когда задача закончится, "
+                    f"например: {asked}.",
+                    f"The rest of the request was not done — ask for it once the task ends, e.g. {asked_en}.",
+                )
+                if _running(changes[-1])
+                else self.say(
+                    f"Остальное из запроса не сделано; попросите отдельно, например: {asked}.",
+                    f"The rest of the request was not done; ask for it on its own, e.g. {asked_en}.",
+                )
+            )
+        return Reply("\n\n".join(said))
 
     def _answer(self, final: Done) -> Reply:
         if final.failed and isinstance(final.result, dict):
