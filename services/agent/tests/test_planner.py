@@ -340,3 +340,22 @@ def test_a_change_that_failed_stops_the_ones_after_it_and_the_answer_says_what_w
     (alone,) = OfflinePlanner().plan(single).tool_calls
     _done(single, alone, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
     assert "\n\n" not in str(OfflinePlanner().plan(single).content)
+
+
+def test_a_check_that_finds_errors_stops_the_deploy_asked_after_it() -> None:
+    messages: list[Any] = [
+        WITH_PROD.message(),
+        HumanMessage("Сначала проверь Sales Overview через LLM, потом задеплой его в прод"),
+    ]
+    found = {"env_id": "dev", "count": 1, "dashboards": [{"id": 7, "title": "Sales Overview", "tags": []}]}
+    for _ in range(3):  # the name resolved, then the check itself
+        (call,) = OfflinePlanner().plan(messages).tool_calls
+        if call["name"] != "search_dashboards":
+            break
+        _done(messages, call, found)
+    assert (call["name"], call["args"]["dashboard_id"]) == ("run_llm_validation", 7)
+    invalid = {"title": "Sales Overview", "valid": False, "errors": 1, "findings": []}
+    _done(messages, call, {"id": "v1", "kind": "llm_validation", "status": "success", "result": invalid})
+    answer = OfflinePlanner().plan(messages)
+    assert answer.tool_calls == []  # no deploy card after a check that failed
+    assert "Остальное из запроса не сделано" in str(answer.content)

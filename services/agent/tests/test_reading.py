@@ -33,6 +33,11 @@ def test_the_words_of_a_dashboards_title_ask_for_nothing() -> None:
     # still a name asked about, only without a meaning of its own
     asked = read_request("Sales Overview в порядке?", ENVIRONMENTS)
     assert (asked.intent, asked.dashboard_name) == ("get_health_summary", "Sales Overview")
+    # a name read where none is asks for what it says when nothing else is asked
+    assert (
+        read_request("прогони LLM-валидацию по Legacy KPIs на деве", ENVIRONMENTS).intent
+        == "run_llm_validation"
+    )
     # and the reason given keeps the title as written
     because = read_request("начни техработы в prod, потому что дашборд Sales Overview сломан", ENVIRONMENTS)
     assert (because.intent, because.reason) == ("start_maintenance", "дашборд Sales Overview сломан")
@@ -44,6 +49,10 @@ def test_the_words_of_a_dashboards_title_ask_for_nothing() -> None:
         ("сделай бэкап prod и начни техработы", ("start_maintenance",)),
         ("back up prod, then start maintenance", ("start_maintenance",)),
         ("задеплой дашборд Orders and Events в prod и закоммить изменения", ("commit_changes",)),
+        ("сначала сделай бэкап прода, потом задеплой туда Sales Overview", ("deploy_dashboard",)),
+        # a word further into a clause is not asked for ("в ветку" is the commit's branch)
+        ("Закоммить Orders and Events с дева в ветку main", ()),
+        ("создай дашборд «Финансы 2025» и сразу опубликуй его", ()),
         # a change only named as the reason, or refused, or a read after it, is not asked for
         ("start maintenance in prod because of the backup", ()),
         ("сделай бэкап prod, но техработы не начинай", ()),

@@ -753,9 +753,12 @@ def read_request(text: str, environments: Sequence[Environment]) -> Request:
     message = _MESSAGE.search(words)
     dashboard_name = read_dashboard_name(named_from, name_quotes, env_words)
     # a dashboard's title asks for nothing ("deploy the Backup report dashboard"): its words are
-    # read as a name's, of no meaning ("Sales Overview в порядке?" still asks about a name)
+    # read as a name's, of no meaning ("Sales Overview в порядке?" still asks about a name);
+    # unless nothing else would be asked: a name read where none is ("run the LLM-validation")
     asked = plain.replace(dashboard_name, _meaningless(dashboard_name)) if dashboard_name else plain
     intents = read_intents(asked, sql)
+    if not intents.named:
+        asked, intents = plain, read_intents(plain, sql)
     named = _described_sql_first(intents.named, plain, sql)
     reason = _REASON.search(plain)  # at the same place in both: the name keeps its length
     return Request(
@@ -801,20 +804,25 @@ def _meaningless(name: str) -> str:
 def _changes_after(
     intents: tuple[str, ...], at: Mapping[str, int], words: str, reason_at: int
 ) -> tuple[str, ...]:
-    """The changes asked after a leading change, each in a later clause than the one before it and
-    not in the reason given ("start maintenance, because of the backup" asks for no backup)."""
+    """The changes asked after a leading change: each the verb a later clause starts with ("back
+    up prod, then deploy Sales Overview there"), not a word further in ("commit Orders and Events
+    to branch main" creates no branch), nor in the reason given. A statement is never one of them:
+    it is asked for alone."""
     if not intents or not tool_spec(intents[0]).may_change or intents[0] not in at:
         return ()
     then: list[str] = []
     clause = len(_CLAUSES.findall(words[: at[intents[0]]]))
     for tool in intents[1:]:
         start = at.get(tool)
-        if start is None or start >= reason_at or not tool_spec(tool).may_change:
+        if start is None or start >= reason_at or tool == SQL_TOOL or not tool_spec(tool).may_change:
             continue
-        later = len(_CLAUSES.findall(words[:start]))
-        if later > clause:
+        stem = re.search(r"[\w-]*$", words[:start])  # "за|деплой": from the whole word
+        word = stem.start() if stem else start
+        breaks = list(_CLAUSES.finditer(words[:word]))
+        opens = breaks and not words[breaks[-1].end() : word].strip(" ,;.!?—–")
+        if opens and len(breaks) > clause:
             then.append(tool)
-            clause = later
+            clause = len(breaks)
     return tuple(then)
 
 

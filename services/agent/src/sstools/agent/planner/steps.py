@@ -84,6 +84,12 @@ def _running(done: "Done") -> bool:
     return isinstance(done.result, dict) and done.result.get("status") in ("queued", "running")
 
 
+def _found_invalid(done: "Done") -> bool:
+    """Whether a check answered that what it checked is not valid: what was to follow it waits."""
+    outcome = done.result.get("result") if isinstance(done.result, dict) else None
+    return isinstance(outcome, dict) and outcome.get("valid") is False
+
+
 def _default_schema(schemas: Sequence[str]) -> str:
     return next((name for name in schemas if name in ("main", "public")), schemas[0])
 
@@ -344,7 +350,7 @@ class Planner:
         """The next change the request asks for after those made, once the last one has
         succeeded: not failed, rejected, or still running as a task."""
         last = changes[-1]
-        if last.failed or _running(last):
+        if last.failed or _running(last) or _found_invalid(last):
             return None
         made = {done.tool for done in changes}
         return next((name for name in self.request.then if name not in made), None)
