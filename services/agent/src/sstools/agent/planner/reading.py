@@ -804,10 +804,10 @@ def _meaningless(name: str) -> str:
 def _changes_after(
     intents: tuple[str, ...], at: Mapping[str, int], words: str, reason_at: int
 ) -> tuple[str, ...]:
-    """The changes asked after a leading change: each the verb a later clause starts with ("back
-    up prod, then deploy Sales Overview there"), not a word further in ("commit Orders and Events
-    to branch main" creates no branch), nor in the reason given. A statement is never one of them:
-    it is asked for alone."""
+    """The changes asked after a leading change: each the verb a later clause starts with (a
+    backup of staging; afterwards a deploy of Weekly Board to it), not a word further into a clause
+    (a commit's target branch creates none), nor in the reason given. A statement is never one of
+    them: it is asked for alone."""
     if not intents or not tool_spec(intents[0]).may_change or intents[0] not in at:
         return ()
     then: list[str] = []
