@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from sstools.agent.context import Environment, Focus, TurnContext
@@ -286,7 +286,7 @@ WITH_PROD = TurnContext(
 )
 
 
-def _done(messages: list[Any], call: dict[str, Any], result: dict[str, Any], *, failed: bool = False) -> None:
+def _done(messages: list[Any], call: ToolCall, result: dict[str, Any], *, failed: bool = False) -> None:
     messages.append(AIMessage("", tool_calls=[{**call, "id": call["id"]}]))
     messages.append(
         ToolMessage(
