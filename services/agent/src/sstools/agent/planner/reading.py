@@ -442,7 +442,6 @@ def read_intents(words: str, sql: str | None) -> Intents:
     """The tools the words name, and those they name only to negate."""
     named: list[str] = []
     negated: set[str] = set()
-    clause_of: dict[str, int] = {}
     at: dict[str, int] = {}
 
     def consider(tool: str, pattern: re.Pattern[str]) -> None:
@@ -466,7 +465,6 @@ def read_intents(words: str, sql: str | None) -> Intents:
         elif tool not in named:
             named.append(tool)
             at[tool] = affirmed.start()
-            clause_of[tool] = len(_CLAUSES.findall(words[: affirmed.start()]))
 
     if _CAPABILITIES.search(words) and not NEGATION.search(words):
         named.append("show_capabilities")
@@ -483,11 +481,10 @@ def read_intents(words: str, sql: str | None) -> Intents:
         if "superset_format_sql" not in named or run is not None:
             named.append(SQL_TOOL)
             at[SQL_TOOL] = run.start() if run else len(words)
-            clause_of[SQL_TOOL] = len(_CLAUSES.findall(words[: at[SQL_TOOL]]))
     elif _DESCRIBED_SQL.search(words):
         consider(SQL_TOOL, _DESCRIBED_SQL)
     consider("list_llm_providers", _LLM_PROVIDERS)
-    named.sort(key=lambda tool: clause_of.get(tool, 0))
+    named.sort(key=lambda tool: len(_CLAUSES.findall(words[: at.get(tool, 0)])))  # by clause
     # only tasks have ids of this shape: one asks about its task, whatever else the message names
     if _UUID.search(words) and "get_task_status" in named:
         named.insert(0, named.pop(named.index("get_task_status")))
