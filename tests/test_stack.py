@@ -255,13 +255,17 @@ def _the_page_works_in_a_browser(
     each state kept in web/test-results/screenshots); then the dashboards the page and the drawer
     inside dev Superset deployed are in prod Superset."""
     ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
-    headers = _ops_headers(environment, data_root)
     supersets = stack.supersets
 
     def titles(env: str) -> dict[int, str]:
+        # tokens signed afresh: the browser suite outlasts a service token's five minutes
         found = httpx.get(
-            f"{ops}/api/envs/{env}/dashboards", headers=headers, params={"page_size": 100}, timeout=30
+            f"{ops}/api/envs/{env}/dashboards",
+            headers=_ops_headers(environment, data_root),
+            params={"page_size": 100},
+            timeout=30,
         )
+        assert found.status_code == 200, found.text
         return {item["id"]: item["title"] for item in found.json()["dashboards"]}
 
     # the drawer's script is served, dev's Superset pages load it once signed in (the suite's drawer
