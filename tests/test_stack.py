@@ -257,13 +257,9 @@ def _the_page_works_in_a_browser(
     ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
     supersets = stack.supersets
 
-    def titles(env: str) -> dict[int, str]:
-        # tokens signed afresh: the browser suite outlasts a service token's five minutes
+    def titles(env: str, headers: dict[str, str]) -> dict[int, str]:
         found = httpx.get(
-            f"{ops}/api/envs/{env}/dashboards",
-            headers=_ops_headers(environment, data_root),
-            params={"page_size": 100},
-            timeout=30,
+            f"{ops}/api/envs/{env}/dashboards", headers=headers, params={"page_size": 100}, timeout=30
         )
         assert found.status_code == 200, found.text
         return {item["id"]: item["title"] for item in found.json()["dashboards"]}
@@ -276,16 +272,18 @@ def _the_page_works_in_a_browser(
     assert tag not in httpx.get(f"{supersets['dev']}/login/", timeout=30).text
     policy = httpx.get(f"{page}/agent", timeout=30).headers["content-security-policy"]
     assert sorted(framing_allowed(policy)) == sorted(supersets.values())
-    deployed = {titles("dev")[1], titles("dev")[2]}  # the page's and the drawer's
-    assert not deployed & set(titles("prod").values())  # the deploys are what bring them
+    headers = _ops_headers(environment, data_root)
+    deployed = {titles("dev", headers)[1], titles("dev", headers)[2]}  # the page's and the drawer's
+    assert not deployed & set(titles("prod", headers).values())  # the deploys are what bring them
     suite = browser.run_suite(environment, data_root, database, supersets)
     assert suite.returncode == 0, _failed(suite, stack)
+    headers = _ops_headers(environment, data_root)  # the suite outlasts a service token's life
     for _ in range(60):  # a deploy runs as a task
-        if deployed <= set(titles("prod").values()):
+        if deployed <= set(titles("prod", headers).values()):
             break
         time.sleep(1)
     else:
-        raise AssertionError(f"{deployed} never all reached prod: {titles('prod')}")
+        raise AssertionError(f"{deployed} never all reached prod: {titles('prod', headers)}")
     # each state web/e2e shoots, at both widths, and the second tab's own
     states = (
         *("01-login", "02-prod-context", "02-tool-cards", "03-confirm-card", "04-confirmed", "05-rejected"),
