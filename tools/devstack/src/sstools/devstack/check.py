@@ -30,8 +30,9 @@ STATIC_STEPS = [
 MUTATION_STEP = ["sstools-mutation", "--changed", "--min-score", "90"]
 # Both cores: most tests wait on a server, a process or a browser, so two workers nearly halve
 # the run. A test file stays on one worker, with its module fixtures set up once; files are
-# handed out in testpaths' order (longest first), not xdist's by-number-of-tests.
-PYTEST = ["pytest", "--numprocesses", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
+# handed out in testpaths' order (longest first), not xdist's by-number-of-tests. The slowest
+# tests are listed at the end, where CI's log is cut, so a slow run says where its time went.
+PYTEST = ["pytest", "--numprocesses", "2", "--dist", "loadfile", "--no-loadscope-reorder", "--durations=10"]
 PYTEST_NO_TESTS = 5
 
 
