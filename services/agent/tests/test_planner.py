@@ -100,9 +100,22 @@ def test_this_dashboard_is_the_one_on_screen_and_the_answer_names_it() -> None:
 # can start anywhere in a long run (an address, a name with a dash, a number of rows), or a name
 # looked for over the whole message after each "dashboard". At the longest message allowed that
 # took 1.5 to 3 minutes of the agent's CPU for one turn; read in one pass it takes about a second.
-@pytest.mark.parametrize("unit", ["a", "1", "a-", "dashboard "])
-def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(unit: str) -> None:
-    text = (unit * MAX_MESSAGE_CHARS)[:MAX_MESSAGE_CHARS]
+# So was the start of the word naming a change asked after another, found before a long word.
+def _longest(unit: str, head: str = "", tail: str = "") -> str:
+    """The longest message allowed: ``unit`` repeated between ``head`` and ``tail``."""
+    run = MAX_MESSAGE_CHARS - len(head) - len(tail)
+    return head + (unit * run)[:run] + tail
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *(_longest(unit) for unit in ("a", "1", "a-", "dashboard ")),
+        _longest("a", "сделай бэкап prod ", " потом начни техработы"),
+    ],
+    ids=["a", "1", "a-", "dashboard", "a change after a long word"],
+)
+def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(text: str) -> None:
     started = time.perf_counter()
     OfflinePlanner().plan([CONTEXT.message(), HumanMessage(text)])
     assert time.perf_counter() - started < 20

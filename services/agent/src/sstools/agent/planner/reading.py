@@ -813,14 +813,21 @@ def _changes_after(
         start = at.get(tool)
         if start is None or start >= reason_at or tool == SQL_TOOL or not tool_spec(tool).may_change:
             continue
-        stem = re.search(r"[\w-]*$", words[:start])  # "за|деплой": from the whole word
-        word = stem.start() if stem else start
+        word = _word_start(words, start)  # "за|деплой": from the whole word
         breaks = list(_CLAUSES.finditer(words[:word]))
         opens = breaks and not words[breaks[-1].end() : word].strip(" ,;.!?—–")
         if opens and len(breaks) > clause:
             then.append(tool)
             clause = len(breaks)
     return tuple(then)
+
+
+def _word_start(words: str, at: int) -> int:
+    """Where the word holding ``at`` starts, read back from it: a pattern anchored at the end of
+    ``words[:at]`` would be tried from every character of a long run before it."""
+    while at and (words[at - 1].isalnum() or words[at - 1] in "_-"):  # re's \w, and a dash
+        at -= 1
+    return at
 
 
 def _branch_name(found: re.Match[str] | None) -> str | None:
