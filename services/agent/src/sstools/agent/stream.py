@@ -33,6 +33,7 @@ from sstools.agent.gate import REFUSED_EVENT, UNCHECKED_ARGS
 from sstools.agent.graph import AgentGraph, ModelMalformed, tool_error_detail
 from sstools.agent.language import Lang, say
 from sstools.agent.planner import NEEDS_CLARIFICATION
+from sstools.agent.planner.answers import found_issues
 from sstools.agent.wording import explained
 from sstools.common.catalogue import TOOLS
 
@@ -242,14 +243,6 @@ def tool_result(tool: str, run_id: str, output: ToolMessage, *, replayed: bool =
     return Event.of(ToolEndEvent(tool=tool, run_id=run_id, output=parsed, replayed=replayed), content)
 
 
-def _found_issues(result: Any) -> bool:
-    """A read that ran and found problems: broken charts, a dashboard that is not valid."""
-    if not isinstance(result, dict):
-        return False
-    outcome = result.get("result") if {"id", "kind", "status"} <= set(result) else result
-    return isinstance(outcome, dict) and (outcome.get("valid") is False or bool(outcome.get("broken_charts")))
-
-
 def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
     """The turn's badge, as truthful as its results: a rejected call is ``cancelled`` (nothing
     ran), a check that found problems ``issues_found``, never ``success``. A task the turn
@@ -270,7 +263,7 @@ def final_state(results: list[ToolMessage], asked_back: bool) -> Event:
                 return state("failed", task_id=parsed["id"])
             if _started_by(result):
                 task = parsed["id"]
-    if any(_found_issues(_parsed(result)) for result in results):
+    if any(found_issues(_parsed(result)) for result in results):
         return state("issues_found", task)
     return state("needs_clarification" if asked_back else "success", task)
 

@@ -25,6 +25,14 @@ def examples(lang: Lang) -> str:
     return ", ".join(f"{start}{EXAMPLE_PROMPTS[name][index]}{end}" for name in _EXAMPLES_SHOWN)
 
 
+def found_issues(result: Any) -> bool:
+    """A read or check that ran and found problems: broken charts, a dashboard that is not valid."""
+    if not isinstance(result, dict):
+        return False
+    outcome = result.get("result") if {"id", "kind", "status"} <= set(result) else result
+    return isinstance(outcome, dict) and (outcome.get("valid") is False or bool(outcome.get("broken_charts")))
+
+
 _ROWS_SHOWN = 20
 _CELL_CHARS = 80
 

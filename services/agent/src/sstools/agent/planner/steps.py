@@ -21,7 +21,7 @@ from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import markdown_text
-from sstools.agent.planner.answers import examples, failure, rendered, table
+from sstools.agent.planner.answers import examples, failure, found_issues, rendered, table
 from sstools.agent.planner.reading import (
     ENDING,
     PROBED_ROWS,
@@ -82,12 +82,6 @@ def _changed(done: "Done") -> bool:
 def _running(done: "Done") -> bool:
     """Whether a call answered with an ops task that has not ended (it outlived the tool's wait)."""
     return isinstance(done.result, dict) and done.result.get("status") in ("queued", "running")
-
-
-def _found_invalid(done: "Done") -> bool:
-    """Whether a check answered that what it checked is not valid: what was to follow it waits."""
-    outcome = done.result.get("result") if isinstance(done.result, dict) else None
-    return isinstance(outcome, dict) and outcome.get("valid") is False
 
 
 def _default_schema(schemas: Sequence[str]) -> str:
@@ -348,9 +342,9 @@ class Planner:
 
     def _following(self, changes: Sequence[Done]) -> str | None:
         """The next change the request asks for after those made, once the last one has
-        succeeded: not failed, rejected, or still running as a task."""
+        succeeded: not failed, rejected, still running as a task, or a check that found problems."""
         last = changes[-1]
-        if last.failed or _running(last) or _found_invalid(last):
+        if last.failed or _running(last) or found_issues(last.result):
             return None
         made = {done.tool for done in changes}
         return next((name for name in self.request.then if name not in made), None)
