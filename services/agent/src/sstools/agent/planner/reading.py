@@ -484,7 +484,7 @@ def read_intents(words: str, sql: str | None) -> Intents:
     elif _DESCRIBED_SQL.search(words):
         consider(SQL_TOOL, _DESCRIBED_SQL)
     consider("list_llm_providers", _LLM_PROVIDERS)
-    named.sort(key=lambda tool: len(_CLAUSES.findall(words[: at.get(tool, 0)])))  # by clause
+    named.sort(key=lambda tool: _clause_at(words, at.get(tool, 0)))
     # only tasks have ids of this shape: one asks about its task, whatever else the message names
     if _UUID.search(words) and "get_task_status" in named:
         named.insert(0, named.pop(named.index("get_task_status")))
@@ -808,7 +808,7 @@ def _changes_after(
     if not intents or not tool_spec(intents[0]).may_change or intents[0] not in at:
         return ()
     then: list[str] = []
-    clause = len(_CLAUSES.findall(words[: at[intents[0]]]))
+    clause = _clause_at(words, at[intents[0]])
     for tool in intents[1:]:
         start = at.get(tool)
         if start is None or start >= reason_at or tool == SQL_TOOL or not tool_spec(tool).may_change:
@@ -820,6 +820,11 @@ def _changes_after(
             then.append(tool)
             clause = len(breaks)
     return tuple(then)
+
+
+def _clause_at(words: str, position: int) -> int:
+    """The clause of ``words`` that ``position`` is in, counted from 0."""
+    return len(_CLAUSES.findall(words[:position]))
 
 
 def _word_start(words: str, at: int) -> int:
