@@ -799,6 +799,14 @@ describe("the drawer inside Superset", () => {
     page.on("framenavigated", (frame) => {
       if (frame.url().startsWith(BASE_URL)) agentPages.push(new URL(frame.url()).pathname);
     });
+    // what Superset answered to the sign-in, for a failure to say (once it left no message at all)
+    const signInAnswers: string[] = [];
+    page.on("response", (response) => {
+      const path = new URL(response.url()).pathname;
+      if (path.startsWith("/login") || path.startsWith("/api/v1/security")) {
+        signInAnswers.push(`${response.request().method()} ${path} ${response.status()}`);
+      }
+    });
     await page.goto(`${SUPERSET_DEV}/login/`);
     expect(await page.locator("#sstools-drawer").count()).toBe(0); // not before Superset knows who it is
     if (SSO_NAME) {
@@ -817,7 +825,10 @@ describe("the drawer inside Superset", () => {
     // sign-in that does fail says where the browser was left and what Superset's page said.
     await page.waitForURL(/\/superset\/welcome/, { waitUntil: "commit", timeout: 120_000 }).catch(async (error: unknown) => {
       const said = await page.locator("[role=alert], .ant-message, .ant-alert").allTextContents().catch(() => []);
-      throw new Error(`not signed in to Superset: left on ${page.url()}, saying "${said.join("; ")}": ${String(error)}`);
+      throw new Error(
+        `not signed in to Superset: left on ${page.url()}, saying "${said.join("; ")}", ` +
+          `after ${signInAnswers.join(", ") || "no answer to the sign-in"}: ${String(error)}`,
+      );
     });
     await page.goto(`${SUPERSET_DEV}${path}`);
     // the drawer's own elements are in a shadow root: Playwright's CSS locators go into it
