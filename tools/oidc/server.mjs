@@ -8,8 +8,10 @@
 //   "clients": [{"client_id", "client_secret", "redirect_uris": [...], "post_logout_redirect_uris": [...],
 //   "token_endpoint_auth_method"?: "client_secret_basic" | "client_secret_post"}],
 //   "provider_name"?: "Local SSO", "cookie_keys"?: [...]}
-// people.json: [{"username", "password", "email", "name", "groups": [...]}], read again at every
-// sign-in and every claims lookup, so an edit shows at the person's next sign-in.
+// people.json: [{"username", "password", "email", "name", "groups": [...], "preferred_username"?}],
+// read again at every sign-in and every claims lookup, so an edit shows at the person's next
+// sign-in. `username` is the sub; `preferred_username` defaults to it (a provider where people
+// choose that claim, for tests of accounts linked by subject).
 //
 // Sessions, grants and codes live in memory and the signing key is made at start: a restart
 // signs everyone out, and clients fetch the new key by its new `kid`.
@@ -81,7 +83,7 @@ function findPerson(username) {
 function claimsOf(person) {
   return {
     sub: person.username,
-    preferred_username: person.username,
+    preferred_username: person.preferred_username ?? person.username,
     name: person.name ?? person.username,
     email: person.email,
     groups: [...(person.groups ?? [])],

@@ -295,6 +295,7 @@ async def test_an_account_shows_how_when_and_from_where_it_last_signed_in(
             "active": True,
             "sso_only": False,
             "last_sign_in": None,
+            "sso_subject": None,
         }
         # no trusted proxy is set: whatever the client writes in X-Forwarded-For is not its address
         reply = await ops.post(

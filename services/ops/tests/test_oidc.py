@@ -148,28 +148,37 @@ def test_the_highest_mapped_role_wins_else_the_default() -> None:
 )
 def test_a_username_must_be_one_accounts_allow(claims: dict[str, Any]) -> None:
     with pytest.raises(OidcNoUsername) as refused:
-        OidcClient(config()).identity({"groups": ["admins"], **claims})
+        OidcClient(config()).identity({"sub": "s-1", "groups": ["admins"], **claims})
     assert refused.value.code == "oidc_no_username"
 
 
 def test_identity_reads_the_configured_claims() -> None:
     client = OidcClient(config(username_claim="email", groups_claim="roles"))
-    claims = {"email": "ana@example.com", "preferred_username": "x", "roles": ["analysts", "operators"]}
+    claims = {
+        "sub": "s-1",
+        "email": "ana@example.com",
+        "preferred_username": "x",
+        "roles": ["analysts", "operators"],
+    }
     identity = client.identity(claims)
     assert (identity.username, identity.groups, identity.role) == (
         "ana@example.com",
         ("analysts", "operators"),
         Role.OPERATOR,
     )
-    assert client.identity({"email": "a" * 200, "roles": ["viewers"]}).username == "a" * 200
+    assert identity.subject.key == (ISSUER, "s-1")  # the account is found by these, not the name
+    for sub in (None, "", 7, "s" * 256):
+        with pytest.raises(OidcTokenInvalid):
+            client.identity({**claims, "sub": sub})
+    assert client.identity({"sub": "s-1", "email": "a" * 200, "roles": ["viewers"]}).username == "a" * 200
     with pytest.raises(OidcUnmapped) as unmapped:  # a missing groups claim: no groups
-        client.identity({"email": "ana@example.com"})
+        client.identity({"sub": "s-1", "email": "ana@example.com"})
     assert (unmapped.value.username, unmapped.value.detail) == ("ana@example.com", {"groups": []})
     with_default = OidcClient(config(groups_claim="roles", default_role=Role.VIEWER))
-    assert with_default.identity({"preferred_username": "ana"}).role is Role.VIEWER
+    assert with_default.identity({"sub": "s-1", "preferred_username": "ana"}).role is Role.VIEWER
     for groups in ("admins", [1], [["admins"]], {"admins": True}):
         with pytest.raises(OidcTokenInvalid):
-            client.identity({"email": "ana@example.com", "roles": groups})
+            client.identity({"sub": "s-1", "email": "ana@example.com", "roles": groups})
 
 
 def test_discovery_must_name_the_issuer_s256_and_an_asymmetric_algorithm() -> None:

@@ -169,15 +169,20 @@ async def browser(ops: httpx.AsyncClient, ops_port: int) -> AsyncIterator[Browse
 
 
 @asynccontextmanager
-async def new_browser(ops: httpx.AsyncClient, port: int) -> AsyncIterator[Browser]:
+async def new_browser(
+    ops: httpx.AsyncClient, port: int, local_address: str | None = None
+) -> AsyncIterator[Browser]:
+    """A browser of its own; ``local_address``: one on another loopback address (127.x)."""
+    transport = httpx.AsyncHTTPTransport(local_address=local_address) if local_address else None
     async with (
-        httpx.AsyncClient(base_url=str(ops.base_url), timeout=30) as ops_side,
+        httpx.AsyncClient(base_url=str(ops.base_url), timeout=30, transport=transport) as ops_side,
         httpx.AsyncClient(timeout=30) as idp_side,
     ):
         yield Browser(ops_side, idp_side, callback_url(port))
 
 
 async def session(ops: httpx.AsyncClient, landing: Landing) -> dict[str, Any]:
+    """The page's redeeming of the hand-off, by the browser's own ops client (its cookies)."""
     assert set(landing.fragment) == {"sso"}, landing.location
     reply = await ops.post(SESSION, json={"handoff": landing.fragment["sso"]})
     assert reply.status_code == 200, reply.text
@@ -258,9 +263,13 @@ async def test_a_full_sign_in_gives_an_ordinary_session_with_the_mapped_role(
     assert landing.path == "/agent/chat?env=dev"
     assert "code=" not in landing.location
     assert "token" not in landing.location
-    assert list(browser.ops.cookies.jar) == []  # the binding cookie is spent with the state
+    # the state's cookie is spent with it; the hand-off has its own, for this browser alone
+    (bound,) = browser.ops.cookies.jar
+    assert bound.name.startswith("sstools_sso_handoff_")
+    assert (bound.path, bound.has_nonstandard_attr("HttpOnly")) == ("/api/auth/oidc", True)
 
-    tokens = await session(ops, landing)
+    tokens = await session(browser.ops, landing)
+    assert list(browser.ops.cookies.jar) == []  # spent with the hand-off
     assert set(tokens) == {"access_token", "token_type", "expires_in", "refresh_token", "refresh_expires_in"}
     signed_in = await me(ops, tokens["access_token"])
     assert (signed_in["username"], signed_in["role"]) == ("ana", "analyst")
@@ -270,7 +279,7 @@ async def test_a_full_sign_in_gives_an_ordinary_session_with_the_mapped_role(
     assert (await me(ops, renewed.json()["access_token"]))["role"] == "analyst"
 
     # the hand-off works once
-    again = await ops.post(SESSION, json={"handoff": landing.fragment["sso"]})
+    again = await browser.ops.post(SESSION, json={"handoff": landing.fragment["sso"]})
     assert again.status_code == 401
     assert again.json()["detail"]["code"] == "oidc_handoff_invalid"
     made_up = await ops.post(SESSION, json={"handoff": "not-a-hand-off-code"})
@@ -297,15 +306,15 @@ async def test_a_full_sign_in_gives_an_ordinary_session_with_the_mapped_role(
 async def test_a_group_change_gives_the_new_role_at_the_next_sign_in(
     ops: httpx.AsyncClient, browser: Browser, people: RunningProvider
 ) -> None:
-    first = await session(ops, await browser.sign_in(MOVER))
+    first = await session(browser.ops, await browser.sign_in(MOVER))
     assert (await me(ops, first["access_token"]))["role"] == "viewer"
     people.write_people([replace(MOVER, groups=("analysts", "operators", "unmapped")), ANA])
-    second = await session(ops, await browser.sign_in(None, prompt="none"))
+    second = await session(browser.ops, await browser.sign_in(None, prompt="none"))
     assert (await me(ops, second["access_token"]))["role"] == "operator"  # the highest role wins
     # the role is the account's: the older session's token now says operator too
     assert (await me(ops, first["access_token"]))["role"] == "operator"
     people.write_people([replace(MOVER, groups=("viewers",))])
-    await session(ops, await browser.sign_in(None, prompt="none"))
+    await session(browser.ops, await browser.sign_in(None, prompt="none"))
     assert (await me(ops, second["access_token"]))["role"] == "viewer"
 
 
@@ -313,7 +322,7 @@ async def test_an_admin_sees_the_sso_sign_in_and_may_not_give_that_account_a_pas
     ops: httpx.AsyncClient, browser: Browser, people: RunningProvider, database: str
 ) -> None:
     people.write_people([replace(MOVER, groups=("viewers", "unmapped", "operators", "analysts"))])
-    await session(ops, await browser.sign_in(MOVER))
+    await session(browser.ops, await browser.sign_in(MOVER))
     root = await ops.post("/api/auth/login", json={"username": "root", "password": password("root")})
     admin = {"Authorization": f"Bearer {root.json()['access_token']}"}
     shown = (await ops.get("/api/admin/users/mo", headers=admin)).json()
@@ -361,7 +370,7 @@ async def test_with_a_default_role_a_person_in_no_mapped_group_gets_it(
         sso_ops(database, tracer_provider, provider, ops_port, oidc_default_role="viewer") as ops,
         new_browser(ops, ops_port) as browser,
     ):
-        tokens = await session(ops, await browser.sign_in(OUTSIDER))
+        tokens = await session(browser.ops, await browser.sign_in(OUTSIDER))
         assert (await me(ops, tokens["access_token"]))["role"] == "viewer"
         async with users_of(database) as users:
             otto = await users.account("otto")
@@ -370,14 +379,14 @@ async def test_with_a_default_role_a_person_in_no_mapped_group_gets_it(
         assert otto.last_sign_in.group is None  # no group gave the role: the default did
         # a mapped group still wins over the default
         async with new_browser(ops, ops_port) as other:
-            boss = await session(ops, await other.sign_in(BOSS))
+            boss = await session(other.ops, await other.sign_in(BOSS))
         assert (await me(ops, boss["access_token"]))["role"] == "admin"
 
 
 async def test_a_disabled_user_is_refused_and_stays_disabled(
     ops: httpx.AsyncClient, browser: Browser, database: str
 ) -> None:
-    tokens = await session(ops, await browser.sign_in(ANA))
+    tokens = await session(browser.ops, await browser.sign_in(ANA))
     async with users_of(database) as users:
         await users.change("ana", role=None, active=False)
     landing = await browser.sign_in(None, prompt="none")
@@ -397,7 +406,7 @@ async def test_a_hand_off_for_a_user_disabled_since_gives_no_session(
     landing = await browser.sign_in(ANA)
     async with users_of(database) as users:
         await users.change("ana", role=None, active=False)
-    reply = await ops.post(SESSION, json={"handoff": landing.fragment["sso"]})
+    reply = await browser.ops.post(SESSION, json={"handoff": landing.fragment["sso"]})
     assert reply.status_code == 401
     assert reply.json()["detail"]["code"] == "user_inactive"
 
@@ -405,7 +414,7 @@ async def test_a_hand_off_for_a_user_disabled_since_gives_no_session(
 async def test_an_sso_sign_in_never_demotes_the_last_admin(
     ops: httpx.AsyncClient, browser: Browser, people: RunningProvider, database: str
 ) -> None:
-    tokens = await session(ops, await browser.sign_in(BOSS))
+    tokens = await session(browser.ops, await browser.sign_in(BOSS))
     assert (await me(ops, tokens["access_token"]))["role"] == "admin"
     async with users_of(database) as users:
         await users.change("root", role=None, active=False)  # boss is the last active admin
@@ -416,7 +425,7 @@ async def test_an_sso_sign_in_never_demotes_the_last_admin(
     async with users_of(database) as users:
         await users.change("root", role=None, active=True)
     # with another admin, the mapping holds again
-    demoted = await session(ops, await browser.sign_in(None, prompt="none"))
+    demoted = await session(browser.ops, await browser.sign_in(None, prompt="none"))
     assert (await me(ops, demoted["access_token"]))["role"] == "viewer"
 
 
@@ -445,11 +454,11 @@ async def test_a_state_works_once_and_only_in_the_browser_that_started_it(
 async def test_silent_sign_in_with_a_provider_session_and_without(
     ops: httpx.AsyncClient, browser: Browser, ops_port: int, database: str
 ) -> None:
-    await session(ops, await browser.sign_in(ANA))
+    await session(browser.ops, await browser.sign_in(ANA))
     assert len(browser.pages) == 1
     started = await browser.start(prompt="none", return_to="/agent")
     assert dict(parse_qsl(urlsplit(started.headers["location"]).query))["prompt"] == "none"
-    tokens = await session(ops, await browser.land(await browser.at_provider(started, None)))
+    tokens = await session(browser.ops, await browser.land(await browser.at_provider(started, None)))
     assert len(browser.pages) == 1  # no sign-in form this time
     assert (await me(ops, tokens["access_token"]))["username"] == "ana"
 
@@ -478,7 +487,7 @@ async def test_password_sign_in_off_refuses_passwords_while_sso_works(
         refused = await ops.post("/api/auth/login", json={"username": "anna", "password": "anna-pass-123"})
         assert refused.status_code == 403
         assert refused.json()["detail"]["code"] == "password_sign_in_off"
-        tokens = await session(ops, await browser.sign_in(ANA))
+        tokens = await session(browser.ops, await browser.sign_in(ANA))
         assert (await me(ops, tokens["access_token"]))["role"] == "analyst"
 
 
@@ -558,6 +567,106 @@ async def test_a_provider_out_of_reach_sends_the_page_an_error(
             assert (await connection.execute(select(oidc_logins))).all() == []  # nothing kept
     finally:
         await engine.dispose()
+
+
+async def test_a_hand_off_redeemed_from_another_browser_is_refused_and_used_up(
+    ops: httpx.AsyncClient, browser: Browser, ops_port: int, database: str
+) -> None:
+    """Login CSRF: someone signs in as themselves, stops before their page redeems the hand-off,
+    and sends a victim to ``/agent/#sso=<that code>``: the victim's browser holds no secret for
+    it (even one with a hand-off of its own under way), so no session, and the code is spent."""
+    planted = (await browser.sign_in(BOSS)).fragment["sso"]
+    async with new_browser(ops, ops_port) as victim:
+        await victim.sign_in(ANA)  # the victim's own hand-off, not yet redeemed: its cookie is there
+        assert len(victim.ops.cookies.jar) == 1
+        refused = await victim.ops.post(SESSION, json={"handoff": planted})
+    assert refused.status_code == 401
+    assert refused.json()["detail"]["code"] == "oidc_handoff_foreign"
+    spent = await browser.ops.post(SESSION, json={"handoff": planted})
+    assert spent.json()["detail"]["code"] == "oidc_handoff_invalid"
+    outcomes = [
+        (row["username"], row["outcome"], row["detail"].get("code")) for row in await audit_rows(database)
+    ]
+    assert outcomes == [
+        ("boss", "signed_in", None),
+        ("ana", "signed_in", None),
+        ("boss", "refused", "oidc_handoff_foreign"),
+    ]
+
+
+async def test_an_account_is_its_provider_subject_s_never_a_name_s(
+    ops: httpx.AsyncClient, browser: Browser, people: RunningProvider, ops_port: int, database: str
+) -> None:
+    async with users_of(database) as users:
+        await users.create("ana", "ana-local-password", Role.VIEWER)  # a local account, same name
+    assert (await browser.sign_in(ANA)).fragment == {"sso_error": "oidc_name_taken"}
+    # someone at the provider calls themselves "root": the local admin is not theirs either
+    mallory = Person("mallory", "mallory-password", "m@example.com", "Mal", ("admins",), "root")
+    people.write_people([*PEOPLE, mallory])
+    async with new_browser(ops, ops_port) as other:
+        assert (await other.sign_in(mallory)).fragment == {"sso_error": "oidc_name_taken"}
+    root = await ops.post("/api/auth/login", json={"username": "root", "password": password("root")})
+    admin = {"Authorization": f"Bearer {root.json()['access_token']}"}
+    for name, role in (("ana", "viewer"), ("root", "admin")):
+        shown = (await ops.get(f"/api/admin/users/{name}", headers=admin)).json()
+        assert (shown["role"], shown["sso_subject"]) == (role, None)
+        assert (shown["last_sign_in"] or {}).get("method") != "sso"  # root's: the password just now
+
+    # an admin links the local account to the provider's ana: her sign-ins are that account now
+    linked = await ops.put("/api/admin/users/ana/sso", json={"subject": "ana"}, headers=admin)
+    assert linked.status_code == 200, linked.text
+    tokens = await session(browser.ops, await browser.sign_in(None, prompt="none"))
+    assert ((await me(ops, tokens["access_token"]))["role"]) == "analyst"
+    shown = (await ops.get("/api/admin/users/ana", headers=admin)).json()
+    assert shown["sso_subject"] == {"issuer": people.issuer, "subject": "ana"}
+    # a subject is one account's: linking it to a second is refused
+    taken = await ops.put("/api/admin/users/root/sso", json={"subject": "ana"}, headers=admin)
+    assert (taken.status_code, taken.json()["detail"]["code"]) == (409, "subject_linked")
+
+    # a new subject whose name is free gets an account linked to it; the same subject is that
+    # account at every later sign-in, whatever name the provider gives it then
+    async with new_browser(ops, ops_port) as mo:
+        await session(mo.ops, await mo.sign_in(MOVER))
+        people.write_people([replace(MOVER, preferred_username="maurice"), mallory])
+        again = await session(mo.ops, await mo.sign_in(None, prompt="none"))
+    assert (await me(ops, again["access_token"]))["username"] == "mo"
+    # and another subject naming itself "mo" is not mo
+    people.write_people([replace(mallory, preferred_username="mo")])
+    async with new_browser(ops, ops_port) as other:
+        assert (await other.sign_in(mallory)).fragment == {"sso_error": "oidc_name_taken"}
+    refusals = [row["detail"] for row in await audit_rows(database) if row["outcome"] == "refused"]
+    assert [(row["code"], row["sub"]) for row in refusals] == [
+        ("oidc_name_taken", "ana"),
+        ("oidc_name_taken", "mallory"),
+        ("oidc_name_taken", "mallory"),
+    ]
+
+
+async def test_many_addresses_cannot_lock_out_one_more(
+    database: str, tracer_provider: TracerProvider, provider: RunningProvider, ops_port: int
+) -> None:
+    """Four addresses (distinct 127.x on loopback) start sign-ins until refused and fill every
+    place; a fifth address still signs in, all the way, and the heaviest gave way for it."""
+    async with sso_ops(database, tracer_provider, provider, ops_port, oidc_pending_sign_ins=12) as ops:
+        refused_after = {}
+        for host in range(2, 6):
+            transport = httpx.AsyncHTTPTransport(local_address=f"127.0.0.{host}")
+            async with httpx.AsyncClient(base_url=str(ops.base_url), transport=transport) as starter:
+                codes = [(await starter.get(START)).status_code for _ in range(20)]
+            assert set(codes) == {302, 429}
+            refused_after[host] = codes.index(429)
+        assert refused_after == {2: 12, 3: 6, 4: 4, 5: 3}  # each stops once it is the heaviest
+        async with new_browser(ops, ops_port, local_address="127.0.0.9") as fresh:
+            tokens = await session(fresh.ops, await fresh.sign_in(ANA))
+        assert (await me(ops, tokens["access_token"]))["username"] == "ana"
+        engine = create_engine(database)
+        try:
+            async with engine.connect() as connection:
+                rows = (await connection.execute(select(oidc_logins.c.address))).scalars().all()
+        finally:
+            await engine.dispose()
+        assert len(rows) == 11  # twelve places, the fresh one's used by its callback
+        assert max(rows.count(address) for address in set(rows)) == 3
 
 
 async def test_roles_are_the_catalogue_s() -> None:

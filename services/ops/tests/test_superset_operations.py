@@ -14,6 +14,7 @@ import httpx
 import psycopg
 from opentelemetry.sdk.trace import TracerProvider
 
+from sstools.common.catalogue import Role
 from sstools.common.db import create_engine
 from sstools.devstack.confirming import UNCONFIRMED
 from sstools.devstack.demo import ANALYST_ROLE, ANALYST_USER, PASSWORD_ENV, add_person, client, environments
@@ -21,6 +22,7 @@ from sstools.devstack.superset import Instance, default_home, prepare_instance, 
 from sstools.devstack.testing import free_port
 from sstools.ops import jobs
 from sstools.ops.store.tasks import TaskStore
+from sstools.ops.store.users import UserStore
 
 from .conftest import OpsApi, running_ops
 
@@ -609,6 +611,35 @@ async def test_migration_maps_databases_onto_the_target(ops: OpsApi) -> None:
         "databases"
     ]
     assert databases == listed  # mapped, not duplicated
+
+
+async def test_a_change_of_what_superset_hides_from_the_person_leaves_no_backup_and_no_task(
+    ops: OpsApi,
+) -> None:
+    """alice is an admin of ops, but Superset shows her no "Orders and Events": a migration or
+    a deploy of it is refused as Superset refuses her (the same code for both), before a backup
+    of prod or a task exists."""
+    board = (await _search(ops, "dev", "Orders and Events", username="root"))[0]["id"]
+    engine = create_engine(ops.database_url)
+    try:
+        await UserStore(engine).create(ANALYST_USER, "alice-pass-1234", Role.ADMIN)
+    finally:
+        await engine.dispose()
+    login = await ops.http.post(
+        "/api/auth/login", json={"username": ANALYST_USER, "password": "alice-pass-1234"}
+    )
+    ops.user_tokens[ANALYST_USER] = login.json()["access_token"]
+    refusals = []
+    for path, body in (
+        ("migrations", {"source_env": "dev", "dashboard_ids": [board]}),
+        ("deployments", {"source_env": "dev", "dashboard_id": board}),
+    ):
+        reply = await ops.http.post(f"/api/envs/prod/{path}", json=body, headers=ops.headers(ANALYST_USER))
+        refusals.append((reply.status_code, reply.json()["detail"]["code"]))
+    assert refusals == [(404, "superset_not_found")] * 2
+    assert await _backups(ops, "prod") == []
+    async with await psycopg.AsyncConnection.connect(ops.database_url) as connection:
+        assert await (await connection.execute("SELECT kind FROM ops_tasks")).fetchall() == []
 
 
 async def test_branches_and_commits_of_dashboard_exports(ops: OpsApi, tmp_path: Path) -> None:

@@ -21,7 +21,14 @@ from sstools.common.catalogue import Role
 from sstools.devstack.testing import free_port
 from sstools.ops.api.routes.accounts import NewAccount
 from sstools.ops.store.sessions import RefreshRefused, RefreshTokens
-from sstools.ops.store.users import PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS, User, UserStore
+from sstools.ops.store.users import (
+    PASSWORD_MAX_CHARS,
+    PASSWORD_MIN_CHARS,
+    AccountChangeRefused,
+    ProviderSubject,
+    User,
+    UserStore,
+)
 from sstools.ops.users_cli import USERNAME_MAX_CHARS, USERNAME_PATTERN, Console, run
 
 ROOT_PASSWORD = "root-long-password"
@@ -212,6 +219,28 @@ async def test_a_disabled_users_password_can_be_reset_and_they_stay_disabled(
 
 
 SHORT = "x" * (PASSWORD_MIN_CHARS - 1)
+
+
+async def test_link_makes_a_provider_subject_an_account_s_and_unlink_undoes_it(
+    users: UserStore, emptied_engine: AsyncEngine, module_database: str
+) -> None:
+    issuer = "https://idp.example"
+    ran = await cli(module_database, "link", "anna", "--issuer", issuer, "--subject", "u-17")
+    assert (ran.code, ran.err) == (0, "")
+    subject = ProviderSubject(issuer, "u-17")
+    account = await users.single_sign_on("someone-else", Role.VIEWER, subject)  # the provider's name now
+    assert (account.username, account.role) == ("anna", Role.VIEWER)
+    taken = await cli(module_database, "link", "root", "--issuer", issuer, "--subject", "u-17")
+    assert (taken.code, taken.out) == (2, "")
+    assert "already linked" in taken.err
+    assert (await cli(module_database, "unlink", "anna")).code == 0
+    with pytest.raises(AccountChangeRefused) as refused:  # unlinked: the name is anna's, not the subject's
+        await users.single_sign_on("anna", Role.VIEWER, subject)
+    assert refused.value.code == "name_taken"
+    assert [(action, detail.get("subject")) for _, action, detail in await audit_rows(emptied_engine)] == [
+        ("user.sso_link", "u-17"),
+        ("user.sso_unlink", None),
+    ]
 
 
 @pytest.mark.parametrize(

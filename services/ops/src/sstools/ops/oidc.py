@@ -12,8 +12,10 @@ one-time rows :mod:`sstools.ops.store.single_sign_on`).
   the provider lists (RS256, ES256 or EdDSA; never ``none`` nor a shared-secret HS*), issued by
   the issuer, for this client (``azp`` too when it names several audiences), current (a minute's
   leeway on ``exp`` and ``iat``), and carrying the nonce this sign-in stored.
-- Then who it is: the username claim, held to the rule accounts have (1-200 characters, no
-  whitespace, no "/"), and the groups claim mapped to a role, the highest one winning.
+- Then who it is: the issuer and the ``sub`` the provider gives the person (what the account is
+  found by), the username claim (``OPS_OIDC_USERNAME_CLAIM``: the name a first sign-in's account
+  gets, held to the rule accounts have: 1-200 characters, no whitespace, no "/"), and the groups
+  claim mapped to a role, the highest one winning.
 
 Every refusal is an :class:`OidcError` whose ``code`` is stable: the page maps codes to text.
 """
@@ -34,6 +36,7 @@ import httpx
 import jwt
 
 from sstools.common.catalogue import Role
+from sstools.ops.store.users import ProviderSubject
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +51,8 @@ JWKS_TTL_SECONDS = 3600.0
 JWKS_REFETCH_GAP_SECONDS = 10.0
 # The same rule as accounts (the admin API, `sstools-ops users`).
 USERNAME_MAX_CHARS = 200
+# OpenID Connect Core §2: a sub is at most 255 ASCII characters.
+SUBJECT_MAX_CHARS = 255
 _USERNAME = re.compile(r"^[^\s/]+$")
 # Where the page lives: the only place a sign-in may send the browser back to.
 RETURN_PREFIX = "/agent"
@@ -100,6 +105,13 @@ class OidcUserDisabled(OidcError):
     """The person's ops account is disabled: single sign-on does not enable it again."""
 
     code = "oidc_user_disabled"
+
+
+class OidcNameTaken(OidcError):
+    """The name the provider gives belongs to an account this subject is not linked to (a local
+    account, or another subject's): an admin links them, or the provider's name changes."""
+
+    code = "oidc_name_taken"
 
 
 class OidcLastAdmin(OidcError):
@@ -269,6 +281,7 @@ class Identity:
     groups: tuple[str, ...]
     role: Role
     role_group: str | None  # the group that gave the role (None: the default role)
+    subject: ProviderSubject
 
 
 class OidcClient:
@@ -398,7 +411,11 @@ class OidcClient:
         return claims
 
     def identity(self, claims: Mapping[str, Any]) -> Identity:
-        """Username, groups and role; :class:`OidcNoUsername` / :class:`OidcUnmapped` otherwise."""
+        """Subject, username, groups and role; :class:`OidcNoUsername` / :class:`OidcUnmapped`
+        otherwise."""
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not 0 < len(sub) <= SUBJECT_MAX_CHARS:
+            raise OidcTokenInvalid("the ID token's sub is not a subject", detail={"sub": str(sub)[:300]})
         username = username_from(claims, self.config.username_claim)
         groups = groups_from(claims, self.config.groups_claim)
         role = role_for(groups, self.config.role_mapping, self.config.default_role)
@@ -408,7 +425,13 @@ class OidcClient:
                 username=username,
                 detail={"groups": list(groups)},
             )
-        return Identity(username, groups, role, group_giving(role, groups, self.config.role_mapping))
+        return Identity(
+            username,
+            groups,
+            role,
+            group_giving(role, groups, self.config.role_mapping),
+            ProviderSubject(self.config.issuer, sub),
+        )
 
     async def _signing_key(self, kid: str | None, algorithm: str) -> Any:
         jwks = await self._keys(refresh=False)

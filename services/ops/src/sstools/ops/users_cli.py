@@ -7,6 +7,8 @@ PostgreSQL (no HTTP, no signed-in admin), beside the admin API (``/api/admin/use
     sstools-ops users disable NAME
     sstools-ops users enable NAME
     sstools-ops users reset-password NAME [--password-stdin]
+    sstools-ops users link NAME --issuer URL --subject SUB
+    sstools-ops users unlink NAME
 
 A password is asked twice on the terminal, or read from stdin with ``--password-stdin``; never
 from the command line, where ``ps`` and shell history would keep it. Only ``DATABASE_URL`` is
@@ -42,6 +44,7 @@ from sstools.ops.store.users import (
     PASSWORD_MIN_CHARS,
     Account,
     AccountChangeRefused,
+    ProviderSubject,
     UserStore,
 )
 
@@ -124,6 +127,18 @@ def parser() -> argparse.ArgumentParser:
     )
     reset.add_argument("username", metavar="NAME")
     reset.add_argument("--password-stdin", action="store_true", help=stdin_help)
+
+    link = commands.add_parser(
+        "link",
+        help="single sign-ons of this provider subject are this account",
+        allow_abbrev=False,
+    )
+    link.add_argument("username", metavar="NAME")
+    link.add_argument("--issuer", required=True, help="the provider's issuer, as OPS_OIDC_ISSUER names it")
+    link.add_argument("--subject", required=True, help="the sub claim the provider gives the person")
+    commands.add_parser(
+        "unlink", help="no single sign-on is this account any more", allow_abbrev=False
+    ).add_argument("username", metavar="NAME")
     return parser
 
 
@@ -185,6 +200,7 @@ async def execute(args: argparse.Namespace, engine: AsyncEngine, console: Consol
     """Do the command; what to print on success. Raises :class:`Refused` or
     :class:`AccountChangeRefused` for what cannot be done, before anything changed."""
     users = UserStore(engine)
+    linked: dict[str, str] = {}
     if args.command == "list":
         accounts = await users.accounts()
         if args.json:
@@ -220,6 +236,15 @@ async def execute(args: argparse.Namespace, engine: AsyncEngine, console: Consol
             username, read_password(console, args.password_stdin), refuse_sso_only=False
         )
         action, said = "user.reset_password", f"new password for {username}; their sessions are ended"
+    elif args.command == "link":
+        if not args.issuer or not args.subject:
+            raise Refused("the issuer and the subject may not be empty")
+        account = await users.link(username, ProviderSubject(args.issuer, args.subject))
+        action, said = "user.sso_link", f"single sign-ons of {args.subject!r} at {args.issuer} are {username}"
+        linked = {"issuer": args.issuer, "subject": args.subject}
+    elif args.command == "unlink":
+        account = await users.link(username, None)
+        action, said = "user.sso_unlink", f"no single sign-on is {username} any more"
     else:  # pragma: no cover — argparse allows only the commands above
         raise Refused(f"unknown command {args.command!r}")
     await AuditLog(engine).record(
@@ -228,7 +253,7 @@ async def execute(args: argparse.Namespace, engine: AsyncEngine, console: Consol
         action=action,
         target_env="",
         outcome="done",
-        detail={"username": account.username, "role": account.role.value, "active": account.active},
+        detail={"username": account.username, "role": account.role.value, "active": account.active, **linked},
     )
     return said
 

@@ -43,13 +43,15 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Person:
-    """Someone who can sign in; ``username`` is their ``sub`` and ``preferred_username``."""
+    """Someone who can sign in; ``username`` is their ``sub`` and, unless ``preferred_username``
+    says another, their ``preferred_username`` (a provider where people choose it)."""
 
     username: str
     password: str
     email: str
     name: str
     groups: tuple[str, ...] = ()
+    preferred_username: str | None = None
 
 
 @dataclass(frozen=True)

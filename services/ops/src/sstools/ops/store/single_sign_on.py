@@ -2,21 +2,26 @@
 
 A sign-in under way is keyed by its ``state`` (256 random bits) and holds what the callback
 checks the provider's answer with: the nonce, the PKCE verifier, where the page wants to return,
-and whether it was a silent (``prompt=none``) one. It lives :data:`LOGIN_TTL` and is deleted by
-the callback that uses it, so a state works once. Their number is bounded: past ``limit`` rows
-under way, a new sign-in is refused (anyone may start one).
+whether it was a silent (``prompt=none``) one, and the client address that started it. It lives
+:data:`LOGIN_TTL` and is deleted by the callback that uses it, so a state works once. Their
+number is bounded (anyone may start one): past ``limit`` rows under way, the oldest of the
+address with the most gives way to a start from an address with fewer, and a start from the
+heaviest address itself is refused — so no address, nor a few, can keep the rest out.
 
 A finished sign-in is handed to the page without a token in any URL: a random code (kept as
-SHA-256 only) that the page posts within :data:`HANDOFF_TTL` for the session, once.
+SHA-256 only) that the page posts within :data:`HANDOFF_TTL` for the session, once, from the
+browser that holds the hand-off's second secret (a cookie the callback set): a code carried to
+another browser is refused (login CSRF).
 """
 
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Interval, delete, func, insert, literal, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Interval, delete, desc, func, insert, literal, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sstools.ops.store.tables import oidc_handoffs, oidc_logins
 
@@ -33,6 +38,22 @@ class PendingLogin:
     prompt_none: bool
 
 
+@dataclass(frozen=True)
+class HandOff:
+    """A finished sign-in's code for the page, and the secret its browser keeps beside it."""
+
+    code: str
+    browser_secret: str
+
+
+@dataclass(frozen=True)
+class Redeemed:
+    """Whom a hand-off was for, and whether the browser redeeming it is the one it was given to."""
+
+    username: str
+    same_browser: bool
+
+
 class TooManyPending(Exception):
     """More sign-ins are under way than allowed; try again later."""
 
@@ -45,8 +66,10 @@ class SingleSignOnStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def begin(self, return_to: str, *, prompt_none: bool, limit: int) -> PendingLogin:
-        """A new sign-in under way; :class:`TooManyPending` when ``limit`` are already."""
+    async def begin(self, return_to: str, *, prompt_none: bool, address: str, limit: int) -> PendingLogin:
+        """A new sign-in under way from ``address``. When ``limit`` are already, the oldest of the
+        address with the most under way makes room, unless that is ``address`` itself (or ties
+        with it): then :class:`TooManyPending`."""
         login = PendingLogin(
             state=secrets.token_urlsafe(32),
             nonce=secrets.token_urlsafe(32),
@@ -54,14 +77,13 @@ class SingleSignOnStore:
             return_to=return_to,
             prompt_none=prompt_none,
         )
+        live = oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval)
         async with self._engine.begin() as connection:
-            pending = await connection.scalar(
-                select(func.count())
-                .select_from(oidc_logins)
-                .where(oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval))
-            )
+            # one start at a time decides who gives way, so two cannot both take the last room
+            await connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('ops_oidc_logins'))"))
+            pending = await connection.scalar(select(func.count()).select_from(oidc_logins).where(live))
             if (pending or 0) >= limit:
-                raise TooManyPending(f"{pending} single sign-ins are under way")
+                await self._make_room(connection, address, pending or 0)
             await connection.execute(
                 insert(oidc_logins).values(
                     state=login.state,
@@ -69,9 +91,36 @@ class SingleSignOnStore:
                     code_verifier=login.code_verifier,
                     return_to=login.return_to,
                     prompt_none=login.prompt_none,
+                    address=address,
                 )
             )
         return login
+
+    @staticmethod
+    async def _make_room(connection: AsyncConnection, address: str, pending: int) -> None:
+        live = oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval)
+        count = func.count().label("started")
+        heaviest = (
+            await connection.execute(
+                select(oidc_logins.c.address, count)
+                .where(live)
+                .group_by(oidc_logins.c.address)
+                .order_by(desc(count))
+                .limit(1)
+            )
+        ).first()
+        own = await connection.scalar(
+            select(func.count()).select_from(oidc_logins).where(live, oidc_logins.c.address == address)
+        )
+        if heaviest is None or heaviest.address == address or heaviest.started <= (own or 0):
+            raise TooManyPending(f"{pending} single sign-ins are under way, {own} from this address")
+        oldest = await connection.scalar(
+            select(oidc_logins.c.state)
+            .where(live, oidc_logins.c.address == heaviest.address)
+            .order_by(oidc_logins.c.created_at)
+            .limit(1)
+        )
+        await connection.execute(delete(oidc_logins).where(oidc_logins.c.state == oldest))
 
     async def take(self, state: str) -> PendingLogin | None:
         """The sign-in ``state`` names, deleted as it is read; None if unknown, used or expired."""
@@ -102,34 +151,44 @@ class SingleSignOnStore:
             prompt_none=row["prompt_none"],
         )
 
-    async def hand_off(self, username: str) -> str:
-        """A one-time code the page exchanges for ``username``'s session within HANDOFF_TTL."""
-        code = secrets.token_urlsafe(32)
+    async def hand_off(self, username: str) -> HandOff:
+        """A one-time code the page exchanges for ``username``'s session within HANDOFF_TTL, with
+        the secret the browser it is given to must show beside it."""
+        handoff = HandOff(code=secrets.token_urlsafe(32), browser_secret=secrets.token_urlsafe(32))
         async with self._engine.begin() as connection:
             await connection.execute(
                 insert(oidc_handoffs).values(
-                    code_hash=_digest(code),
+                    code_hash=_digest(handoff.code),
                     username=username,
+                    browser_hash=_digest(handoff.browser_secret),
                     expires_at=func.now() + literal(HANDOFF_TTL, Interval),
                 )
             )
-        return code
+        return handoff
 
-    async def redeem(self, code: str) -> str | None:
-        """The username the code was handed off for, once; None if unknown, used or expired."""
+    async def redeem(self, code: str, browser_secret: str | None) -> Redeemed | None:
+        """Whom the code was handed off for, used up whoever redeems it; None if unknown, used or
+        expired. ``same_browser`` only when ``browser_secret`` is the one handed out with it."""
         async with self._engine.begin() as connection:
             row = (
                 await connection.execute(
                     delete(oidc_handoffs)
                     .where(oidc_handoffs.c.code_hash == _digest(code))
                     .returning(
-                        oidc_handoffs.c.username, (oidc_handoffs.c.expires_at > func.now()).label("live")
+                        oidc_handoffs.c.username,
+                        oidc_handoffs.c.browser_hash,
+                        (oidc_handoffs.c.expires_at > func.now()).label("live"),
                     )
                 )
             ).first()
         if row is None or not row.live:
             return None
-        return str(row.username)
+        same = (
+            browser_secret is not None
+            and row.browser_hash is not None
+            and hmac.compare_digest(row.browser_hash, _digest(browser_secret))
+        )
+        return Redeemed(str(row.username), same)
 
     async def sweep(self) -> int:
         """Forget sign-ins that never came back and hand-offs never taken; how many went."""

@@ -10,6 +10,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
     func,
     text,
 )
@@ -38,6 +39,11 @@ users = Table(
     Column("last_sign_in_at", DateTime(timezone=True)),
     Column("last_sign_in_address", Text),
     Column("last_sign_in_group", Text),
+    # Who the provider says this account is (its issuer and subject): single sign-on finds the
+    # account by these, never by name alone. Null: not linked (a local account).
+    Column("oidc_issuer", Text),
+    Column("oidc_subject", Text),
+    UniqueConstraint("oidc_issuer", "oidc_subject", name="uq_ops_users_oidc_identity"),
 )
 
 # Who did what through ops: both identities of an agent call, or the user's alone.
@@ -154,8 +160,12 @@ oidc_logins = Table(
     Column("code_verifier", Text, nullable=False),
     Column("return_to", Text, nullable=False),
     Column("prompt_none", Boolean, nullable=False, server_default="false"),
+    # The client address that started it: when too many are under way, the heaviest starter's
+    # oldest goes first.
+    Column("address", Text, nullable=False, server_default=""),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_ops_oidc_logins_created_at", "created_at"),
+    Index("ix_ops_oidc_logins_address", "address"),
 )
 
 # A finished single sign-on's one-time hand-off to the page (stored as SHA-256 only): the page
@@ -165,6 +175,8 @@ oidc_handoffs = Table(
     metadata,
     Column("code_hash", Text, primary_key=True),
     Column("username", Text, nullable=False),
+    # SHA-256 of the secret in the cookie the callback gave the browser: redeemed only with it.
+    Column("browser_hash", Text),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )

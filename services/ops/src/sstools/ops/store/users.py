@@ -51,6 +51,20 @@ class Account:
     active: bool
 
 
+@dataclass(frozen=True)
+class ProviderSubject:
+    """Who a single sign-on provider says a person is: its issuer and the subject (``sub``) it
+    gives them, which it never gives anyone else (OpenID Connect Core §2). A name may change
+    hands at the provider; this does not."""
+
+    issuer: str
+    subject: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.issuer, self.subject)
+
+
 SignInMethod = Literal["password", "sso"]
 
 
@@ -77,6 +91,7 @@ class AccountDetail(Account):
 
     sso_only: bool
     last_sign_in: LastSignIn | None
+    sso_subject: ProviderSubject | None = None
 
 
 @dataclass(frozen=True)
@@ -232,19 +247,28 @@ class UserStore:
             await revoke_sessions_of(connection, username)
         return Account(username, Role(row.role), row.is_active)
 
-    async def single_sign_on(self, username: str, role: Role) -> Account:
-        """The user a single sign-on names, with the role the provider's groups give: created on
-        their first sign-in (with a password hash nobody can match, so password sign-in never
-        lets them in: ``sso_only``), given that role at every later one. An existing account of that name is
-        the same person (the provider is trusted with names); its password stays as it was.
+    async def single_sign_on(self, name: str, role: Role, subject: ProviderSubject) -> Account:
+        """The account the provider's ``subject`` is linked to, with the role the provider's
+        groups give. Found by the subject alone (its name stays the account's, whatever the
+        provider calls the person now); at a subject's first sign-in made under ``name`` (with a
+        password hash nobody can match, so password sign-in never lets them in: ``sso_only``) —
+        only if no account holds that name: a local account's name, or one linked to another
+        subject, is never taken over by a sign-in (an admin links them: :meth:`link`).
 
-        Refused (:class:`AccountChangeRefused`): ``user_disabled`` for a disabled account (single
-        sign-on does not enable it again), ``last_admin`` for a sign-in that would demote the
-        last active admin (ops would be left with no admin: the mapping is fixed first)."""
+        Refused (:class:`AccountChangeRefused`): ``name_taken`` for that, ``user_disabled`` for a
+        disabled account (single sign-on does not enable it again), ``last_admin`` for a sign-in
+        that would demote the last active admin (ops would be left with no admin: the mapping is
+        fixed first)."""
         unusable = await asyncio.to_thread(_hasher.hash, secrets.token_urlsafe(32))
         for attempt in range(2):
             try:
                 async with self._engine.begin() as connection:
+                    linked = await connection.scalar(
+                        select(users.c.username).where(
+                            users.c.oidc_issuer == subject.issuer, users.c.oidc_subject == subject.subject
+                        )
+                    )
+                    username = linked or name
                     admins, row = await _admins_and_user_locked(connection, username)
                     if row is None:
                         await connection.execute(
@@ -254,9 +278,16 @@ class UserStore:
                                 password_hash=unusable,
                                 role=role.value,
                                 sso_only=True,
+                                oidc_issuer=subject.issuer,
+                                oidc_subject=subject.subject,
                             )
                         )
                         return Account(username, role, True)
+                    if linked is None or (row["oidc_issuer"], row["oidc_subject"]) != subject.key:
+                        raise AccountChangeRefused(
+                            "name_taken",
+                            f"the name {username!r} belongs to an account this sign-in is not linked to",
+                        )
                     if not row["is_active"]:
                         raise AccountChangeRefused("user_disabled", f"the user {username!r} is disabled")
                     if role is not Role.ADMIN and admins == {username}:
@@ -271,6 +302,29 @@ class UserStore:
                 if attempt:  # created by a sign-in beside this one: read it again, once
                     raise
         raise AssertionError("unreachable")
+
+    async def link(self, username: str, subject: ProviderSubject | None) -> Account:
+        """Link the account to the provider's ``subject`` (its single sign-ons then are this
+        account), or unlink it (None). Refused: ``user_not_found``; ``subject_linked`` when another
+        account holds that subject."""
+        issuer, sub = subject.key if subject else (None, None)
+        try:
+            async with self._engine.begin() as connection:
+                row = (
+                    await connection.execute(
+                        update(users)
+                        .where(users.c.username == username)
+                        .values(oidc_issuer=issuer, oidc_subject=sub)
+                        .returning(users.c.username, users.c.role, users.c.is_active)
+                    )
+                ).first()
+        except IntegrityError:
+            raise AccountChangeRefused(
+                "subject_linked", "another account is already linked to that single sign-on subject"
+            ) from None
+        if row is None:
+            raise AccountChangeRefused("user_not_found", f"no user named {username!r}")
+        return Account(row.username, Role(row.role), row.is_active)
 
     async def authenticate(self, username: str, password: str) -> User | None:
         """The user if the password is theirs and they are active; None otherwise (same cost)."""
@@ -348,6 +402,7 @@ def _detail(row: RowMapping) -> AccountDetail:
         )
         if method
         else None,
+        sso_subject=ProviderSubject(row["oidc_issuer"], row["oidc_subject"]) if row["oidc_subject"] else None,
     )
 
 

@@ -6,6 +6,8 @@ may use the system). Every change is in ops' audit trail (never a password).
     POST  /api/admin/users                      {"username", "password", "role"}
     PATCH /api/admin/users/{username}           {"role"?, "active"?}
     POST  /api/admin/users/{username}/password  {"password"}: their sessions end
+    PUT   /api/admin/users/{username}/sso       {"subject", "issuer"?}: single sign-on's link
+    DELETE /api/admin/users/{username}/sso      the link undone
 """
 
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from sstools.ops.store.users import (
     Account,
     AccountChangeRefused,
     AccountSearch,
+    ProviderSubject,
     SignInMethod,
 )
 
@@ -53,6 +56,23 @@ class LastSignInOut(BaseModel):
     group: str | None
 
 
+class SsoSubject(BaseModel):
+    """The provider's issuer and the subject (``sub``) it gives the person: single sign-ons with
+    it are this account, whatever name the provider sends."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    issuer: str = Field(min_length=1, max_length=500)
+    subject: str = Field(min_length=1, max_length=255)
+
+
+class SsoLink(BaseModel):
+    subject: str = Field(min_length=1, max_length=255)
+    issuer: str | None = Field(
+        default=None, min_length=1, max_length=500, description="Default: the configured provider's."
+    )
+
+
 class AccountDetailOut(AccountOut):
     """An account as the store's :class:`AccountDetail` has it."""
 
@@ -61,6 +81,8 @@ class AccountDetailOut(AccountOut):
     # made by single sign-on: no password lets them in, and an admin may not set one
     sso_only: bool
     last_sign_in: LastSignInOut | None
+    # linked to this single sign-on subject (null: no sign-on is this account)
+    sso_subject: SsoSubject | None
 
 
 class AccountsPage(BaseModel):
@@ -97,6 +119,7 @@ _REFUSED_STATUS = {
     "user_not_found": status.HTTP_404_NOT_FOUND,
     "last_admin": status.HTTP_409_CONFLICT,
     "sso_only": status.HTTP_409_CONFLICT,
+    "subject_linked": status.HTTP_409_CONFLICT,
 }
 
 
@@ -170,5 +193,33 @@ def router(ctx: OpsContext, admin_only: object) -> APIRouter:
         with refused_as_http():
             account = await users.reset_password(username, body.password, refuse_sso_only=True)
         return await recorded(caller, "user.password", AccountOut.of(account))
+
+    @api.put("/{username}/sso")
+    async def link(username: str, body: SsoLink, caller: Annotated[Caller, admin_only]) -> AccountOut:
+        """Single sign-ons of this subject are this account from now on (a local account kept by
+        a person who now signs in through the provider; a name the provider gave someone new)."""
+        issuer = body.issuer or (ctx.single_sign_on.client.config.issuer if ctx.single_sign_on else None)
+        if issuer is None:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                {"code": "sso_off", "message": "single sign-on is not configured: name the issuer"},
+            )
+        with refused_as_http():
+            account = await users.link(username, ProviderSubject(issuer, body.subject))
+        await ctx.audit.record(
+            service="",
+            username=caller.username,
+            action="user.sso_link",
+            target_env="",
+            outcome="done",
+            detail={"username": account.username, "issuer": issuer, "subject": body.subject},
+        )
+        return AccountOut.of(account)
+
+    @api.delete("/{username}/sso")
+    async def unlink(username: str, caller: Annotated[Caller, admin_only]) -> AccountOut:
+        with refused_as_http():
+            account = await users.link(username, None)
+        return await recorded(caller, "user.sso_unlink", AccountOut.of(account))
 
     return api

@@ -135,7 +135,9 @@ def router(ctx: OpsContext, guard: Guard, user_only: object) -> APIRouter:
         async def run() -> tuple[int, Any]:
             await ctx.deployments.ensure_open(env_id)
             ctx.supersets.environment(env_id)
-            ctx.supersets.environment(body.source_env)
+            source = ctx.supersets.as_person(body.source_env, caller.username)
+            for dashboard_id in body.dashboard_ids:  # as the person, before a backup or a task exists
+                await dashboards.get(source, dashboard_id)
             return await submit(caller, jobs.MIGRATION, env_id, body.model_dump())
 
         return await once(ctx.idempotency, caller, f"migration:{env_id}", idempotency_key, body, run)

@@ -10,12 +10,20 @@ No token ever travels in a URL: the callback gives the page a one-time hand-off 
 fragment, which no server and no Referer sees), which the page posts for an ordinary ops
 session (refresh rotation, revocation on disable and the per-call account check all hold). The
 start binds the sign-in to the browser with a cookie named after its state, so a callback
-carried to another browser (login CSRF) is refused. Every sign-in and every refusal is in ops'
-audit trail as ``sign_in.sso``.
+carried to another browser (login CSRF) is refused; the callback binds the hand-off the same
+way, with a cookie named after the code holding a second secret, so a code carried to another
+browser (``/agent/#sso=<someone else's code>``) is refused too. Every sign-in and every refusal
+is in ops' audit trail as ``sign_in.sso``.
+
+The account is the one linked to the provider's issuer and subject; a first sign-in makes one
+under the name the provider gives only when no account holds it (``oidc_name_taken`` otherwise,
+until an admin links them). Starts are bounded per client address, and in total with the
+heaviest starter giving way first (:mod:`sstools.ops.store.single_sign_on`).
 """
 
 import hashlib
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,13 +41,14 @@ from sstools.ops.oidc import (
     OidcDenied,
     OidcError,
     OidcLastAdmin,
+    OidcNameTaken,
     OidcStateUnknown,
     OidcTokenInvalid,
     OidcUnavailable,
     OidcUserDisabled,
     safe_return_to,
 )
-from sstools.ops.store.single_sign_on import LOGIN_TTL, PendingLogin, TooManyPending
+from sstools.ops.store.single_sign_on import HANDOFF_TTL, LOGIN_TTL, PendingLogin, TooManyPending
 from sstools.ops.store.users import AccountChangeRefused, SignIn
 
 _log = logging.getLogger(__name__)
@@ -92,33 +101,35 @@ def _redirect(url: str) -> RedirectResponse:
 
 
 class _BrowserBinding:
-    """The cookie that ties a sign-in to the browser that started it: named after the state (so
-    sign-ins in several tabs do not clash), HttpOnly, SameSite=Lax (sent on the provider's
-    top-level redirect back), ``__Host-`` and Secure behind https."""
+    """The cookies that tie a sign-in, then its hand-off, to the browser that started it: named
+    after the state or the hand-off code (so sign-ins in several tabs do not clash), HttpOnly,
+    SameSite=Lax (sent on the provider's top-level redirect back, and with the page's own
+    fetch), ``__Host-`` and Secure behind https."""
 
     def __init__(self, redirect_url: str) -> None:
         self.secure = urlsplit(redirect_url).scheme == "https"
         self.prefix = "__Host-sstools_sso_" if self.secure else "sstools_sso_"
         self.path = "/" if self.secure else "/api/auth/oidc"
 
-    def name(self, state: str) -> str:
-        return self.prefix + hashlib.sha256(state.encode()).hexdigest()[:24]
+    def name(self, key: str, kind: str = "") -> str:
+        return self.prefix + kind + hashlib.sha256(key.encode()).hexdigest()[:24]
 
-    def set(self, response: Response, state: str) -> None:
+    def set(self, response: Response, name: str, value: str, max_age: timedelta) -> None:
         response.set_cookie(
-            self.name(state),
-            "1",
-            max_age=int(LOGIN_TTL.total_seconds()),
+            name,
+            value,
+            max_age=int(max_age.total_seconds()),
             path=self.path,
             secure=self.secure,
             httponly=True,
             samesite="lax",
         )
 
-    def clear(self, response: Response, state: str) -> None:
-        response.delete_cookie(
-            self.name(state), path=self.path, secure=self.secure, httponly=True, samesite="lax"
-        )
+    def clear(self, response: Response, name: str) -> None:
+        response.delete_cookie(name, path=self.path, secure=self.secure, httponly=True, samesite="lax")
+
+
+_HANDOFF_COOKIE = "handoff_"
 
 
 def router(ctx: OpsContext) -> APIRouter:
@@ -178,7 +189,9 @@ def router(ctx: OpsContext) -> APIRouter:
         except OidcError as error:
             return await refused(error, back, {"stage": "start", "prompt_none": prompt_none})
         try:
-            login = await ctx.sso_store.begin(back, prompt_none=prompt_none, limit=sso.pending_limit)
+            login = await ctx.sso_store.begin(
+                back, prompt_none=prompt_none, address=address, limit=sso.pending_limit
+            )
         except TooManyPending:
             _log.warning("too many single sign-ins under way", extra={"limit": sso.pending_limit})
             raise _busy(60) from None
@@ -186,7 +199,7 @@ def router(ctx: OpsContext) -> APIRouter:
             state=login.state, nonce=login.nonce, code_verifier=login.code_verifier, prompt_none=prompt_none
         )
         response = _redirect(url)
-        binding.set(response, login.state)
+        binding.set(response, binding.name(login.state), "1", LOGIN_TTL)
         return response
 
     @api.get(CALLBACK_PATH)
@@ -226,8 +239,11 @@ def router(ctx: OpsContext) -> APIRouter:
                 identity.username,
                 {**detail, "groups": list(identity.groups), "role": identity.role.value},
             )
-            response = _redirect(f"{login.return_to}#sso={handoff}")
-        binding.clear(response, login.state)
+            response = _redirect(f"{login.return_to}#sso={handoff.code}")
+            binding.set(
+                response, binding.name(handoff.code, _HANDOFF_COOKIE), handoff.browser_secret, HANDOFF_TTL
+            )
+        binding.clear(response, binding.name(login.state))
         return response
 
     async def finish(
@@ -244,25 +260,43 @@ def router(ctx: OpsContext) -> APIRouter:
         claims = await client.verify(id_token, login.nonce)
         identity = client.identity(claims)
         try:
-            await ctx.authenticator.users.single_sign_on(identity.username, identity.role)
+            account = await ctx.authenticator.users.single_sign_on(
+                identity.username, identity.role, identity.subject
+            )
         except AccountChangeRefused as refusal:
-            context = {"groups": list(identity.groups), "role": identity.role.value}
+            context = {
+                "groups": list(identity.groups),
+                "role": identity.role.value,
+                "sub": identity.subject.subject,
+            }
+            if refusal.code == "name_taken":
+                raise OidcNameTaken(str(refusal), username=identity.username, detail=context) from None
             if refusal.code == "user_disabled":
                 raise OidcUserDisabled(str(refusal), username=identity.username, detail=context) from None
             if refusal.code == "last_admin":
                 raise OidcLastAdmin(str(refusal), username=identity.username, detail=context) from None
             raise
-        return identity
+        return replace(identity, username=account.username)  # a linked account keeps its own name
 
     @api.post(SESSION_PATH)
-    async def session(body: HandoffIn) -> SessionOut:
-        """The session of a finished single sign-on, for its hand-off code (once, within 60 s)."""
+    async def session(body: HandoffIn, request: Request, response: Response) -> SessionOut:
+        """The session of a finished single sign-on, for its hand-off code (once, within 60 s),
+        redeemed by the browser it was handed to: from any other, refused (and used up)."""
         enabled()
-        username = await ctx.sso_store.redeem(body.handoff)
-        if username is None:
+        assert binding is not None
+        cookie = binding.name(body.handoff, _HANDOFF_COOKIE)
+        redeemed = await ctx.sso_store.redeem(body.handoff, request.cookies.get(cookie))
+        if redeemed is None:
             raise unauthorized("oidc_handoff_invalid", "unknown, used or expired hand-off code")
-        if await ctx.authenticator.users.active(username) is None:
+        if not redeemed.same_browser:
+            address = client_address(request, ctx.trusted_proxies)
+            await record("refused", redeemed.username, {"code": "oidc_handoff_foreign", "address": address})
+            raise unauthorized(
+                "oidc_handoff_foreign", "this sign-in was started in another browser: sign in here yourself"
+            )
+        binding.clear(response, cookie)
+        if await ctx.authenticator.users.active(redeemed.username) is None:
             raise unauthorized("user_inactive", "the user does not exist or is disabled")
-        return session_out(ctx, username, await ctx.sessions.issue(username))
+        return session_out(ctx, redeemed.username, await ctx.sessions.issue(redeemed.username))
 
     return api
