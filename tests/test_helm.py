@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
+from sstools.agent.release_check import PASSWORD_VARIABLE as CHECK_PASSWORD_VARIABLE
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.common.settings import environment_variables
 from sstools.devstack.chartdocs import readme
 from sstools.devstack.helm import HELM_VERSION
 from sstools.devstack.manifests import CHART, DASHBOARD, HelmFailed, lint, problems, queried_metrics, render
 from sstools.devstack.paths import REPO_ROOT
-from sstools.devstack.stack import SETTINGS
+from sstools.devstack.stack import SETTINGS, variables_read
 from sstools.ops.environments import EnvironmentConfigError, parse_environments
 
 FIXTURES = Path(__file__).parent / "fixtures" / "broken-chart"
@@ -437,6 +438,101 @@ def test_only_the_supersets_that_carry_the_drawer_may_frame_the_page(tmp_path: P
     )
     # ops reads the same list, whichever way it was given
     assert json.loads(_env_of(documents, "ops")["ENVIRONMENTS"] or "") == listed
+
+
+# What the web image's Caddy reads ({$NAME} or {$NAME:default} in its Caddyfile): all the page's pod reads.
+WEB_CADDYFILE = REPO_ROOT / "web" / "Caddyfile"
+# Outside the services: the bundled trial PostgreSQL, whose image reads its own POSTGRES_* variables.
+NOT_A_SERVICE = {("StatefulSet", "postgresql")}
+
+
+def _variables_given(
+    container: dict[str, Any], config_maps: dict[str, set[str]], secrets: dict[str, set[str]]
+) -> set[str]:
+    """Every variable a container is given: its env, and each key of what its envFrom names (the
+    chart's own ConfigMaps and Secrets; another's holds what the chart cannot know, and fails)."""
+    names = {variable["name"] for variable in container.get("env", [])}
+    for source in container.get("envFrom", []):
+        kind, held = ("configMapRef", config_maps) if "configMapRef" in source else ("secretRef", secrets)
+        name = source[kind]["name"]
+        assert name in held, f"envFrom {kind} {name}: not the chart's, so what it gives cannot be checked"
+        names |= {source.get("prefix", "") + key for key in held[name]}
+    return names
+
+
+def _variables_read(kind: str, component: str, container: dict[str, Any]) -> set[str]:
+    """What the program in ``container`` reads: a service (its Deployment, or its migration in
+    the Job) its settings class's variables and the Superset passwords ENVIRONMENTS names; the
+    page's Caddy its Caddyfile's; `helm test`'s check the agent's and the admin's password."""
+    if (kind, component) == ("Deployment", "web"):
+        return set(re.findall(r"\{\$([A-Z0-9_]+)(?::[^}]*)?\}", WEB_CADDYFILE.read_text()))
+    if (kind, component) == ("Pod", "test"):
+        return variables_read("agent", {}) | {CHECK_PASSWORD_VARIABLE}
+    service = container["name"].removeprefix("migrate-") if kind == "Job" else component
+    environments = {item["name"]: item.get("value", "") for item in container.get("env", [])}.get(
+        "ENVIRONMENTS"
+    )
+    return variables_read(service, {"ENVIRONMENTS": environments or ""})
+
+
+def _unread_variables(documents: list[dict[str, Any]]) -> dict[tuple[str, str, str], set[str]]:
+    """Each workload container's variables that its program does not read (none: it is given only
+    what it needs, no secret of another)."""
+    config_maps = {doc["metadata"]["name"]: set(doc.get("data") or {}) for doc in _of(documents, "ConfigMap")}
+    secrets = {
+        doc["metadata"]["name"]: {*(doc.get("data") or {}), *(doc.get("stringData") or {})}
+        for doc in _of(documents, "Secret")
+    }
+    unread = {}
+    for document in documents:
+        pod = _pod_spec(document)
+        if pod is None or (document["kind"], _component(document)) in NOT_A_SERVICE:
+            continue
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            where = (document["kind"], _component(document), container["name"])
+            given = _variables_given(container, config_maps, secrets)
+            unread[where] = given - _variables_read(document["kind"], _component(document), container)
+    return unread
+
+
+def _all_containers(documents: list[dict[str, Any]]) -> list[tuple[tuple[str, str, str], set[str]]]:
+    """Each workload container (kind, component, name) and the names of its env."""
+    return [
+        (
+            (document["kind"], _component(document), container["name"]),
+            {item["name"] for item in container.get("env", [])},
+        )
+        for document in documents
+        if (pod := _pod_spec(document)) is not None
+        for container in [*pod.get("initContainers", []), *pod["containers"]]
+    ]
+
+
+def test_each_container_is_given_only_the_variables_its_service_reads(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    value_set, documents = rendered
+    unread = _unread_variables(documents)
+    deployments = {component for kind, component, _ in unread if kind == "Deployment"}
+    assert deployments == {*SETTINGS, "web"}, value_set  # every Deployment was checked
+    assert {where: names for where, names in unread.items() if names} == {}, value_set
+
+
+def test_ops_alone_is_given_the_superset_passwords_its_environments_name(tmp_path: Path) -> None:
+    values = tmp_path / "environments.yaml"
+    entry = _environment("prod", password_env="SUPERSET_PROD_PASSWORD")
+    secret_env = {"SUPERSET_PROD_PASSWORD": "superset-prod-password"}
+    values.write_text(yaml.safe_dump({"ops": {"environments": [entry], "extraSecretEnv": secret_env}}))
+    documents = render(values_files=[values], set_values=SECRET)
+    holders = {
+        where for where, container in _all_containers(documents) if "SUPERSET_PROD_PASSWORD" in container
+    }
+    assert holders == {("Deployment", "ops", "ops"), ("Job", "migrate", "migrate-ops")}
+    assert {where: names for where, names in _unread_variables(documents).items() if names} == {}
+    # a variable ops does not read, given to it, is caught
+    values.write_text(yaml.safe_dump({"ops": {"extraSecretEnv": secret_env}}))
+    unread = _unread_variables(render(values_files=[values], set_values=SECRET))
+    assert unread[("Deployment", "ops", "ops")] == {"SUPERSET_PROD_PASSWORD"}
 
 
 def test_values_document_every_variable_the_services_read() -> None:

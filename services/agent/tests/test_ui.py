@@ -3,6 +3,7 @@
 from typing import cast
 
 import pytest
+from gradio import analytics
 
 from sstools.agent.chat import ChatService
 from sstools.agent.ui.app import chat_blocks
@@ -21,6 +22,15 @@ def test_the_queue_summarises_its_analytics_rarely_and_over_a_bounded_window(
     # every 1 000 events over the last 1 000 (Gradio's defaults: every event, over all of them)
     assert queue.ANALYTICS_MAX_EVENTS == 1_000
     assert queue.ANAYLTICS_CACHE_FREQUENCY == 1_000  # Gradio's own spelling
+
+
+def test_gradio_reports_nothing_to_its_makers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pod or `make run` sets GRADIO_ANALYTICS_ENABLED (each is given its settings alone):
+    the edge turns Gradio's usage and error reports off itself."""
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "")  # so that what the edge sets is undone after
+    monkeypatch.delenv("GRADIO_ANALYTICS_ENABLED")
+    chat_blocks(cast(ChatService, object()), ISSUER, 4, "offline")
+    assert analytics.analytics_enabled() is False
 
 
 def test_an_operator_setting_still_wins(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,8 @@ Order: database (``DATABASE_URL`` or the embedded server) → each owner's migra
 Caddy serves the built /agent page and routes the API paths to the services as the cluster's
 ingress does, so the page and its APIs share one origin. A process that exits or is killed is
 started again after a back-off (``sstools.devstack.restarting``), as a cluster restarts a pod.
+Each process is given only what it reads (``process_environment``): a service the variables of
+its settings class, never another's secrets, as the chart gives each pod its own.
 Ctrl-C (or SIGTERM) stops every process, then the embedded database.
 """
 
@@ -39,7 +41,7 @@ from sstools.common.tokens import SigningKey
 from sstools.convo.settings import ConvoSettings
 from sstools.devstack import oidc
 from sstools.devstack.demo import LOCAL_CONVO_TIMEOUT_SECONDS, PASSWORD_ENV, environments, local_supersets
-from sstools.devstack.monitoring import local_prometheus
+from sstools.devstack.monitoring import LocalPrometheus, local_prometheus
 from sstools.devstack.paths import CADDYFILE, DATA_DIR, PROCFILE, WEB_ROOT, on_venv_path
 from sstools.devstack.postgres import database_url, ensure_owned_database
 from sstools.devstack.restarting import command_line as restarting_command
@@ -167,10 +169,13 @@ def is_ready(address: ServiceAddress) -> bool:
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def migrate(environment: Mapping[str, str]) -> None:
+def migrate(configuration: Mapping[str, str]) -> None:
+    """Each owner's ``sstools-<service> migrate``, with what that service itself is given."""
     for name, settings_class in SETTINGS.items():
         if issubclass(settings_class, DatabaseSettings):
-            subprocess.run([f"sstools-{name}", "migrate"], env=environment, check=True)
+            subprocess.run(
+                [f"sstools-{name}", "migrate"], env=process_environment(name, configuration), check=True
+            )
 
 
 class ResilientOutput:
@@ -290,9 +295,72 @@ def local_signing_key(data_root: Path) -> dict[str, str]:
     return {"JWT_PRIVATE_KEY": private, "JWT_PUBLIC_KEYS": public}
 
 
-def process_environment(name: str, environment: Mapping[str, str]) -> dict[str, str]:
-    """What one process of the Procfile is given: ops alone holds the signing key."""
-    return {key: value for key, value in environment.items() if name == "ops" or key != "JWT_PRIVATE_KEY"}
+# What any process of the stack may have of the operating system: nothing of the project's and no
+# secret of its. The services come up with PATH alone (each was run under `env -i`); the rest keep
+# a machine's own set-up working, each for what reads it.
+OS_VARIABLES = frozenset(
+    {
+        "PATH",  # /bin/sh -c finds the console scripts, caddy and prometheus by name (the venv's first)
+        "HOME",  # Path.home() (the router's ~/.cache), Caddy's data and config folders
+        "LANG",  # the locale (with LC_*): Python's text encoding, Tesseract's
+        "LANGUAGE",
+        "TZ",  # the time zone, where the machine sets one
+        "TMPDIR",  # tempfile's folder: Gradio's uploads in flight, docparse's workers
+        "PYTHONUNBUFFERED",  # set by the stack: a service's log line reaches the terminal when written
+        "LD_LIBRARY_PATH",  # the loader's: a Python or libpq installed outside the system's folders
+        "SSL_CERT_FILE",  # OpenSSL's (and httpx's) trust store: an LLM endpoint behind a company's CA
+        "SSL_CERT_DIR",
+        # the machine's proxy, read by httpx and gRPC: an LLM endpoint reached only through it
+        *(f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL", "NO")),
+        *(f"{scheme}_proxy" for scheme in ("http", "https", "all", "no")),
+    }
+)
+OS_VARIABLE_PREFIXES = (
+    "LC_",  # the locale's parts
+    "XDG_",  # where a user's cache, data and config go: the router's vector cache, Caddy's storage
+)
+# What every service reads besides its settings class: the OpenTelemetry SDK its tracing runs on
+# takes the rest of its configuration from OTEL_* (resource attributes, the exporter's headers,
+# certificate and timeout, batching, sampling); OTEL_EXPORTER_OTLP_ENDPOINT alone is a setting.
+SERVICE_RUNTIME_PREFIXES = ("OTEL_",)
+
+
+def is_os_variable(name: str) -> bool:
+    """Whether ``name`` is one of the operating system's variables any process may be given."""
+    return name in OS_VARIABLES or name.startswith(OS_VARIABLE_PREFIXES)
+
+
+def variables_read(name: str, configuration: Mapping[str, str]) -> set[str]:
+    """The project's variables service ``name`` reads: its settings class's, and, where that
+    reads ENVIRONMENTS (ops), the variable each environment names for its Superset password."""
+    variables = set(environment_variables(SETTINGS[name]))
+    if "ENVIRONMENTS" in variables:
+        listed = parse_environments(configuration.get("ENVIRONMENTS", "")).values()
+        variables |= {env.password_env for env in listed if env.password_env}
+    return variables
+
+
+def process_environment(name: str, configuration: Mapping[str, str]) -> dict[str, str]:
+    """What process ``name`` of the stack is given out of ``configuration`` (every variable the
+    stack was started with or made, secrets included): a service exactly the variables it reads
+    (``variables_read``, and OTEL_*), the page's Caddy what its Caddyfile reads
+    (``proxy_environment``), Prometheus nothing of the project's (its flags say it all); each
+    also the operating system's variables (``OS_VARIABLES``). No process holds a secret it does
+    not read: the signing key is ops' alone, the admin's and Superset's passwords too."""
+    system = {key: value for key, value in configuration.items() if is_os_variable(key)}
+    if name in SETTINGS:
+        read = variables_read(name, configuration)
+        own = {
+            key: value
+            for key, value in configuration.items()
+            if key in read or key.startswith(SERVICE_RUNTIME_PREFIXES)
+        }
+        return {**system, **own}
+    if name == "web":
+        return {**system, **proxy_environment(configuration)}
+    if name == "prometheus":
+        return system
+    raise ValueError(f"the stack runs no process named {name!r}")
 
 
 # `make run`'s sign-in provider: its demo people's groups give these roles in the agent and in
@@ -320,22 +388,50 @@ class SingleSignOn:
     supersets: dict[str, SupersetSso]
 
 
+# Before each local Superset had a client secret of its own, one variable gave them all the same.
+SHARED_SUPERSET_SECRET = "OIDC_SUPERSET_SECRET"
+
+
+def superset_secret_variable(env_id: str) -> str:
+    """The variable that gives local Superset ``env_id``'s client secret (OIDC_SUPERSET_DEV_SECRET)."""
+    return f"OIDC_SUPERSET_{env_id.upper().replace('-', '_')}_SECRET"
+
+
+def superset_secret(data_root: Path, env_id: str) -> str:
+    """Local Superset ``env_id``'s client secret at the provider: its variable, or one made for it
+    in ``data_root`` (``oidc-superset-<env_id>-secret``). One secret per client: a Superset that
+    leaks its configuration cannot present itself to the provider as another."""
+    return local_secret(superset_secret_variable(env_id), data_root, f"oidc-superset-{env_id}-secret")
+
+
 @contextmanager
 def single_sign_on(
     data_root: Path, page_url: str, superset_ports: Mapping[str, int]
 ) -> Iterator[SingleSignOn]:
     """A local OpenID Connect provider (tools/oidc) with the demo people, and ops and both
-    Supersets as its clients; nothing where OPS_OIDC_ISSUER names a provider of one's own, or
-    SSTOOLS_LOCAL_SSO=off asks for none (people then sign in with passwords alone)."""
+    Supersets as its clients, each with a secret of its own; nothing where OPS_OIDC_ISSUER names
+    a provider of one's own, or SSTOOLS_LOCAL_SSO=off asks for none (people then sign in with
+    passwords alone)."""
     if os.environ.get("OPS_OIDC_ISSUER") or os.environ.get(LOCAL_SSO_SWITCH) == "off":
         yield SingleSignOn({}, {})
         return
     port = int(os.environ.get("SSTOOLS_OIDC_PORT", OIDC_PORT))
     agent_secret = local_secret("OIDC_AGENT_SECRET", data_root, "oidc-agent-secret")
-    superset_secret = local_secret("OIDC_SUPERSET_SECRET", data_root, "oidc-superset-secret")
     issuer = f"http://127.0.0.1:{port}"
+    if os.environ.get(SHARED_SUPERSET_SECRET):
+        logging.getLogger(__name__).warning(
+            "%s is not read: each local Superset has a client secret of its own (%s)",
+            SHARED_SUPERSET_SECRET,
+            ", ".join(superset_secret_variable(env_id) for env_id in superset_ports),
+        )
     supersets = {
-        env_id: SupersetSso(issuer, f"superset-{env_id}", superset_secret, SUPERSET_SSO_NAME, SUPERSET_ROLES)
+        env_id: SupersetSso(
+            issuer,
+            f"superset-{env_id}",
+            superset_secret(data_root, env_id),
+            SUPERSET_SSO_NAME,
+            SUPERSET_ROLES,
+        )
         for env_id in superset_ports
     }
     clients = [
@@ -454,6 +550,63 @@ def restarting(name: str, command: str) -> str:
     return f"exec {shlex.join(restarting_command(name, command))}"
 
 
+def stack_configuration(
+    data_root: Path, database: str, supersets: Mapping[str, str], sso: Mapping[str, str]
+) -> dict[str, str]:
+    """Everything the stack configures its processes with: this process's environment, the local
+    Supersets (``superset_environments``) and sign-in provider (``single_sign_on``), the
+    database, the keys and secrets made for this checkout in ``data_root``, where each peer
+    listens. The pool each process's environment is taken from (``process_environment``); no
+    process is given all of it."""
+    configuration = {
+        **os.environ,
+        **supersets,
+        **sso,
+        "DATABASE_URL": database,
+        **local_signing_key(data_root),
+        "CONFIRMATION_SECRET": local_secret("CONFIRMATION_SECRET", data_root, "confirmation-secret"),
+        "OPS_ADMIN_PASSWORD": local_secret("OPS_ADMIN_PASSWORD", data_root, "ops-admin-password"),
+        "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
+        "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),
+        "OPS_GIT_REPO": os.environ.get("OPS_GIT_REPO", str(data_root / "ops" / "exports")),
+        "AGENT_CONVO_TIMEOUT_SECONDS": os.environ.get(
+            "AGENT_CONVO_TIMEOUT_SECONDS", str(LOCAL_CONVO_TIMEOUT_SECONDS)
+        ),
+        "PATH": on_venv_path(os.environ.get("PATH")),
+        "PYTHONUNBUFFERED": "1",
+    }
+    configuration["OPS_SERVICE_CLIENTS"] = f"agent:{configuration['AGENT_OPS_CLIENT_SECRET']}"
+    configuration.update(
+        {**peer_addresses(configuration), **{k: v for k, v in os.environ.items() if k in PEERS}}
+    )
+    return configuration
+
+
+@dataclass(frozen=True)
+class StackProcess:
+    """One process the supervisor runs: its command line and the environment it is given."""
+
+    name: str
+    command: str
+    environment: dict[str, str]
+
+
+def stack_processes(
+    configuration: Mapping[str, str], prometheus: LocalPrometheus | None
+) -> list[StackProcess]:
+    """Every process of the stack, restarted when it exits: each Procfile service, the page's
+    Caddy and, where one is installed, Prometheus; each given its own part of ``configuration``."""
+    commands = {
+        **parse_procfile(PROCFILE.read_text()).processes,
+        "web": f"exec caddy run --adapter caddyfile --config {CADDYFILE}",
+        **({"prometheus": prometheus.command} if prometheus is not None else {}),
+    }
+    return [
+        StackProcess(name, restarting(name, command), process_environment(name, configuration))
+        for name, command in commands.items()
+    ]
+
+
 def _ports(value: str) -> dict[str, int]:
     pairs = (pair.split("=", 1) for pair in value.split(",") if pair)
     return {env_id: int(port) for env_id, port in pairs}
@@ -491,46 +644,20 @@ def main() -> None:
             sso.supersets,
         ) as supersets,
     ):
-        environment = {
-            **os.environ,
-            **supersets,
-            **sso.ops,
-            "DATABASE_URL": url,
-            **local_signing_key(data_root),
-            "CONFIRMATION_SECRET": local_secret("CONFIRMATION_SECRET", data_root, "confirmation-secret"),
-            "OPS_ADMIN_PASSWORD": local_secret("OPS_ADMIN_PASSWORD", data_root, "ops-admin-password"),
-            "AGENT_OPS_CLIENT_SECRET": local_secret("AGENT_OPS_CLIENT_SECRET", data_root, "agent-ops-secret"),
-            "OPS_BACKUP_DIR": os.environ.get("OPS_BACKUP_DIR", str(data_root / "ops" / "backups")),
-            "OPS_GIT_REPO": os.environ.get("OPS_GIT_REPO", str(data_root / "ops" / "exports")),
-            "AGENT_CONVO_TIMEOUT_SECONDS": os.environ.get(
-                "AGENT_CONVO_TIMEOUT_SECONDS", str(LOCAL_CONVO_TIMEOUT_SECONDS)
-            ),
-            "PATH": on_venv_path(os.environ.get("PATH")),
-            "PYTHONUNBUFFERED": "1",
-        }
-        environment["OPS_SERVICE_CLIENTS"] = f"agent:{environment['AGENT_OPS_CLIENT_SECRET']}"
-        environment.update(
-            {**peer_addresses(environment), **{k: v for k, v in os.environ.items() if k in PEERS}}
-        )
-        migrate(environment)
+        configuration = stack_configuration(data_root, url, supersets, sso.ops)
+        migrate(configuration)
         output = ResilientOutput(sys.stdout)
         manager = Manager(Printer(output))
-        for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
-            manager.add_process(name, restarting(name, command), env=process_environment(name, environment))
-        manager.add_process(
-            "web",
-            restarting("web", f"exec caddy run --adapter caddyfile --config {CADDYFILE}"),
-            env={**environment, **proxy_environment(environment)},
-        )
-        page = page_address(environment)
-        notes = [f"  the /agent page: {page.url}/agent", *sign_in_notes(environment, data_root)]
-        listening: list[Listening] = [*addresses(environment), page]
-        targets = {service.name: service.metrics_target for service in addresses(environment)}
-        prometheus = local_prometheus(environment, data_root / "prometheus", targets)
+        targets = {service.name: service.metrics_target for service in addresses(configuration)}
+        prometheus = local_prometheus(configuration, data_root / "prometheus", targets)
+        for process in stack_processes(configuration, prometheus):
+            manager.add_process(process.name, process.command, env=process.environment)
+        page = page_address(configuration)
+        notes = [f"  the /agent page: {page.url}/agent", *sign_in_notes(configuration, data_root)]
+        listening: list[Listening] = [*addresses(configuration), page]
         if prometheus is None:
             notes.append("  no Prometheus (apt-get install prometheus: make run then scrapes every service)")
         else:
-            manager.add_process("prometheus", restarting("prometheus", prometheus.command), env=environment)
             listening.append(prometheus)
             notes.append(f"  Prometheus scraping every service: {prometheus.url}")
         watch = ReadinessWatch(manager, listening, args.ready_timeout, output, notes)

@@ -85,6 +85,13 @@ def _bound_gradio_queue_analytics() -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(GRADIO_ANALYTICS_EVENTS))
 
 
+def _no_gradio_usage_reports() -> None:
+    """Gradio would report usage and errors to its makers (the Blocks' ``analytics_enabled=False``
+    stops only some of it). Off here, wherever the agent runs, so no pod or `make run` needs a
+    variable for it beside its settings; the environment still wins."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
 async def _batches(events: AsyncIterator[Event]) -> AsyncIterator[list[Event]]:
     """The events grouped by what has arrived: one at a time while the page keeps up, and all
     that queued meanwhile when it does not — one update for a burst of tokens rather than one
@@ -121,6 +128,7 @@ def chat_blocks(
 ) -> gr.Blocks:
     _skip_gradio_matplotlib_probe()
     _bound_gradio_queue_analytics()
+    _no_gradio_usage_reports()
 
     async def respond(
         message: object,
