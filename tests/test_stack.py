@@ -132,6 +132,7 @@ def test_with_no_provider_people_sign_in_with_passwords_in_the_page_and_in_super
             "and a new group at the next sign-in",
             "in a drawer of a browser the provider does not know, says why and offers its button, "
             "never a password form",
+            "refuses a hand-off carried in from another browser's sign-in, saying why, and signs no one in",
             "refuses a person in no mapped group, saying why",
         }, suite.outcomes
         assert suite.outcomes["offers the password form alone, and nothing of single sign-on"] == "passed"
@@ -292,6 +293,7 @@ def _the_page_works_in_a_browser(
         *("16-drawer", "17-drawer-confirm", "18-idle"),
         *("19-sso-login", "20-sso-provider", "21-sso-signed-in", "22-sso-refused"),
         *("23-admin-people", "24-admin-audit", "25-admin-record", "26-admin-refused"),
+        *("27-sso-foreign", "28-sso-foreign-kept"),
     )
     assert {path.name for path in browser.SCREENSHOTS.iterdir()} == {
         *(f"{state}-{width}.png" for state in states for width in ("desktop", "narrow")),

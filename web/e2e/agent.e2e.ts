@@ -97,6 +97,12 @@ async function providerSignIn(page: Page, who: Person): Promise<void> {
   await page.locator('button[type="submit"]').click();
 }
 
+/** Who the page's header says is signed in: name, and role in the page's language. */
+async function header(chat: Page | FrameLocator): Promise<{ name: string | null; role: string | null }> {
+  await chat.getByTestId("who-role").waitFor();
+  return { name: await chat.getByTestId("who-name").textContent(), role: await chat.getByTestId("who-role").textContent() };
+}
+
 /** The role ops gives the page's signed-in person. */
 async function roleOf(page: Page): Promise<string> {
   return page.evaluate(async () => {
@@ -195,6 +201,7 @@ describe("the /agent page", () => {
     expect(seen.at(-1)).toMatch(/^Слишком много попыток входа. Повторите через \d+ с$/);
     await signIn(page, ADMIN);
     expect(await page.getByTestId("context-pill").textContent()).toContain("дашборд Sales Overview @dev");
+    expect(await header(page)).toEqual({ name: ADMIN.username, role: "администратор" });
   });
 
   it("keeps the environment selector in step with the context, and warns on prod", async () => {
@@ -442,6 +449,7 @@ describe("the /agent page", () => {
     await page.reload();
     await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
     expect(await page.getByTestId("send").textContent()).toBe("Send");
+    expect(await header(page)).toEqual({ name: ADMIN.username, role: "admin" }); // kept with the session
     await ask(page, "SELECT count(*) FROM sales"); // no words of either language: the page's decides
     await expectState(page, "success");
     const answer = (await page.getByTestId("assistant-message").last().getByTestId("answer").textContent()) ?? "";
@@ -749,6 +757,7 @@ withProvider("single sign-on through the company's provider", () => {
     await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
     expect(new URL(page.url()).hash).toBe(""); // the hand-off is gone from the address
     expect(await roleOf(page)).toBe("analyst");
+    expect(await header(page)).toEqual({ name: ANA.username, role: "аналитик" });
     await shoot(page, "21-sso-signed-in");
 
     const people = readFileSync(OIDC_PEOPLE, "utf8");
@@ -761,6 +770,7 @@ withProvider("single sign-on through the company's provider", () => {
       await again.waitForURL(/\/agent/);
       await expect.poll(() => again.getByTestId("connection").getAttribute("data-state")).toBe("connected");
       expect(await roleOf(again)).toBe("operator");
+      expect(await header(again)).toEqual({ name: ANA.username, role: "оператор" });
     } finally {
       writeFileSync(OIDC_PEOPLE, people);
     }
@@ -776,6 +786,63 @@ withProvider("single sign-on through the company's provider", () => {
     expect(await page.getByTestId("sso-sign-in").getAttribute("target")).toBe("_blank"); // the provider is never framed
     expect(await page.getByTestId("sso-again").count()).toBe(1);
     expect(await page.locator('input[name="password"]').count()).toBe(0);
+  });
+
+  /** Someone else's single sign-on in a browser of their own (its own cookies), followed through
+   * the provider's form up to ops' callback and no further: the hand-off code its answer's
+   * Location carries (`/agent#sso=<code>`), taken without the page ever loading there. */
+  async function foreignHandoff(who: Person): Promise<string> {
+    const context = await browser.newContext({ viewport: WIDTHS.desktop, locale: "ru-RU" });
+    contexts.push(context);
+    const page = await context.newPage();
+    await page.goto(`${BASE_URL}/api/auth/oidc/start?${new URLSearchParams({ return_to: "/agent" })}`);
+    await page.waitForURL(/\/interaction\//);
+    await page.locator("#username").fill(who.username);
+    await page.locator("#password").fill(who.password);
+    // the form sent as the browser would, its redirects followed one at a time (a browser would
+    // follow ops' last one to the page, which would take the hand-off itself)
+    const form = await page.locator("#username").evaluate((input) => {
+      const sent = (input as HTMLInputElement).form!;
+      return { action: sent.action, fields: Object.fromEntries(new FormData(sent) as unknown as Iterable<[string, string]>) };
+    });
+    let answer = await context.request.post(form.action, { form: form.fields, maxRedirects: 0 });
+    const hops = [`${answer.status()} ${answer.url()}`];
+    for (let hop = 0; hop < 10 && new URL(answer.url()).pathname !== "/api/auth/oidc/callback"; hop++) {
+      const next = answer.headers().location;
+      if (!next) break;
+      answer = await context.request.get(new URL(next, answer.url()).href, { maxRedirects: 0 });
+      hops.push(`${answer.status()} ${answer.url()}`);
+    }
+    const location = answer.headers().location ?? "";
+    const code = new URLSearchParams(new URL(location, BASE_URL).hash.slice(1)).get("sso");
+    if (!code) throw new Error(`no hand-off after ${hops.join(" → ")} (last Location: ${location || "none"})`);
+    return code;
+  }
+
+  it("refuses a hand-off carried in from another browser's sign-in, saying why, and signs no one in", async () => {
+    // login CSRF: the attacker's own sign-in, its #sso= sent to the person as a link
+    const page = await newPage();
+    await page.goto(`${BASE_URL}/agent#sso=${await foreignHandoff(ADAM)}`);
+    await page.waitForURL(/\/login/);
+    expect(await page.getByTestId("sso-error").textContent()).toBe(
+      "Этот вход был начат в другом браузере, поэтому он не использован. Войдите здесь сами.",
+    );
+    expect(await page.evaluate(() => sessionStorage.getItem("sstools.session"))).toBeNull();
+    expect(new URL(page.url()).hash).toBe("");
+    await shoot(page, "27-sso-foreign");
+    // signed in already: the person stays who they are, and is told why nothing changed
+    await signIn(page, ANALYST);
+    await page.goto("about:blank");
+    await page.goto(`${BASE_URL}/agent?envId=dev#sso=${await foreignHandoff(ADAM)}`);
+    await expect.poll(() => page.getByTestId("connection").getAttribute("data-state")).toBe("connected");
+    expect(await page.getByTestId("sso-error").textContent()).toContain(
+      "Вход, начатый в другом браузере, не использован: вы по-прежнему вошли как раньше.",
+    );
+    expect(await header(page)).toEqual({ name: ANALYST.username, role: "аналитик" });
+    expect(await roleOf(page)).toBe("analyst");
+    await shoot(page, "28-sso-foreign-kept");
+    await page.getByTestId("dismiss-notice").click();
+    expect(await page.getByTestId("sso-error").count()).toBe(0);
   });
 
   it("refuses a person in no mapped group, saying why", async () => {
@@ -886,6 +953,8 @@ describe("the drawer inside Superset", () => {
   it("answers about the dashboard on screen, and follows Superset to another one and to SQL Lab", async () => {
     const { page, drawer } = await inSuperset("/superset/dashboard/legacy-kpis/");
     await expect.poll(() => pill(drawer)).toBe("Контекст: дашборд Legacy KPIs @dev");
+    // the drawer names who the agent knows the person as (Superset's sign-in alone, or the agent's own)
+    expect(await header(drawer)).toEqual({ name: SSO_NAME ? ADAM.username : ADMIN.username, role: "администратор" });
     await shoot(page, "16-drawer", chatFrame(page)); // Superset's own page, the drawer over it
     const broken = await askIn(drawer, "Is this dashboard healthy?");
     expect(broken).toContain("Legacy uptime"); // its broken chart

@@ -3,16 +3,23 @@
  * noticing (`renewSession`), until ops refuses (expired, signed out, disabled). */
 
 import type { SessionTokens } from "./chat/types.ts";
+import type { StringKey } from "./i18n.ts";
 
 const KEY = "sstools.session";
 
 export interface Session {
   token: string;
   username: string;
+  /** The person's role at ops (viewer, analyst, operator, admin) as ops last said it; the page's
+   * header names it. Absent in a session kept before roles were, or when ops could not say. */
+  role?: string;
   refreshToken?: string;
   /** When the access token ends (ms since the epoch). */
   expiresAt?: number;
 }
+
+/** Who a session is: its person's name and role. */
+export type Person = Pick<Session, "username" | "role">;
 
 interface Issued {
   access_token: string;
@@ -20,10 +27,11 @@ interface Issued {
   refresh_token: string;
 }
 
-function keep(username: string, issued: Issued): Session {
-  const session = {
+function keep(person: Person, issued: Issued): Session {
+  const session: Session = {
     token: issued.access_token,
-    username,
+    username: person.username,
+    ...(person.role ? { role: person.role } : {}),
     refreshToken: issued.refresh_token,
     expiresAt: Date.now() + issued.expires_in * 1000,
   };
@@ -31,13 +39,49 @@ function keep(username: string, issued: Issued): Session {
   return session;
 }
 
-/** A refused sign-in; `retryAfter` is set when ops said to wait (429) rather than "wrong". */
+/** Who ops says a token's person is now (`GET /api/auth/me`): name, role, and the requests an
+ * empty chat offers them. */
+export interface Me {
+  username: string;
+  role: string;
+  examples: Example[];
+}
+
+async function whoIs(token: string): Promise<Me> {
+  const me = await fetch("/api/auth/me", { headers: { Authorization: `Bearer ${token}` } });
+  if (!me.ok) throw new LoginFailed(me.status, null, await refusalCode(me));
+  return (await me.json()) as Me;
+}
+
+/** The kept session's person as ops said it just now (a role changed by an admin, or by the
+ * groups of a single sign-on, since the session began); the tokens stay as they are. */
+export function rememberPerson(person: Person): Session | null {
+  const kept = currentSession();
+  if (!kept || kept.username !== person.username) return kept;
+  const session = { ...kept, role: person.role };
+  sessionStorage.setItem(KEY, JSON.stringify(session));
+  return session;
+}
+
+/** A refused sign-in; `retryAfter` is set when ops said to wait (429) rather than "wrong";
+ * `code` is ops' reason (`detail.code`: `oidc_handoff_foreign`, ...) when it gave one. */
 export class LoginFailed extends Error {
   constructor(
-    status: number,
+    readonly status: number,
     readonly retryAfter: number | null = null,
+    readonly code: string | null = null,
   ) {
-    super(String(status));
+    super(code ? `${status} ${code}` : String(status));
+  }
+}
+
+/** The code of ops' refusal (`{"detail": {"code": ...}}`), or null when its body says none. */
+async function refusalCode(response: Response): Promise<string | null> {
+  try {
+    const { detail } = (await response.json()) as { detail?: { code?: unknown } };
+    return typeof detail?.code === "string" ? detail.code : null;
+  } catch {
+    return null; // no JSON (a proxy's own error page)
   }
 }
 
@@ -51,7 +95,11 @@ export async function login(username: string, password: string): Promise<Session
     throw new LoginFailed(429, Math.max(1, Number(response.headers.get("Retry-After")) || 1));
   }
   if (!response.ok) throw new LoginFailed(response.status);
-  return keep(username, (await response.json()) as Issued);
+  const issued = (await response.json()) as Issued;
+  // the role, for the header; the page asks ops again once it begins, so a failure here is not
+  // a failed sign-in (the password was right)
+  const me = await whoIs(issued.access_token).catch(() => null);
+  return keep(me ?? { username }, issued);
 }
 
 /** How this ops lets people sign in (`GET /api/auth/methods`): a password, a provider, or both. */
@@ -84,18 +132,85 @@ export function takeSsoAnswer(): { handoff: string } | { error: string } | null 
   return handoff !== null ? { handoff } : { error: error ?? "oidc_denied" };
 }
 
-/** The session a single sign-on's hand-off stands for (used once, within a minute). */
-export async function ssoSession(handoff: string): Promise<Session> {
-  const response = await fetch("/api/auth/oidc/session", {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ handoff }),
-  });
-  if (!response.ok) throw new LoginFailed(response.status);
-  const issued = (await response.json()) as Issued;
-  const me = await fetch("/api/auth/me", { headers: { Authorization: `Bearer ${issued.access_token}` } });
-  if (!me.ok) throw new LoginFailed(me.status);
-  return keep(((await me.json()) as { username: string }).username, issued);
+/** Why a hand-off was not taken, as the sign-in page explains it: ops' reasons it knows, else
+ * "sso_failed" (a network failure, a server error, a reason this page does not know). */
+const HANDOFF_REFUSALS: readonly string[] = ["oidc_handoff_foreign", "oidc_handoff_invalid", "user_inactive"];
+
+export function handoffRefusal(error: unknown): string {
+  return error instanceof LoginFailed && error.code !== null && HANDOFF_REFUSALS.includes(error.code)
+    ? error.code
+    : "sso_failed";
+}
+
+/** The page's own reason: a hand-off for another person came to a tab where someone is signed in. */
+export const HANDOFF_OTHER_PERSON = "handoff_other_person";
+
+/** Takes a single sign-on's hand-off (used once, within a minute) in this tab; null once its
+ * session is kept, else why not (a code `ssoMessageKey` explains). Ops takes a hand-off only in
+ * the browser that started its sign-in (a cookie of its own), so one carried in from another
+ * (login CSRF: `#sso=` of the attacker's sign-in) is refused as `oidc_handoff_foreign`. And a
+ * hand-off never changes who is signed in to a tab: where a session is kept, one for another
+ * person is revoked at once and the kept session stays (whatever ops checked); one for the same
+ * person renews it. */
+export async function takeHandoff(handoff: string): Promise<string | null> {
+  let issued: Issued;
+  let me: Me;
+  try {
+    const response = await fetch("/api/auth/oidc/session", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ handoff }),
+      credentials: "same-origin", // the binding cookie ops set at its callback goes with it
+    });
+    if (!response.ok) throw new LoginFailed(response.status, null, await refusalCode(response));
+    issued = (await response.json()) as Issued;
+  } catch (error) {
+    return handoffRefusal(error);
+  }
+  try {
+    me = await whoIs(issued.access_token);
+  } catch (error) {
+    revoke(issued.refresh_token); // a session no one here will use
+    return handoffRefusal(error);
+  }
+  const before = currentSession();
+  if (before && before.username !== me.username) {
+    revoke(issued.refresh_token);
+    return HANDOFF_OTHER_PERSON;
+  }
+  if (before?.refreshToken) revoke(before.refreshToken);
+  keep(me, issued);
+  return null;
+}
+
+/** What the sign-in page (or the chat, where someone is signed in) says for a single sign-on's
+ * refusal `code`; "sso_failed" for one it does not know. */
+const SSO_MESSAGES = new Map<string, StringKey>([
+  ["oidc_denied", "sso_oidc_denied"],
+  ["oidc_unmapped", "sso_oidc_unmapped"],
+  ["oidc_user_disabled", "sso_oidc_user_disabled"],
+  ["oidc_last_admin", "sso_oidc_last_admin"],
+  ["oidc_name_taken", "sso_oidc_name_taken"],
+  ["oidc_handoff_foreign", "sso_oidc_handoff_foreign"],
+  ["oidc_handoff_invalid", "sso_oidc_handoff_invalid"],
+  ["user_inactive", "sso_oidc_user_disabled"],
+  [HANDOFF_OTHER_PERSON, "sso_handoff_other_person"],
+]);
+
+/** Said where someone is signed in already (the chat, not the sign-in page): the refusals whose
+ * words would ask them to sign in again say that they still are instead. */
+const SSO_KEPT_MESSAGES = new Map<StringKey, StringKey>([
+  ["sso_oidc_handoff_foreign", "ssoKept_oidc_handoff_foreign"],
+  ["sso_oidc_handoff_invalid", "ssoKept_oidc_handoff_invalid"],
+  ["sso_failed", "ssoKept_failed"],
+]);
+
+/** `embedded`: in a Superset's drawer, where a refused silent try means the provider does not
+ * know this browser yet; `signedIn`: said to someone whose session in the tab stays. */
+export function ssoMessageKey(code: string, embedded = false, signedIn = false): StringKey {
+  if (embedded && code === "oidc_denied") return "ssoSilentFailed";
+  const key = SSO_MESSAGES.get(code) ?? "sso_failed";
+  return signedIn ? (SSO_KEPT_MESSAGES.get(key) ?? key) : key;
 }
 
 const SSO_ERROR_KEY = "sstools.ssoError";
@@ -130,7 +245,7 @@ async function renewed(current: Session | null): Promise<Session | null> {
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ refresh_token: current.refreshToken }),
   });
-  return response.ok ? keep(current.username, (await response.json()) as Issued) : null;
+  return response.ok ? keep(current, (await response.json()) as Issued) : null;
 }
 
 const RENEW_BEFORE_END_MS = 60_000;
@@ -188,13 +303,15 @@ export function currentSession(): Session | null {
 export function logout(): void {
   const refreshToken = currentSession()?.refreshToken;
   sessionStorage.removeItem(KEY);
-  if (refreshToken) {
-    void fetch("/api/auth/logout", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ refresh_token: refreshToken }),
-    }).catch(() => {});
-  }
+  if (refreshToken) revoke(refreshToken);
+}
+
+function revoke(refreshToken: string): void {
+  void fetch("/api/auth/logout", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ refresh_token: refreshToken }),
+  }).catch(() => {});
 }
 
 const DRAFT_KEY = "sstools.draft";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chooseLang, preferredLang } from "./i18n.ts";
+import { chooseLang, preferredLang, roleLabel } from "./i18n.ts";
 
 function memory(): Storage {
   const kept = new Map<string, string>();
@@ -34,5 +34,15 @@ describe("the page's language", () => {
     const storage = memory();
     storage.setItem("sstools.lang", "de");
     expect(preferredLang(storage, ["en-GB"])).toBe("en");
+  });
+});
+
+describe("a role's name", () => {
+  it("is said in the page's language, and as ops named it when the page does not know it", () => {
+    expect(roleLabel("ru", "admin")).toBe("администратор");
+    expect(roleLabel("en", "analyst")).toBe("analyst");
+    expect(roleLabel("ru", "viewer")).toBe("наблюдатель");
+    expect(roleLabel("en", "auditor")).toBe("auditor");
+    expect(roleLabel("ru", "constructor")).toBe("constructor");
   });
 });

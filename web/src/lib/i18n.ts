@@ -6,6 +6,7 @@ const STRINGS = {
   title: { ru: "SS-Tools Агент", en: "SS-Tools Agent" },
   login: { ru: "Войти", en: "Sign in" },
   logout: { ru: "Выйти", en: "Sign out" },
+  signedInAs: { ru: "Вы вошли как", en: "Signed in as" },
   username: { ru: "Имя пользователя", en: "Username" },
   password: { ru: "Пароль", en: "Password" },
   loginFailed: { ru: "Неверное имя или пароль", en: "Wrong username or password" },
@@ -27,6 +28,35 @@ const STRINGS = {
   sso_oidc_last_admin: {
     ru: "Вход снял бы права с последнего администратора: обратитесь к администратору.",
     en: "This sign-in would take the rights of the last administrator: ask an administrator.",
+  },
+  sso_oidc_name_taken: {
+    ru: "Имя, которое даёт поставщик входа, уже занято другой учётной записью. Обратитесь к администратору: он свяжет их.",
+    en: "The name your sign-in provider gives is taken by another account. Ask an administrator to link them.",
+  },
+  sso_oidc_handoff_foreign: {
+    ru: "Этот вход был начат в другом браузере, поэтому он не использован. Войдите здесь сами.",
+    en: "This sign-in was started in another browser, so it was not used. Sign in here yourself.",
+  },
+  sso_oidc_handoff_invalid: {
+    ru: "Ссылка входа уже использована или устарела. Войдите ещё раз.",
+    en: "This sign-in link was already used or has expired. Sign in again.",
+  },
+  // the same refusals where someone is signed in already: nothing changed for them
+  ssoKept_oidc_handoff_foreign: {
+    ru: "Вход, начатый в другом браузере, не использован: вы по-прежнему вошли как раньше.",
+    en: "A sign-in started in another browser was not used: you are still signed in as before.",
+  },
+  ssoKept_oidc_handoff_invalid: {
+    ru: "Ссылка входа уже использована или устарела, она не использована: вы по-прежнему вошли как раньше.",
+    en: "A sign-in link that was already used or has expired was not used: you are still signed in as before.",
+  },
+  ssoKept_failed: {
+    ru: "Единый вход не удался: вы по-прежнему вошли как раньше.",
+    en: "Single sign-on failed: you are still signed in as before.",
+  },
+  sso_handoff_other_person: {
+    ru: "Пришёл вход под другим именем — он не использован: вы по-прежнему вошли как раньше. Чтобы войти другим человеком, сначала выйдите.",
+    en: "A sign-in as someone else arrived; it was not used, and you are still signed in as before. To sign in as another person, sign out first.",
   },
   sso_failed: { ru: "Единый вход не удался. Попробуйте ещё раз.", en: "Single sign-on failed. Try again." },
   sessionEnded: {
@@ -236,6 +266,13 @@ export type StringKey = keyof typeof STRINGS;
 
 export function translate(lang: Lang, key: StringKey): string {
   return STRINGS[key][lang];
+}
+
+/** A role's name in `lang` (`admin` → "администратор"); a role the page does not know, as ops
+ * named it. */
+export function roleLabel(lang: Lang, role: string): string {
+  const key = `role_${role}`;
+  return Object.hasOwn(STRINGS, key) ? translate(lang, key as StringKey) : role;
 }
 
 export const LANGS: readonly Lang[] = ["ru", "en"];
