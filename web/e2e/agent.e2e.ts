@@ -1058,7 +1058,25 @@ describe("the admin console", () => {
     const lastSignIn = row.getByTestId("person-last-sign-in");
     await expect.poll(() => lastSignIn.getAttribute("data-method")).toBe("password");
     expect(await lastSignIn.textContent()).toMatch(/по паролю, .+\s+с адреса \S+/);
+
+    // an admin links the account to a subject at the provider (its single sign-ons are then
+    // theirs); without a provider, the console says there is none to link to
+    const sso = row.getByTestId("person-sso");
+    expect(await sso.getAttribute("data-subject")).toBe("");
+    await row.getByTestId("person-link").click();
+    await row.getByTestId("link-form").locator("input").fill(`${person.username}-sub`);
+    await row.getByTestId("link-save").click();
+    if (SSO_NAME) {
+      await expect.poll(() => sso.getAttribute("data-subject")).toBe(`${person.username}-sub`);
+      expect(await row.getByTestId("person-note").textContent()).toBe("Связано: единый вход этого субъекта — эта учётная запись.");
+    } else {
+      await expect.poll(() => row.getByTestId("person-note").textContent()).toBe("Единый вход не настроен.");
+    }
     await shoot(page, "23-admin-people");
+    if (SSO_NAME) {
+      await row.getByTestId("person-unlink").click();
+      await expect.poll(() => sso.getAttribute("data-subject")).toBe("");
+    }
 
     // disabling is asked first; "cancel" leaves them be
     await row.getByTestId("person-disable").click();

@@ -64,6 +64,8 @@ describe("what a refusal means, in words", () => {
     expect(problemKey(refused(409, { code: "last_admin", message: "x" }))).toBe("adminErr_last_admin");
     expect(problemKey(refused(409, { code: "user_exists", message: "x" }))).toBe("adminErr_user_exists");
     expect(problemKey(refused(409, { code: "sso_only", message: "x" }))).toBe("adminErr_sso_only");
+    expect(problemKey(refused(409, { code: "subject_linked", message: "x" }))).toBe("adminErr_subject_linked");
+    expect(problemKey(refused(422, { code: "sso_off", message: "x" }))).toBe("adminErr_sso_off");
     expect(problemKey(refused(404, { code: "user_not_found", message: "x" }))).toBe("adminErr_user_not_found");
     expect(problemKey(refused(403, { code: "permission_denied", required_role: "admin" }))).toBe("adminErr_permission_denied");
     expect(translate("en", problemKey(refused(409, { code: "last_admin" })))).toBe("The last active admin cannot be disabled or demoted.");

@@ -42,6 +42,13 @@ export interface Account {
   /** Made by single sign-on: no password lets them in, and none may be set. */
   sso_only: boolean;
   last_sign_in: LastSignIn | null;
+  /** The provider's subject whose single sign-ons are this account (null: none is). */
+  sso_subject: SsoSubject | null;
+}
+
+export interface SsoSubject {
+  issuer: string;
+  subject: string;
 }
 
 /** What a change answers: the account's name, role and whether active. */
@@ -171,6 +178,8 @@ const CODES: Record<string, StringKey> = {
   user_not_found: "adminErr_user_not_found",
   last_admin: "adminErr_last_admin",
   sso_only: "adminErr_sso_only",
+  subject_linked: "adminErr_subject_linked",
+  sso_off: "adminErr_sso_off",
   permission_denied: "adminErr_permission_denied",
   audit_record_not_found: "adminErr_record_not_found",
   bad_cursor: "adminErr_invalid",
@@ -223,6 +232,15 @@ export class AdminApi {
 
   setPassword(username: string, password: string): Promise<AccountChanged> {
     return this.api.send("POST", `/api/admin/users/${encodeURIComponent(username)}/password`, { password });
+  }
+
+  /** Single sign-ons of `subject` (at the configured provider) are this account from now on. */
+  link(username: string, subject: string): Promise<AccountChanged> {
+    return this.api.send("PUT", `/api/admin/users/${encodeURIComponent(username)}/sso`, { subject });
+  }
+
+  unlink(username: string): Promise<AccountChanged> {
+    return this.api.json(`/api/admin/users/${encodeURIComponent(username)}/sso`, { method: "DELETE" });
   }
 
   agentAudit(filters: AgentAuditFilters, cursor: string | null = null): Promise<Listing<AgentAuditRecord>> {

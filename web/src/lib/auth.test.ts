@@ -11,20 +11,7 @@ import {
   type Session,
 } from "./auth.ts";
 import { translate } from "./i18n.ts";
-
-function memory(): Storage {
-  const kept = new Map<string, string>();
-  return {
-    getItem: (key) => kept.get(key) ?? null,
-    setItem: (key, value) => void kept.set(key, value),
-    removeItem: (key) => void kept.delete(key),
-    clear: () => kept.clear(),
-    key: (index) => [...kept.keys()][index] ?? null,
-    get length() {
-      return kept.size;
-    },
-  };
-}
+import { memoryStorage as memory } from "./memory-storage.ts";
 
 type Call = { url: string; init: RequestInit };
 

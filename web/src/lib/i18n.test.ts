@@ -1,19 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { chooseLang, preferredLang, roleLabel } from "./i18n.ts";
-
-function memory(): Storage {
-  const kept = new Map<string, string>();
-  return {
-    getItem: (key) => kept.get(key) ?? null,
-    setItem: (key, value) => void kept.set(key, value),
-    removeItem: (key) => void kept.delete(key),
-    clear: () => kept.clear(),
-    key: (index) => [...kept.keys()][index] ?? null,
-    get length() {
-      return kept.size;
-    },
-  };
-}
+import { memoryStorage as memory } from "./memory-storage.ts";
 
 describe("the page's language", () => {
   it("is the browser's first of Russian or English until the person chooses", () => {

@@ -199,6 +199,16 @@ const STRINGS = {
   passwordAgain: { ru: "Пароль ещё раз", en: "Password again" },
   save: { ru: "Сохранить", en: "Save" },
   ssoOnly: { ru: "только единый вход", en: "single sign-on only" },
+  ssoLink: { ru: "Единый вход", en: "Single sign-on" },
+  ssoSubject: { ru: "Субъект (sub) у поставщика", en: "Subject (sub) at the provider" },
+  ssoLinkDo: { ru: "Связать", en: "Link" },
+  ssoUnlink: { ru: "Отвязать", en: "Unlink" },
+  ssoNotLinked: { ru: "не связан", en: "not linked" },
+  ssoLinked: {
+    ru: "Связано: единый вход этого субъекта — эта учётная запись.",
+    en: "Linked: this subject's single sign-ons are this account.",
+  },
+  ssoUnlinked: { ru: "Связь снята.", en: "Unlinked." },
   passwordChanged: {
     ru: "Пароль изменён; сеансы этого человека завершены.",
     en: "Password changed; their sessions have ended.",
@@ -221,6 +231,11 @@ const STRINGS = {
     ru: "Эта учётная запись входит только через единый вход: пароль ей не задать.",
     en: "This account signs in with single sign-on only: it cannot be given a password.",
   },
+  adminErr_subject_linked: {
+    ru: "Этот субъект уже связан с другой учётной записью.",
+    en: "That subject is already linked to another account.",
+  },
+  adminErr_sso_off: { ru: "Единый вход не настроен.", en: "Single sign-on is not configured." },
   adminErr_permission_denied: { ru: "Это может только администратор.", en: "Only an admin may do this." },
   adminErr_record_not_found: { ru: "Такой записи нет.", en: "There is no such record." },
   adminErr_password_short: { ru: "Пароль — не короче 12 символов.", en: "A password has at least 12 characters." },

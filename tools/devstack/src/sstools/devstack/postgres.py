@@ -35,6 +35,9 @@ def database_url(data_dir: Path, database: str = DATABASE_NAME) -> Iterator[str]
         yield make_url(admin_url).set(database=database).render_as_string(hide_password=False)
 
 
+STOP_WAIT_SECONDS = 300
+
+
 @contextmanager
 def embedded_server(data_dir: Path) -> Iterator[str]:
     """Start (or reuse) the embedded server in ``data_dir``; yield its admin URL; stop it after."""
@@ -56,8 +59,12 @@ def embedded_server(data_dir: Path) -> Iterator[str]:
         yield server.get_uri()
     finally:
         pg_ctl = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(server.pgdata)]
+        # A fast stop still writes a shutdown checkpoint: on a busy 2-core host that has taken
+        # longer than pg_ctl's default minute of waiting, which then failed the whole stop.
         stopped = subprocess.run(
-            [*pg_ctl, "-w", "-m", "fast", "stop"], user=server.system_user, capture_output=True
+            [*pg_ctl, "-w", "-t", str(STOP_WAIT_SECONDS), "-m", "fast", "stop"],
+            user=server.system_user,
+            capture_output=True,
         )
         # A Ctrl-C reaches the server too (same process group) and makes it stop by itself; only a
         # server still running after a failed stop is an error.
