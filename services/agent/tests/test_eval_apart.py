@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from sstools.agent.eval import HOLDOUT, REQUESTS
+from sstools.agent.eval import DOMAIN_HOLDOUT, HOLDOUT, REQUESTS
 from sstools.common.catalogue import EXAMPLE_PROMPTS, TOOLS
 from sstools.router.labelled import HOLDOUT as ROUTER_HOLDOUT
 
@@ -31,7 +31,7 @@ def _runs(text: str) -> set[str]:
 
 def _requests() -> list[str]:
     texts = []
-    for path in (REQUESTS, HOLDOUT, ROUTER_HOLDOUT):
+    for path in (REQUESTS, HOLDOUT, DOMAIN_HOLDOUT, ROUTER_HOLDOUT):
         for line in path.read_text(encoding="utf-8").splitlines():
             item = json.loads(line)
             texts.append(str(item.get("text") or item.get("q")))

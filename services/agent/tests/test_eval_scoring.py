@@ -5,7 +5,16 @@ from typing import Any
 
 import pytest
 
-from sstools.agent.eval import HOLDOUT, REQUESTS, Request, Turn, load, right_language, understood
+from sstools.agent.eval import (
+    DOMAIN_HOLDOUT,
+    HOLDOUT,
+    REQUESTS,
+    Request,
+    Turn,
+    load,
+    right_language,
+    understood,
+)
 from sstools.common.catalogue import ARGS, TOOLS, tool
 
 IDS = {("dashboard", "Sales Overview", "dev"): 1, ("database", "examples", "prod"): 7}
@@ -80,7 +89,11 @@ def test_the_answer_s_language_is_that_of_its_words() -> None:
     assert not right_language(_request({"tool": None}, lang="en", page="en"), russian)
 
 
-@pytest.mark.parametrize(("path", "least"), [(REQUESTS, 150), (HOLDOUT, 80)], ids=["public", "holdout"])
+@pytest.mark.parametrize(
+    ("path", "least"),
+    [(REQUESTS, 150), (HOLDOUT, 80), (DOMAIN_HOLDOUT, 100)],
+    ids=["public", "holdout", "domain-holdout"],
+)
 def test_each_set_is_large_enough_and_names_only_real_tools_and_arguments(path: Path, least: int) -> None:
     requests = load(path)
     assert len(requests) >= least

@@ -19,6 +19,9 @@ from sstools.agent.language import Lang, language_of
 REQUESTS = Path(__file__).resolve().parents[4] / "eval" / "requests.jsonl"
 # Written apart from the planner and from REQUESTS, by someone who read neither: only measured.
 HOLDOUT = REQUESTS.with_name("holdout.jsonl")
+# Written apart too, from the tools' declarations alone, over a demo database of another domain
+# (eval/domain/): the planner must read any Superset, not the demo's words.
+DOMAIN_HOLDOUT = REQUESTS.with_name("holdout_domain.jsonl")
 Resolve = Callable[[str, str, str], Any]  # (kind, name, env) → id
 
 
