@@ -71,9 +71,8 @@ def embedded_server(data_dir: Path) -> Iterator[str]:
         if stopped.returncode != 0:
             status = subprocess.run([*pg_ctl, "status"], user=server.system_user, capture_output=True)
             if status.returncode != 3:  # 3: no server running
-                raise subprocess.CalledProcessError(
-                    stopped.returncode, stopped.args, stopped.stdout, stopped.stderr
-                )
+                said = (stopped.stderr or stopped.stdout).decode(errors="replace").strip()
+                raise RuntimeError(f"pg_ctl stop failed (exit {stopped.returncode}): {said}")
         # The wheel caches one handle per data directory for the life of the process, and counts
         # handles in a file; release ours (with cleanup_mode=None that stops nothing) and drop the
         # cached one, or the next start in this process would get the stopped server back.
