@@ -1024,6 +1024,9 @@ describe("the admin console", () => {
   it("adds a person with a role, changes it, and disabling them ends the session they have open", async () => {
     const page = await signedIn(ADMIN);
     await openConsole(page);
+    const me = page.getByTestId("admin-me"); // the console's header names who is signed in, and the role
+    await expect.poll(() => me.textContent()).toContain(ADMIN.username);
+    expect(await me.textContent()).toContain("администратор");
     const person = { username: `pat-${Date.now()}`, password: "pat-console-pass-123" };
     const form = page.getByTestId("add-person");
     const add = async () => {
