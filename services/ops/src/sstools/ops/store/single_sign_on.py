@@ -27,6 +27,8 @@ from sstools.ops.store.tables import oidc_handoffs, oidc_logins
 
 LOGIN_TTL = timedelta(minutes=10)
 HANDOFF_TTL = timedelta(seconds=60)
+# A sign-in under way that has not yet outlived LOGIN_TTL (judged by the database's clock).
+_LIVE = oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval)
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,10 @@ class SingleSignOnStore:
             return_to=return_to,
             prompt_none=prompt_none,
         )
-        live = oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval)
         async with self._engine.begin() as connection:
             # one start at a time decides who gives way, so two cannot both take the last room
             await connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('ops_oidc_logins'))"))
-            pending = await connection.scalar(select(func.count()).select_from(oidc_logins).where(live))
+            pending = await connection.scalar(select(func.count()).select_from(oidc_logins).where(_LIVE))
             if (pending or 0) >= limit:
                 await self._make_room(connection, address, pending or 0)
             await connection.execute(
@@ -98,25 +99,24 @@ class SingleSignOnStore:
 
     @staticmethod
     async def _make_room(connection: AsyncConnection, address: str, pending: int) -> None:
-        live = oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval)
         count = func.count().label("started")
         heaviest = (
             await connection.execute(
                 select(oidc_logins.c.address, count)
-                .where(live)
+                .where(_LIVE)
                 .group_by(oidc_logins.c.address)
                 .order_by(desc(count))
                 .limit(1)
             )
         ).first()
         own = await connection.scalar(
-            select(func.count()).select_from(oidc_logins).where(live, oidc_logins.c.address == address)
+            select(func.count()).select_from(oidc_logins).where(_LIVE, oidc_logins.c.address == address)
         )
         if heaviest is None or heaviest.address == address or heaviest.started <= (own or 0):
             raise TooManyPending(f"{pending} single sign-ins are under way, {own} from this address")
         oldest = await connection.scalar(
             select(oidc_logins.c.state)
-            .where(live, oidc_logins.c.address == heaviest.address)
+            .where(_LIVE, oidc_logins.c.address == heaviest.address)
             .order_by(oidc_logins.c.created_at)
             .limit(1)
         )
@@ -132,9 +132,7 @@ class SingleSignOnStore:
                         .where(oidc_logins.c.state == state)
                         .returning(
                             oidc_logins,
-                            (oidc_logins.c.created_at > func.now() - literal(LOGIN_TTL, Interval)).label(
-                                "live"
-                            ),
+                            _LIVE.label("live"),
                         )
                     )
                 )
@@ -193,11 +191,7 @@ class SingleSignOnStore:
     async def sweep(self) -> int:
         """Forget sign-ins that never came back and hand-offs never taken; how many went."""
         async with self._engine.begin() as connection:
-            logins = await connection.execute(
-                delete(oidc_logins).where(
-                    oidc_logins.c.created_at <= func.now() - literal(LOGIN_TTL, Interval)
-                )
-            )
+            logins = await connection.execute(delete(oidc_logins).where(~_LIVE))
             handoffs = await connection.execute(
                 delete(oidc_handoffs).where(oidc_handoffs.c.expires_at <= func.now())
             )
