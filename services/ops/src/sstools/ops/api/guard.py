@@ -12,7 +12,8 @@ A confirmation is a token the agent's gate signed once the person confirmed the 
 (:mod:`sstools.common.confirmation`): it must name this user, this tool, this request's
 Idempotency-Key and this very request (method, path, query, body), else the call is refused.
 
-A heavy call (the catalogue's ``heavy`` tools: a health check, a statement, a schema's walk) is
+A heavy call (the catalogue's ``heavy`` tools: a health check, a statement, a schema's walk; and
+an environment's outline) is
 counted against the person's budget of such calls per minute, once it is allowed (429
 ``read_budget_exceeded`` with ``Retry-After`` past it): one person cannot keep an environment's
 databases busy, whatever their model asks for.
@@ -171,11 +172,14 @@ class Guard:
             detail=detail,
         )
 
-    def permit(self, tool: str, *, audited_as: str | None = None) -> Any:
+    def permit(self, tool: str, *, audited_as: str | None = None, heavy: bool | None = None) -> Any:
         """The dependency of an endpoint of ``tool``. The record of its outcome names
         ``audited_as`` when the endpoint is not the tool's call itself (a question asked before
-        it); a refusal before the endpoint runs is the tool's, and is recorded as such."""
+        it); a refusal before the endpoint runs is the tool's, and is recorded as such. ``heavy``
+        says whether a call spends one of the person's heavy reads; unsaid, the call of a heavy
+        tool itself does and a question before it does not."""
         action = audited_as or tool
+        spends = catalogue_tool(tool).heavy and action == tool if heavy is None else heavy
 
         async def dependency(
             request: Request, caller: Annotated[Caller, self._agent_for_user]
@@ -192,7 +196,7 @@ class Guard:
                     },
                 )
             await self.admit(request, caller, tool, env_id)
-            if catalogue_tool(tool).heavy and action == tool:  # a question before it is no call
+            if spends:
                 await self._spend(caller, tool, env_id)
             outcome, detail = "ok", {}
             try:

@@ -1,6 +1,6 @@
-"""Operations on one Superset environment: search, health, SQL, exploration, permission audit,
-and creating dashboards and datasets. The environment is always in the path, so the guard
-applies its policy (prod may need more) before anything reaches Superset."""
+"""Operations on one Superset environment: search, health, SQL, exploration and the outline,
+permission audit, and creating dashboards and datasets. The environment is always in the path,
+so the guard applies its policy (prod may need more) before anything reaches Superset."""
 
 import asyncio
 from typing import Annotated, Any
@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from sstools.common.catalogue import ENDPOINTS, Role
+from sstools.common.outline import OUTLINE_PATH, EnvOutline
 from sstools.common.sql import SqlNotParsed, classify, format_sql
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
@@ -37,7 +38,7 @@ from sstools.ops.api.guard import Guard
 from sstools.ops.api.idempotency import once
 from sstools.ops.api.routes.identity import EnvironmentNamed
 from sstools.ops.api.shapes import IdempotencyKey, TaskOut
-from sstools.ops.superset import dashboards, datasets, permissions, sqllab
+from sstools.ops.superset import dashboards, datasets, outline, permissions, sqllab
 
 
 class EnvironmentOut(EnvironmentNamed):
@@ -243,6 +244,20 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
                 {"code": "invalid_request", "message": "a schema needs database_id; a table needs a schema"},
             )
         return await sqllab.explore(supersets.as_person(env_id, caller.username), database_id, schema, table)
+
+    @api.get(OUTLINE_PATH)
+    async def env_outline(
+        env_id: EnvId,
+        caller: Annotated[
+            Caller, guard.permit("superset_explore_database", audited_as="env_outline", heavy=True)
+        ],
+    ) -> EnvOutline:
+        """The environment's databases, tables, columns and few-valued text columns' values, as
+        the person sees them: exploration's policy, and one heavy read for all of it."""
+        client = supersets.as_person(env_id, caller.username)
+        return await outline.read(
+            client, facts, max_rows=ctx.sql.max_rows, timeout_seconds=ctx.sql.timeout_seconds
+        )
 
     @api.get(ENDPOINTS["superset_audit_permissions"].path)
     async def audit_permissions(
