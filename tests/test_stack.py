@@ -16,7 +16,7 @@ import pytest
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
 from sstools.devstack import browser, monitoring, running
-from sstools.devstack.demo import POSTGRES_DATABASE
+from sstools.devstack.demo import POSTGRES_DATABASE, VETCLINIC_DATABASE
 from sstools.devstack.manifests import CHART, exported_series, queried_metrics, render
 from sstools.devstack.running import RunningStack
 from sstools.devstack.stack import (
@@ -82,6 +82,7 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         assert versions == (2,)  # convo and ops were migrated before they started
         _seeded_broken_chart_is_reported(stack_environment, data_dir.parent)
         assert _postgres_demo_read(stack_environment, data_dir.parent, demo) == 6
+        assert _vetclinic_pets(stack_environment, data_dir.parent) == {"dev": 300, "prod": 300}
         with psycopg.connect(demo) as connection:  # a person's own row in the demo
             connection.execute("INSERT INTO reports.monthly_revenue VALUES ('2026-04-01', 'East', 12.5)")
         _board_and_alerts_query_only_exported_metrics(services)
@@ -101,6 +102,8 @@ def test_stack_runs_every_service_on_embedded_postgres_keeps_data_and_stops_clea
         with psycopg.connect(database) as connection:
             assert connection.execute("SELECT note FROM kept_between_runs").fetchall() == [("first run",)]
         assert _postgres_demo_read(stack_environment, data_dir.parent, demo) == 7  # kept, not made again
+        # the clinics' demo is not seeded twice
+        assert _vetclinic_pets(stack_environment, data_dir.parent) == {"dev": 300, "prod": 300}
         _a_killed_service_is_started_again(second, stack_environment)
         started = second.record_started(data_dir)
     finally:
@@ -247,6 +250,24 @@ def _postgres_demo_read(environment: dict[str, str], data_root: Path, demo: str)
         held = [dict(zip(("month", "region", "revenue"), row, strict=True)) for row in rows]
     assert answer.json()["rows"] == held
     return len(held)
+
+
+def _vetclinic_pets(environment: dict[str, str], data_root: Path) -> dict[str, int]:
+    """Both Supersets list the veterinary clinics' demo once; the pets each counts in it through
+    ops' SQL route, as the agent sends it."""
+    ops = f"http://127.0.0.1:{environment['OPS_HTTP_PORT']}"
+    headers = _ops_headers(environment, data_root)
+    counted = {}
+    for env in ("dev", "prod"):
+        listed = httpx.get(f"{ops}/api/envs/{env}/databases", headers=headers, timeout=30)
+        assert listed.status_code == 200, listed.text
+        found = [item["id"] for item in listed.json()["databases"] if item["name"] == VETCLINIC_DATABASE]
+        assert len(found) == 1, listed.text
+        query = {"database_id": found[0], "sql": "SELECT count(*) AS pets FROM public.pets"}
+        answer = httpx.post(f"{ops}/api/envs/{env}/sql", json=query, headers=headers, timeout=60)
+        assert answer.status_code == 200, answer.text
+        counted[env] = answer.json()["rows"][0]["pets"]
+    return counted
 
 
 def _the_page_works_in_a_browser(

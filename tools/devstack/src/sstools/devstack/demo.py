@@ -5,7 +5,9 @@ permission audit have something real to find. Prod gets only the example databas
 
 Given a PostgreSQL database of its own, both instances also get it as ``demo_postgres`` (accounts
 and invoices in ``public``, monthly revenue in a second schema, ``reports``; a dataset on that
-table in dev), so SQL, exploration and datasets meet a second dialect and a second schema.
+table in dev), so SQL, exploration and datasets meet a second dialect and a second schema. Given
+another, both list it as ``demo_vetclinic``: the veterinary clinics of the eval's second held-out
+part (``services/agent/eval/domain/``), made by that part's own script.
 
 Seeding goes through the same Superset client ops uses, over Superset's REST API.
 """
@@ -26,6 +28,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import make_url
 
+from sstools.devstack.paths import VETCLINIC_SQL
 from sstools.devstack.superset import (
     ADMIN_USERNAME,
     Instance,
@@ -65,6 +68,7 @@ LOCAL_CONVO_TIMEOUT_SECONDS = 10.0
 POSTGRES_DATABASE = "demo_postgres"  # the PostgreSQL demo's name in both Supersets
 POSTGRES_SCHEMAS = ("public", "reports")
 POSTGRES_DATASET = ("reports", "monthly_revenue")  # a dataset in dev
+VETCLINIC_DATABASE = "demo_vetclinic"  # the clinics' demo's name in both Supersets (no dataset)
 # Each table of the PostgreSQL demo, made and filled only where it is missing: a person's own
 # rows and tables in that database outlive every later start.
 POSTGRES_TABLES = (
@@ -426,13 +430,15 @@ def local_supersets(
     postgres: str | None = None,
     ops_jwks_url: str | None = None,
     sso: Mapping[str, SupersetSso] | None = None,
+    vetclinic: str | None = None,
 ) -> Iterator[dict[str, Instance]]:
     """Dev and prod Superset running from ``folder``, seeded on their first start; with
     ``agent_url``, each page loads that agent's drawer; with ``ops_jwks_url`` (where ops
     publishes its keys), ops may act in each as a person; with ``sso`` (by environment id),
     people sign in to each through that provider; with ``postgres`` (the URL of a
     database of the demo's own, as the role that owns it), that database holds the PostgreSQL
-    demo and both instances list it, on every start that finds it missing."""
+    demo and both instances list it, on every start that finds it missing; with ``vetclinic``
+    (another such URL), the same for the veterinary clinics' demo."""
     instances = {
         env_id: prepare_instance(
             home, folder / env_id, env_id, port, agent_url, ops_jwks_url, (sso or {}).get(env_id)
@@ -448,7 +454,10 @@ def local_supersets(
         asyncio.run(_people(instances))
         if postgres is not None:
             write_postgres_demo(postgres)
-            asyncio.run(_register_postgres_demo(instances, postgres))
+            asyncio.run(_register_demo(instances, POSTGRES_DATABASE, postgres, POSTGRES_DATASET))
+        if vetclinic is not None:
+            write_vetclinic_demo(vetclinic)
+            asyncio.run(_register_demo(instances, VETCLINIC_DATABASE, vetclinic))
         yield instances
 
 
@@ -484,23 +493,34 @@ def write_postgres_demo(url: str) -> None:
                 connection.execute(script)
 
 
+def write_vetclinic_demo(url: str) -> None:
+    """The veterinary clinics' schemas and tables in the database at ``url``, by the eval's own
+    script as it is: it makes only what is missing and seeds only empty tables, in one
+    transaction of its own (hence autocommit here)."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(VETCLINIC_SQL.read_text(encoding="utf-8"))
+
+
 async def database_id(superset: SupersetClient, name: str) -> int | None:
     """The id of the database Superset lists as ``name`` (as ops' exploration lists them), if any."""
     listed = (await sqllab.explore(superset, None, None, None)).databases or []
     return next((database.id for database in listed if database.name == name), None)
 
 
-async def _register_postgres_demo(instances: Mapping[str, Instance], url: str) -> None:
-    """``demo_postgres`` in each instance that does not list it (with its dataset in dev)."""
+async def _register_demo(
+    instances: Mapping[str, Instance], name: str, url: str, dev_dataset: tuple[str, str] | None = None
+) -> None:
+    """The PostgreSQL database at ``url`` as ``name`` in each instance that does not list it
+    (with ``dev_dataset``, a (schema, table), as a dataset in dev)."""
     uri = make_url(url).set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
     for env_id, instance in instances.items():
         superset = client(instance, PASSWORD_ENV)
         try:
-            if await database_id(superset, POSTGRES_DATABASE) is not None:
+            if await database_id(superset, name) is not None:
                 continue
-            added = await add_database(superset, POSTGRES_DATABASE, uri)
-            if env_id == "dev":
-                schema, table = POSTGRES_DATASET
+            added = await add_database(superset, name, uri)
+            if env_id == "dev" and dev_dataset is not None:
+                schema, table = dev_dataset
                 dataset = {"database": added, "schema": schema, "table_name": table}
                 await superset.post("/api/v1/dataset/", dataset)
         finally:

@@ -10,6 +10,8 @@ DATA_DIR = REPO_ROOT / ".data"
 PROCFILE = REPO_ROOT / "Procfile"
 WEB_ROOT = REPO_ROOT / "web" / "build"  # the built /agent page (`make web`)
 CADDYFILE = REPO_ROOT / "tools" / "devstack" / "Caddyfile"
+# The eval's second demo database (eval/domain/), which the stack makes from this very script.
+VETCLINIC_SQL = REPO_ROOT / "services" / "agent" / "eval" / "domain" / "domain.sql"
 VENV_BIN = Path(sys.executable).parent  # the services' console scripts, Node.js and npm, Caddy
 
 

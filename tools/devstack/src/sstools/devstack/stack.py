@@ -474,28 +474,34 @@ def superset_environments(
     """ENVIRONMENTS as given, or local dev and prod Superset (installed and seeded on first use),
     their pages loading the drawer of the agent at ``agent_url``, ops at ``ops_url`` acting in
     them as the person who asks, people signing in through ``sso``'s provider, each listing the
-    PostgreSQL demo, a database of its own on the server of ``database``."""
+    PostgreSQL demo and the veterinary clinics' one, each a database of its own on the server of
+    ``database``."""
     if os.environ.get("ENVIRONMENTS"):
         yield {}
         return
     home = default_home()
     demo = postgres_demo(database, data_root)
+    vetclinic = postgres_demo(database, data_root, VETCLINIC_DEMO)
     jwks_url = f"{ops_url}/.well-known/jwks.json"
-    with local_supersets(home, data_root / "superset", ports, agent_url, demo, jwks_url, sso) as instances:
+    with local_supersets(
+        home, data_root / "superset", ports, agent_url, demo, jwks_url, sso, vetclinic
+    ) as instances:
         yield {"ENVIRONMENTS": environments(instances, PASSWORD_ENV), PASSWORD_ENV: home.admin_password()}
 
 
 POSTGRES_DEMO = "sstools_demo"  # the demo's database and the role that owns it
+VETCLINIC_DEMO = "sstools_vetclinic"  # the veterinary clinics' database and the role that owns it
 
 
-def postgres_demo(database: str, data_root: Path) -> str | None:
-    """The URL of the PostgreSQL demo's own database, as its own role (made if missing, its
-    password kept in ``data_root``); None where ``DATABASE_URL``'s user may not make them."""
+def postgres_demo(database: str, data_root: Path, name: str = POSTGRES_DEMO) -> str | None:
+    """The URL of the demo database ``name``, as its own role of that name (made if missing,
+    its password kept in ``data_root``); None where ``DATABASE_URL``'s user may not make them.
+    The demos' roles share one password: each owns its own database and nothing else."""
     password = local_secret("DEMO_DATABASE_PASSWORD", data_root, "demo-database-password")
     try:
-        return ensure_owned_database(database, POSTGRES_DEMO, password)
+        return ensure_owned_database(database, name, password)
     except psycopg.errors.InsufficientPrivilege as error:
-        logging.getLogger(__name__).warning("no PostgreSQL demo database: %s", error)
+        logging.getLogger(__name__).warning("no PostgreSQL demo database %s: %s", name, error)
         return None
 
 
