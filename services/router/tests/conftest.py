@@ -9,6 +9,6 @@ from sstools.router.warmup import build_router
 
 @pytest.fixture(scope="session")
 def router() -> Router:
-    built, load_seconds = build_router(RouterSettings())
-    assert load_seconds is not None, "the default embedding model must load"
-    return built
+    built = build_router(RouterSettings())
+    assert built.load_seconds is not None, "the default embedding model must load"
+    return built.router

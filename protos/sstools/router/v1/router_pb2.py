@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esstools/router/v1/router.proto\x12\x11sstools.router.v1\"3\n\x0cRouteContext\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\x13\n\x0bobject_type\x18\x02 \x01(\t\"b\n\x0cRouteRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\tmax_tools\x18\x02 \x01(\r\x12\x30\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x1f.sstools.router.v1.RouteContext\"Y\n\nRoutedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\x06source\x18\x02 \x01(\x0e\x32\x1e.sstools.router.v1.MatchSource\x12\r\n\x05score\x18\x03 \x01(\x02\"\xe2\x01\n\rRouteResponse\x12,\n\x05tools\x18\x01 \x03(\x0b\x32\x1d.sstools.router.v1.RoutedTool\x12*\n\x04tier\x18\x02 \x01(\x0e\x32\x1c.sstools.router.v1.RouteTier\x12\x12\n\nkeyword_ms\x18\x03 \x01(\x01\x12\x14\n\x0c\x65mbedding_ms\x18\x04 \x01(\x01\x12\x10\n\x08\x64\x65graded\x18\x05 \x01(\x08\x12\r\n\x05model\x18\x06 \x01(\t\x12\x1b\n\x13prefetch_dashboards\x18\x07 \x01(\x08\x12\x0f\n\x07negated\x18\x08 \x03(\t*z\n\x0bMatchSource\x12\x1c\n\x18MATCH_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13MATCH_SOURCE_ALWAYS\x10\x01\x12\x18\n\x14MATCH_SOURCE_KEYWORD\x10\x02\x12\x1a\n\x16MATCH_SOURCE_EMBEDDING\x10\x03*V\n\tRouteTier\x12\x1a\n\x16ROUTE_TIER_UNSPECIFIED\x10\x00\x12\x16\n\x12ROUTE_TIER_KEYWORD\x10\x01\x12\x15\n\x11ROUTE_TIER_HYBRID\x10\x02\x32[\n\rRouterService\x12J\n\x05Route\x12\x1f.sstools.router.v1.RouteRequest\x1a .sstools.router.v1.RouteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esstools/router/v1/router.proto\x12\x11sstools.router.v1\"3\n\x0cRouteContext\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\x13\n\x0bobject_type\x18\x02 \x01(\t\"b\n\x0cRouteRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x11\n\tmax_tools\x18\x02 \x01(\r\x12\x30\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x1f.sstools.router.v1.RouteContext\"Y\n\nRoutedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\x06source\x18\x02 \x01(\x0e\x32\x1e.sstools.router.v1.MatchSource\x12\r\n\x05score\x18\x03 \x01(\x02\"\xe2\x01\n\rRouteResponse\x12,\n\x05tools\x18\x01 \x03(\x0b\x32\x1d.sstools.router.v1.RoutedTool\x12*\n\x04tier\x18\x02 \x01(\x0e\x32\x1c.sstools.router.v1.RouteTier\x12\x12\n\nkeyword_ms\x18\x03 \x01(\x01\x12\x14\n\x0c\x65mbedding_ms\x18\x04 \x01(\x01\x12\x10\n\x08\x64\x65graded\x18\x05 \x01(\x08\x12\r\n\x05model\x18\x06 \x01(\t\x12\x1b\n\x13prefetch_dashboards\x18\x07 \x01(\x08\x12\x0f\n\x07negated\x18\x08 \x03(\t\"0\n\rRelateRequest\x12\x0f\n\x07queries\x18\x01 \x03(\t\x12\x0e\n\x06labels\x18\x02 \x03(\t\"`\n\x0eRelateResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x0c\n\x04rows\x18\x02 \x01(\r\x12\x0f\n\x07\x63olumns\x18\x03 \x01(\r\x12\x10\n\x08\x64\x65graded\x18\x04 \x01(\x08\x12\r\n\x05model\x18\x05 \x01(\t*z\n\x0bMatchSource\x12\x1c\n\x18MATCH_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13MATCH_SOURCE_ALWAYS\x10\x01\x12\x18\n\x14MATCH_SOURCE_KEYWORD\x10\x02\x12\x1a\n\x16MATCH_SOURCE_EMBEDDING\x10\x03*V\n\tRouteTier\x12\x1a\n\x16ROUTE_TIER_UNSPECIFIED\x10\x00\x12\x16\n\x12ROUTE_TIER_KEYWORD\x10\x01\x12\x15\n\x11ROUTE_TIER_HYBRID\x10\x02\x32\xaa\x01\n\rRouterService\x12J\n\x05Route\x12\x1f.sstools.router.v1.RouteRequest\x1a .sstools.router.v1.RouteResponse\x12M\n\x06Relate\x12 .sstools.router.v1.RelateRequest\x1a!.sstools.router.v1.RelateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sstools.router.v1.router_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MATCHSOURCE']._serialized_start=526
-  _globals['_MATCHSOURCE']._serialized_end=648
-  _globals['_ROUTETIER']._serialized_start=650
-  _globals['_ROUTETIER']._serialized_end=736
+  _globals['_MATCHSOURCE']._serialized_start=674
+  _globals['_MATCHSOURCE']._serialized_end=796
+  _globals['_ROUTETIER']._serialized_start=798
+  _globals['_ROUTETIER']._serialized_end=884
   _globals['_ROUTECONTEXT']._serialized_start=53
   _globals['_ROUTECONTEXT']._serialized_end=104
   _globals['_ROUTEREQUEST']._serialized_start=106
@@ -43,6 +43,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ROUTEDTOOL']._serialized_end=295
   _globals['_ROUTERESPONSE']._serialized_start=298
   _globals['_ROUTERESPONSE']._serialized_end=524
-  _globals['_ROUTERSERVICE']._serialized_start=738
-  _globals['_ROUTERSERVICE']._serialized_end=829
+  _globals['_RELATEREQUEST']._serialized_start=526
+  _globals['_RELATEREQUEST']._serialized_end=574
+  _globals['_RELATERESPONSE']._serialized_start=576
+  _globals['_RELATERESPONSE']._serialized_end=672
+  _globals['_ROUTERSERVICE']._serialized_start=887
+  _globals['_ROUTERSERVICE']._serialized_end=1057
 # @@protoc_insertion_point(module_scope)

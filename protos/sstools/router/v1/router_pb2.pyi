@@ -186,3 +186,70 @@ class RouteResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RouteResponse: _TypeAlias = RouteResponse  # noqa: Y015
+
+@_typing.final
+class RelateRequest(_message.Message):
+    """At most 64 queries and 512 labels, each at most 200 characters: INVALID_ARGUMENT beyond."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERIES_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def queries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Short phrases of the user's message: "питомцев", "хозяев из казани"."""
+
+    @_builtins.property
+    def labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Names from a schema, words spaced: "pets", "owner city"."""
+
+    def __init__(
+        self,
+        *,
+        queries: _abc.Iterable[_builtins.str] | None = ...,
+        labels: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "queries", b"queries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelateRequest: _TypeAlias = RelateRequest  # noqa: Y015
+
+@_typing.final
+class RelateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCORES_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    COLUMNS_FIELD_NUMBER: _builtins.int
+    DEGRADED_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    rows: _builtins.int
+    """The number of queries and of labels; both 0 when degraded."""
+    columns: _builtins.int
+    degraded: _builtins.bool
+    """True when the embedding model is unavailable: no scores."""
+    model: _builtins.str
+    """The embedding model that scored, empty when degraded."""
+    @_builtins.property
+    def scores(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """Cosine similarity of query i to label j at scores[i * columns + j]; empty when degraded."""
+
+    def __init__(
+        self,
+        *,
+        scores: _abc.Iterable[_builtins.float] | None = ...,
+        rows: _builtins.int = ...,
+        columns: _builtins.int = ...,
+        degraded: _builtins.bool = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "degraded", b"degraded", "model", b"model", "rows", b"rows", "scores", b"scores"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelateResponse: _TypeAlias = RelateResponse  # noqa: Y015

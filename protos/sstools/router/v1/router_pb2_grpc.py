@@ -41,6 +41,11 @@ class RouterServiceStub:
                 request_serializer=sstools_dot_router_dot_v1_dot_router__pb2.RouteRequest.SerializeToString,
                 response_deserializer=sstools_dot_router_dot_v1_dot_router__pb2.RouteResponse.FromString,
                 _registered_method=True)
+        self.Relate = channel.unary_unary(
+                '/sstools.router.v1.RouterService/Relate',
+                request_serializer=sstools_dot_router_dot_v1_dot_router__pb2.RelateRequest.SerializeToString,
+                response_deserializer=sstools_dot_router_dot_v1_dot_router__pb2.RelateResponse.FromString,
+                _registered_method=True)
 
 
 class RouterServiceServicer:
@@ -54,6 +59,14 @@ class RouterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Relate(self, request, context):
+        """How near each short phrase of a message is to each name from a database schema, by the
+        router's multilingual model, so a Russian phrase can find an English table or column.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RouterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -61,6 +74,11 @@ def add_RouterServiceServicer_to_server(servicer, server):
                     servicer.Route,
                     request_deserializer=sstools_dot_router_dot_v1_dot_router__pb2.RouteRequest.FromString,
                     response_serializer=sstools_dot_router_dot_v1_dot_router__pb2.RouteResponse.SerializeToString,
+            ),
+            'Relate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Relate,
+                    request_deserializer=sstools_dot_router_dot_v1_dot_router__pb2.RelateRequest.FromString,
+                    response_serializer=sstools_dot_router_dot_v1_dot_router__pb2.RelateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -92,6 +110,33 @@ class RouterService:
             '/sstools.router.v1.RouterService/Route',
             sstools_dot_router_dot_v1_dot_router__pb2.RouteRequest.SerializeToString,
             sstools_dot_router_dot_v1_dot_router__pb2.RouteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Relate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sstools.router.v1.RouterService/Relate',
+            sstools_dot_router_dot_v1_dot_router__pb2.RelateRequest.SerializeToString,
+            sstools_dot_router_dot_v1_dot_router__pb2.RelateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,10 @@ class RouterServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RouterServiceAsyncStub: ...
     Route: _grpc.UnaryUnaryMultiCallable[_router_pb2.RouteRequest, _router_pb2.RouteResponse]
+    Relate: _grpc.UnaryUnaryMultiCallable[_router_pb2.RelateRequest, _router_pb2.RelateResponse]
+    """How near each short phrase of a message is to each name from a database schema, by the
+    router's multilingual model, so a Russian phrase can find an English table or column.
+    """
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
@@ -45,6 +49,10 @@ class RouterServiceAsyncStub(RouterServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Route: _aio.UnaryUnaryMultiCallable[_router_pb2.RouteRequest, _router_pb2.RouteResponse]  # type: ignore[assignment]
+    Relate: _aio.UnaryUnaryMultiCallable[_router_pb2.RelateRequest, _router_pb2.RelateResponse]  # type: ignore[assignment]
+    """How near each short phrase of a message is to each name from a database schema, by the
+    router's multilingual model, so a Russian phrase can find an English table or column.
+    """
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     """Picks, from the tool catalogue, the few tools a user message needs, so a small-context model
@@ -57,5 +65,15 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_pb2.RouteRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_pb2.RouteResponse, _abc.Awaitable[_router_pb2.RouteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def Relate(
+        self,
+        request: _router_pb2.RelateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_pb2.RelateResponse, _abc.Awaitable[_router_pb2.RelateResponse]]:
+        """How near each short phrase of a message is to each name from a database schema, by the
+        router's multilingual model, so a Russian phrase can find an English table or column.
+        """
 
 def add_RouterServiceServicer_to_server(servicer: RouterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -29,7 +29,7 @@ RouteFunction = Callable[[str], dict[str, Any]]
 
 
 def in_process() -> RouteFunction:
-    router, _ = build_router(load_settings(RouterSettings))
+    router = build_router(load_settings(RouterSettings)).router
 
     def route(query: str) -> dict[str, Any]:
         result = router.route(query)
@@ -89,15 +89,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "warm":
         settings = load_settings(RouterSettings)
-        router, load_seconds = build_router(settings)
-        if router.degraded:
+        built = build_router(settings)
+        if built.load_seconds is None:
             raise SystemExit(f"embedding model {settings.embedding_model!r} did not load")
         print(
             json.dumps(
                 {
                     "model": settings.embedding_model,
                     "vector_dir": str(settings.vector_dir),
-                    "seconds": round(load_seconds or 0, 3),
+                    "seconds": round(built.load_seconds, 3),
                 }
             )
         )

@@ -99,7 +99,7 @@ def main(argv: Iterable[str] | None = None) -> None:
     )
     parser.add_argument("--no-misses", action="store_true", help="leave the list of misses out")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    router, _ = build_router(load_settings(RouterSettings))
+    router = build_router(load_settings(RouterSettings)).router
     report = evaluate(
         load_cases(_SETS.get(args.set) or Path(args.set)), lambda query: router.route(query).names
     )

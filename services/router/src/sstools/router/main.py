@@ -21,9 +21,9 @@ def assemble(settings: RouterSettings, service: Service) -> None:
     servicer = RouterServicer(metrics)
 
     async def warm_up() -> None:
-        router, load_seconds = await asyncio.to_thread(build_router, settings)
-        metrics.record_model(load_seconds)
-        servicer.serve_with(router)
+        built = await asyncio.to_thread(build_router, settings)
+        metrics.record_model(built.load_seconds)
+        servicer.serve_with(built.router, built.relater)
 
     service.add_grpc(
         settings.grpc_port, lambda server: register(server, servicer), callers=settings.grpc_callers()

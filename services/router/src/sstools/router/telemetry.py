@@ -3,6 +3,7 @@
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sstools.common.routing.router import RouteResult
+from sstools.router.embedding.relate import Relation
 
 
 class RouterMetrics:
@@ -28,6 +29,23 @@ class RouterMetrics:
             "sstools_router_tools_returned",
             "Tools offered per message.",
             buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 24),
+            registry=registry,
+        )
+        self.relate_seconds = Histogram(
+            "sstools_router_relate_seconds",
+            "Time to relate one message's phrases to a schema's names (Relate).",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=registry,
+        )
+        self.relate_labels = Counter(
+            "sstools_router_relate_labels_total",
+            "Distinct schema names Relate scored: their vectors kept (hit) or embedded (miss).",
+            ["cache"],
+            registry=registry,
+        )
+        self.degraded_relates = Counter(
+            "sstools_router_degraded_relates_total",
+            "Relate calls answered without scores because the embedding model is unavailable.",
             registry=registry,
         )
         self.model_load_seconds = Gauge(
@@ -82,3 +100,12 @@ class RouterMetrics:
             self.fallbacks.inc()
         if result.degraded:
             self.degraded_routes.inc()
+
+    def observe_relate(self, relation: Relation | None, seconds: float) -> None:
+        """A Relate call's answer, None when degraded."""
+        self.relate_seconds.observe(seconds)
+        if relation is None:
+            self.degraded_relates.inc()
+            return
+        self.relate_labels.labels("hit").inc(relation.labels_kept)
+        self.relate_labels.labels("miss").inc(relation.labels_embedded)

@@ -1,7 +1,9 @@
 """Which tools a message needs: the router service, or — when it cannot be reached in time —
-the same keyword tier in process, so a turn never waits on a router that is down."""
+the same keyword tier in process, so a turn never waits on a router that is down. And how near a
+message's phrases are to a schema's names, by the router's model (the one process holding it)."""
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -23,6 +25,17 @@ class Routing:
     degraded: bool
     prefetch_dashboards: bool = False
     negated: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Relations:
+    """Cosine similarity of each query to each label, ``rows[query][label]``."""
+
+    rows: tuple[tuple[float, ...], ...]
+    model: str
+
+    def score(self, query_index: int, label_index: int) -> float:
+        return self.rows[query_index][label_index]
 
 
 class ToolRouter:
@@ -68,3 +81,22 @@ class ToolRouter:
                 local.prefetch_dashboards,
                 list(local.negated),
             )
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> Relations | None:
+        """The router model's similarities; None when it has no model or cannot be reached in time,
+        so the planner matches by spelling alone. At most 64 queries and 512 labels of 200
+        characters each (the router's bounds: beyond them, None too, and a warning logged)."""
+        request = router_pb2.RelateRequest(queries=list(queries), labels=list(labels))
+        try:
+            reply = await self._stub().Relate(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as error:
+            _log.warning(
+                "router cannot relate, spelling alone",
+                extra={"code": error.code().name, "details": error.details()},
+            )
+            return None
+        if reply.degraded:
+            return None
+        columns = reply.columns
+        rows = tuple(tuple(reply.scores[row * columns : (row + 1) * columns]) for row in range(reply.rows))
+        return Relations(rows, reply.model)

@@ -7,6 +7,7 @@ from opentelemetry import trace
 
 import grpc
 from sstools.common.routing.router import RouteContext, Router, RouteResult, Source, Tier
+from sstools.router.embedding.relate import RelateLimitError, Relater, Relation, check_limits
 from sstools.router.telemetry import RouterMetrics
 from sstools.router.v1 import router_pb2, router_pb2_grpc
 
@@ -24,6 +25,7 @@ class RouterServicer(router_pb2_grpc.RouterServiceServicer):
 
     def __init__(self, metrics: RouterMetrics) -> None:
         self._router: Router | None = None
+        self._relater: Relater | None = None
         self._metrics = metrics
         # The model runs on one thread (two collapse latency on 2 cores); routing waits its turn
         # there while the event loop stays free for health checks and other calls.
@@ -51,6 +53,37 @@ class RouterServicer(router_pb2_grpc.RouterServiceServicer):
         )
         return to_proto(result)
 
+    async def Relate(
+        self, request: router_pb2.RelateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> router_pb2.RelateResponse:
+        if self._router is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "router is warming up")
+        try:
+            check_limits(request.queries, request.labels)
+        except RelateLimitError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        relater = self._relater
+        started = time.perf_counter()
+        relation = (
+            None
+            if relater is None
+            else await asyncio.get_running_loop().run_in_executor(
+                self._inference, relater.relate, list(request.queries), list(request.labels)
+            )
+        )
+        self._metrics.observe_relate(relation, time.perf_counter() - started)
+        trace.get_current_span().set_attributes(
+            {
+                "relate.queries": len(request.queries),
+                "relate.labels": len(request.labels),
+                "relate.labels_embedded": 0 if relation is None else relation.labels_embedded,
+                "router.degraded": relation is None,
+            }
+        )
+        if relation is None:
+            return router_pb2.RelateResponse(degraded=True)
+        return relation_to_proto(relation)
+
     async def offered(self, query: str) -> list[str]:
         """The tools Route offers for ``query`` without context, routed the same way; a replay
         of the labelled sample, not traffic, so left out of the routing metrics."""
@@ -62,9 +95,10 @@ class RouterServicer(router_pb2_grpc.RouterServiceServicer):
             self._inference, self._router.route, query, max_tools, context
         )
 
-    def serve_with(self, router: Router) -> None:
-        """Start answering with ``router``, built once the model has loaded."""
+    def serve_with(self, router: Router, relater: Relater | None) -> None:
+        """Start answering with what start-up built; ``relater`` is None when the model did not load."""
         self._router = router
+        self._relater = relater
 
     async def close(self) -> None:
         await asyncio.to_thread(self._inference.shutdown, wait=True)
@@ -88,4 +122,11 @@ def to_proto(result: RouteResult) -> router_pb2.RouteResponse:
         model=result.model,
         prefetch_dashboards=result.prefetch_dashboards,
         negated=result.negated,
+    )
+
+
+def relation_to_proto(relation: Relation) -> router_pb2.RelateResponse:
+    rows, columns = relation.scores.shape
+    return router_pb2.RelateResponse(
+        scores=relation.scores.ravel().tolist(), rows=rows, columns=columns, model=relation.model
     )
