@@ -4,10 +4,10 @@ read by ops in one heavy read and parsed by the agent with these same models."""
 
 from pydantic import BaseModel, Field
 
-from sstools.common.tool_args import ENV_PATH
+from sstools.common.tool_args import ENV_PATH, Endpoint, EnvArgs
 
-# Not a tool: ops' route the agent reads the outline from (as superset_explore_database's caller).
-OUTLINE_PATH = ENV_PATH + "/outline"
+# Not a tool: ops' route the agent reads the outline from (under superset_explore_database's policy).
+OUTLINE = Endpoint("GET", ENV_PATH + "/outline", EnvArgs)
 
 # What one outline holds at most: enough for a person's question to name, bounded so that one
 # read cannot walk a warehouse.

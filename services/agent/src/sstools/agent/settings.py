@@ -73,3 +73,10 @@ class AgentSettings(
     tool_retry_backoff_seconds: float = Field(
         default=0.5, ge=0, le=30, description="First pause before a read tool is asked again (doubles)."
     )
+    grounding_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        le=3600,
+        description="Seconds a person's outline and dashboards of an environment are reused "
+        "(0: read each time).",
+    )

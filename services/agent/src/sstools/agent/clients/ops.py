@@ -12,11 +12,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from sstools.common.confirmation import HEADER as CONFIRMATION_HEADER
 from sstools.common.confirmation import request_fingerprint
 from sstools.common.grpc_auth import ServiceTokenUnavailable
+from sstools.common.outline import OUTLINE, EnvOutline
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
     SQL_SHAPE,
     TITLES_AT_ONCE,
     DashboardTitlesArgs,
+    EnvArgs,
     SqlArgs,
     SqlStatementArgs,
 )
@@ -149,6 +151,12 @@ class OpsClient:
         except OpsError:
             return {}
         return {int(key): str(title) for key, title in found.get("titles", {}).items()}
+
+    async def outline(self, user_token: str, env_id: str) -> EnvOutline:
+        """The environment's databases, tables, columns and few values as the person sees them
+        (one of their heavy reads)."""
+        path, _, _ = OUTLINE.request(EnvArgs(env_id=env_id))
+        return EnvOutline.model_validate(await self.call(OpsCall(OUTLINE.method, path), user_token))
 
     async def call(
         self,

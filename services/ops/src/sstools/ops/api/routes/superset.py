@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from sstools.common.catalogue import ENDPOINTS, Role
-from sstools.common.outline import OUTLINE_PATH, EnvOutline
+from sstools.common.outline import OUTLINE, EnvOutline
 from sstools.common.sql import SqlNotParsed, classify, format_sql
 from sstools.common.tool_args import (
     DASHBOARD_TITLES,
@@ -245,7 +245,7 @@ def router(ctx: OpsContext, guard: Guard) -> APIRouter:
             )
         return await sqllab.explore(supersets.as_person(env_id, caller.username), database_id, schema, table)
 
-    @api.get(OUTLINE_PATH)
+    @api.get(OUTLINE.path)
     async def env_outline(
         env_id: EnvId,
         caller: Annotated[
