@@ -4,18 +4,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from sstools.agent.eval import (
     DOMAIN_HOLDOUT,
     HOLDOUT,
     REQUESTS,
+    Cost,
     Request,
     Turn,
+    cost_summary,
+    heavy_reads,
     load,
     right_language,
     understood,
 )
 from sstools.common.catalogue import ARGS, TOOLS, tool
+from sstools.ops.telemetry import HeavyReadMetrics
 
 IDS = {("dashboard", "Sales Overview", "dev"): 1, ("database", "examples", "prod"): 7}
 
@@ -87,6 +92,22 @@ def test_the_answer_s_language_is_that_of_its_words() -> None:
     russian = _turn({"type": "token", "content": "Отменено: ничего не выполнено."})
     assert right_language(_request({"tool": None}, lang="ru", page="en"), russian)
     assert not right_language(_request({"tool": None}, lang="en", page="en"), russian)
+
+
+def test_a_request_costs_the_heavy_reads_ops_counted_while_it_ran() -> None:
+    registry = CollectorRegistry()
+    ops = HeavyReadMetrics(registry)  # ops' own counter, read from its /metrics page as the runner does
+    ops.count("get_health_summary", "spent")
+    before = heavy_reads(generate_latest(registry).decode())
+    assert before == {"spent": 1}
+    for tool_name in ("superset_explore_database", "superset_explore_database", "superset_execute_sql"):
+        ops.count(tool_name, "spent")
+    ops.count("superset_execute_sql", "over_budget")  # refused, yet counted against the budget
+    after = heavy_reads(generate_latest(registry).decode())
+    assert Cost.between(before, after) == Cost(reads=4, over_budget=1)
+    assert Cost.between(after, after) == Cost(reads=0, over_budget=0)
+    costs = [Cost(0, 0), Cost(4, 1), Cost(1, 0), Cost(9, 3)]
+    assert cost_summary(costs) == {"median": 2.5, "max": 9, "total": 14, "over_budget": 4}
 
 
 @pytest.mark.parametrize(

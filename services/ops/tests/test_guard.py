@@ -3,7 +3,8 @@
 database, the caller named by the test. What must hold: an environment that is not configured is
 refused first; the policy table decides who may call what, production raising it; a change runs
 only with a confirmation of exactly that request; a heavy call, once allowed, is counted against
-the person's budget a minute; every decision and outcome is in the audit."""
+the person's budget a minute, and in ops' metrics by tool; every decision and outcome is in the
+audit."""
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 import httpx
 import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request
+from prometheus_client import CollectorRegistry
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -32,6 +34,7 @@ from sstools.ops.errors import NotFound, OperationError
 from sstools.ops.store.audit import AuditLog
 from sstools.ops.store.limits import Limits
 from sstools.ops.store.tables import audit
+from sstools.ops.telemetry import HeavyReadMetrics
 
 from .conftest import CONFIRMATION_SECRET, USER_HEADER, USERS, named_caller
 
@@ -62,6 +65,7 @@ class Guarded:
 
     engine: AsyncEngine
     guard: Guard
+    registry: CollectorRegistry  # the guard's metrics
     http: httpx.AsyncClient = field(init=False)
     ran: list[tuple[str, str]] = field(default_factory=list)  # (endpoint, user) of each run
     failure: Exception | None = None  # what the next operations raise, if anything
@@ -157,9 +161,10 @@ async def guarded_app(
 ) -> AsyncIterator[Guarded]:
     """The app over ``environments``, with the real audit log, confirmation codec and budget of
     heavy calls (one no test reaches unless it says otherwise)."""
-    heavy_reads = HeavyReads(Limits(engine), heavy_per_minute)
+    registry = CollectorRegistry()
+    heavy_reads = HeavyReads(Limits(engine), heavy_per_minute, HeavyReadMetrics(registry))
     guarded = Guarded(
-        engine, Guard(AuditLog(engine), Depends(named_caller), environments, CODEC, heavy_reads)
+        engine, Guard(AuditLog(engine), Depends(named_caller), environments, CODEC, heavy_reads), registry
     )
     transport = httpx.ASGITransport(_app(guarded))
     async with httpx.AsyncClient(transport=transport, base_url="http://ops") as http:
@@ -548,6 +553,19 @@ async def test_heavy_calls_are_counted_against_each_persons_budget_a_minute(
             _row("anna", "get_health_summary", "dev", "refused", {"code": "read_budget_exceeded"}),
             _row("anna", "superset_execute_sql", "dev", "refused", {"code": "read_budget_exceeded"}),
         ]
+        # ops' metrics count every call the budget counted, by tool and outcome, naming no one
+        counted = {
+            (sample.labels["tool"], sample.labels["outcome"]): sample.value
+            for family in ops.registry.collect()
+            for sample in family.samples
+            if sample.name == "sstools_ops_heavy_reads_total"
+        }
+        assert counted == {
+            ("get_health_summary", "spent"): 3,
+            ("superset_execute_sql", "spent"): 1,
+            ("get_health_summary", "over_budget"): 1,
+            ("superset_execute_sql", "over_budget"): 1,
+        }
 
 
 async def test_a_call_the_policy_refuses_spends_nothing_of_the_budget(emptied_engine: AsyncEngine) -> None:

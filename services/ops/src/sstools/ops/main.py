@@ -43,7 +43,7 @@ from sstools.ops.store.tasks import TaskStore
 from sstools.ops.store.users import UserStore
 from sstools.ops.superset.registry import Supersets
 from sstools.ops.tasks import TaskMetrics, TaskWorker
-from sstools.ops.telemetry import SupersetMetrics
+from sstools.ops.telemetry import HeavyReadMetrics, SupersetMetrics
 
 _log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ def build_context(
     superset_metrics: SupersetMetrics | None = None,
     task_metrics: TaskMetrics | None = None,
     llm_metrics: GenAiClientMetrics | None = None,
+    heavy_read_metrics: HeavyReadMetrics | None = None,
 ) -> OpsContext:
     """Every part of ops, wired once from the settings (no I/O happens here)."""
     users = UserStore(engine)
@@ -118,7 +119,11 @@ def build_context(
         llm=llm,
         sql=SqlLimits(max_rows=settings.sql_max_rows, timeout_seconds=settings.sql_timeout_seconds),
         read_wait_seconds=settings.read_wait_seconds,
-        heavy_reads=HeavyReads(limits, settings.heavy_reads_per_minute),
+        heavy_reads=HeavyReads(
+            limits,
+            settings.heavy_reads_per_minute,
+            heavy_read_metrics if heavy_read_metrics is not None else HeavyReadMetrics(CollectorRegistry()),
+        ),
         sso_store=SingleSignOnStore(engine),
         single_sign_on=SingleSignOn(OidcClient(oidc), settings.oidc_pending_sign_ins) if oidc else None,
         password_sign_in=settings.password_sign_in,
@@ -150,6 +155,7 @@ def assemble(settings: OpsSettings, service: Service) -> None:
         SupersetMetrics(service.registry),
         TaskMetrics(service.registry),
         GenAiClientMetrics(service.registry),
+        HeavyReadMetrics(service.registry),
     )
     users = context.authenticator.users
 

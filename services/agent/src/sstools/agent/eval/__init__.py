@@ -1,17 +1,21 @@
 """The public request set (``services/agent/eval/requests.jsonl``) and how an answer is judged:
 understood when the turn called the expected tool with at least the expected arguments (a read
 run, or a write stopped at its card), asked back when it should, or called nothing when nothing
-was asked for; in the right language when its answer's words are in the expected one.
+was asked for; in the right language when its answer's words are in the expected one. What each
+request cost is the heavy reads ops counted for it against the person's budget a minute.
 
 ``python -m sstools.agent.eval`` runs the set through a running stack (see ``__main__``).
 """
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from sstools.agent.language import Lang, language_of
 
@@ -23,6 +27,10 @@ HOLDOUT = REQUESTS.with_name("holdout.jsonl")
 # (eval/domain/): the planner must read any Superset, not the demo's words.
 DOMAIN_HOLDOUT = REQUESTS.with_name("holdout_domain.jsonl")
 Resolve = Callable[[str, str, str], Any]  # (kind, name, env) → id
+# Ops' count of heavy reads (health checks, statements, explorations) by tool and outcome, on its
+# /metrics page: what the budget a minute counted, read from ops rather than from the agent's
+# stream, which shows only the calls the agent reports as tools.
+HEAVY_READS = "sstools_ops_heavy_reads_total"
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,44 @@ def understood(request: Request, turn: Turn, resolve: Resolve, changes: Callable
         ):
             return True
     return False
+
+
+def heavy_reads(exposition: str) -> dict[str, float]:
+    """Ops' heavy reads so far, every tool's summed by outcome (``spent``, ``over_budget``), from
+    its /metrics page."""
+    counted: dict[str, float] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == HEAVY_READS:
+                outcome = sample.labels["outcome"]
+                counted[outcome] = counted.get(outcome, 0.0) + sample.value
+    return counted
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The heavy reads one request cost: every one the budget counted, and of those the ones
+    refused for being over it."""
+
+    reads: int
+    over_budget: int
+
+    @classmethod
+    def between(cls, before: Mapping[str, float], after: Mapping[str, float]) -> "Cost":
+        """What ops counted between two readings of :func:`heavy_reads`."""
+        spent = {outcome: round(after[outcome] - before.get(outcome, 0.0)) for outcome in after}
+        return cls(sum(spent.values()), spent.get("over_budget", 0))
+
+
+def cost_summary(costs: Sequence[Cost]) -> dict[str, float]:
+    """The heavy reads per request (median and max) and in all, and how many were over budget."""
+    reads = [cost.reads for cost in costs]
+    return {
+        "median": statistics.median(reads),
+        "max": max(reads),
+        "total": sum(reads),
+        "over_budget": sum(cost.over_budget for cost in costs),
+    }
 
 
 def right_language(request: Request, turn: Turn) -> bool:

@@ -1,15 +1,19 @@
 """Run the public request set through a running stack (``make run``) and print the share of
-requests understood and the share answered in the right language, as JSON (with every miss).
+requests understood, the share answered in the right language and the heavy reads each request
+cost, as JSON (with every miss, and each request's heavy reads).
 
     .venv/bin/python -m sstools.agent.eval [--url http://127.0.0.1:8080]
-        [--password-file .data/ops-admin-password]
+        [--password-file .data/ops-admin-password] [--ops-metrics http://127.0.0.1:9104/metrics]
 
 Each request gets a conversation of its own, or the one of the request it ``follows``. A card a
-turn stops at is rejected, so nothing the set asks for changes anything.
+turn stops at is rejected, so nothing the set asks for changes anything. Ops' budget of heavy
+reads is left as it is and the run is not paced to it: a read refused for being over it is
+counted (``over_budget``) and the request is judged on what the agent then did.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -21,7 +25,17 @@ from typing import Any
 import httpx
 from gradio_client import Client
 
-from sstools.agent.eval import REQUESTS, Request, Turn, load, right_language, understood
+from sstools.agent.eval import (
+    REQUESTS,
+    Cost,
+    Request,
+    Turn,
+    cost_summary,
+    heavy_reads,
+    load,
+    right_language,
+    understood,
+)
 from sstools.agent.ui.app import CHAT_PATH
 from sstools.agent.ui.client import chat_client
 from sstools.common.catalogue import tool
@@ -113,6 +127,11 @@ def main() -> None:
         help="where an environment's Superset answers, to look ids up (default: make run's dev and prod)",
     )
     parser.add_argument("--superset-password-file", type=Path, default=Path(".data/superset/admin-password"))
+    parser.add_argument(
+        "--ops-metrics",
+        default=f"http://127.0.0.1:{os.environ.get('OPS_METRICS_PORT', '9104')}/metrics",
+        help="ops' /metrics, where it counts heavy reads (default: OPS_METRICS_PORT's, as make run sets it)",
+    )
     options = parser.parse_args()
     password = options.superset_password_file.read_text().strip()
     urls = dict(item.split("=", 1) for item in options.superset) or MAKE_RUN_SUPERSETS
@@ -121,6 +140,13 @@ def main() -> None:
     stack = Stack(options.url, lambda: _sign_in(options.url, options.username, password_ops), supersets)
     conversations: dict[str, str] = {}
     missed, wrong_language, counted = [], [], 0
+    costs: dict[str, Cost] = {}
+    metrics = httpx.Client(timeout=30)
+
+    def ops_reads() -> dict[str, float]:
+        return heavy_reads(metrics.get(options.ops_metrics).raise_for_status().text)
+
+    before = ops_reads()
     for request in load(options.requests):
         conversation = conversations.get(request.follows or "", str(uuid.uuid4()))
         conversations[request.id] = conversation
@@ -133,6 +159,9 @@ def main() -> None:
             answer = json.dumps({"call_id": card["call_id"], "digest": card["digest"]})
             turn = turn.then(Turn.of(stack.turn(request, conversation, "reject", answer)))
         counted += 1
+        after = ops_reads()
+        cost = costs[request.id] = Cost.between(before, after)
+        before = after
         calls = [{"tool": call.tool, "args": dict(call.args)} for call in turn.calls]
         if not understood(request, turn, stack.resolve, lambda name: tool(name).may_change):
             missed.append(
@@ -142,20 +171,23 @@ def main() -> None:
                     "calls": calls,
                     "state": turn.state,
                     "errors": turn.errors,
+                    "heavy_reads": cost.reads,
                 }
             )
         if not right_language(request, turn):
             wrong_language.append({"id": request.id, "text": request.text, "answer": turn.text[:200]})
         verdict = "MISSED" if missed and missed[-1]["id"] == request.id else "ok"
-        print(f"{request.id}: {verdict}", file=sys.stderr)
+        print(f"{request.id}: {verdict}, {cost.reads} heavy reads", file=sys.stderr)
     print(
         json.dumps(
             {
                 "requests": counted,
                 "understood": round(1 - len(missed) / counted, 3),
                 "right_language": round(1 - len(wrong_language) / counted, 3),
+                "heavy_reads": cost_summary(list(costs.values())),
                 "missed": missed,
                 "wrong_language": wrong_language,
+                "heavy_reads_per_request": {key: spent.reads for key, spent in costs.items()},
             },
             ensure_ascii=False,
             indent=2,

@@ -35,6 +35,7 @@ from sstools.ops.environments import Environment
 from sstools.ops.errors import OperationError
 from sstools.ops.store.audit import AuditLog
 from sstools.ops.store.limits import Limits
+from sstools.ops.telemetry import HeavyReadMetrics
 
 BUDGET_WINDOW = timedelta(minutes=1)
 
@@ -42,14 +43,17 @@ BUDGET_WINDOW = timedelta(minutes=1)
 @dataclass(frozen=True)
 class HeavyReads:
     """Each person's budget of heavy calls per minute, counted in PostgreSQL so that every ops
-    replica counts the same calls."""
+    replica counts the same calls, and in this replica's metrics by tool."""
 
     limits: Limits
     per_minute: int
+    metrics: HeavyReadMetrics
 
-    async def spend(self, username: str) -> int | None:
-        """Count one call; the seconds to wait when it is one too many."""
-        return await self.limits.hit(f"heavy:{username}", self.per_minute, BUDGET_WINDOW)
+    async def spend(self, username: str, tool: str) -> int | None:
+        """Count one call of ``tool``; the seconds to wait when it is one too many."""
+        retry_after = await self.limits.hit(f"heavy:{username}", self.per_minute, BUDGET_WINDOW)
+        self.metrics.count(tool, "spent" if retry_after is None else "over_budget")
+        return retry_after
 
 
 def denied(tool: str, decision: Decision, caller: Caller) -> HTTPException:
@@ -145,7 +149,7 @@ class Guard:
         raise HTTPException(status.HTTP_403_FORBIDDEN, {"code": "confirmation_invalid", "message": problem})
 
     async def _spend(self, caller: Caller, tool: str, env_id: str | None) -> None:
-        retry_after = await self._heavy_reads.spend(caller.username)
+        retry_after = await self._heavy_reads.spend(caller.username, tool)
         if retry_after is None:
             return
         await self._record(caller, tool, env_id, "refused", {"code": "read_budget_exceeded"})
