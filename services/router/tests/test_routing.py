@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from sstools.common.routing.keywords import KeywordIndex, affirmed
+from sstools.common.language import affirmed
+from sstools.common.routing.keywords import KeywordIndex
 from sstools.common.routing.router import RouteContext, Router, RouterConfig, Source, Tier
 from sstools.devstack.policy_table import POLICY_TABLE
 from sstools.router.settings import RouterSettings

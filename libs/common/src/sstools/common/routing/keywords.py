@@ -14,97 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sstools.common.catalogue import TOOLS, ToolSpec
-from sstools.common.routing.text import Word, phrase_stems, stem, words
+from sstools.common.language import Word, phrase_stems, words
+from sstools.common.language import negated as refused
+from sstools.common.language import vocabulary as language_stems
 
 _MAX_GAP = 1
 _MIN_FUZZY_LENGTH = 4
-
-
-def _stems(*texts: str) -> frozenset[str]:
-    return frozenset(stem(text) for text in texts)
-
-
-NEGATIONS = _stems(
-    "не",
-    "нет",
-    "без",
-    "никаких",
-    "вместо",
-    "not",
-    "no",
-    "never",
-    "without",
-    "instead",
-    "dont",
-    "skip",
-    "rather",
-)
-# Words that may stand between a negation and what it negates without counting.
-_NEGATION_FILLER = _stems(
-    "надо",
-    "нужно",
-    "стоит",
-    "следует",
-    "пока",
-    "сейчас",
-    "еще",
-    "пожалуйста",
-    "сегодня",
-    "никакой",
-    "никакого",
-    "ничего",
-    "этот",
-    "это",
-    "do",
-    "need",
-    "to",
-    "a",
-    "an",
-    "the",
-    "any",
-    "please",
-    "yet",
-    "now",
-    "of",
-    "bother",
-    "want",
-    "should",
-    "us",
-    "me",
-    "it",
-    "go",
-    "ahead",
-    "and",
-    "than",
-    "new",
-    "another",
-    "again",
-    "новый",
-    "новую",
-    "новое",
-    "снова",
-    "опять",
-)
-# "не работает", "doesn't load": the negation is about a state, not a request.
-_STATE_WORDS = _stems(
-    "работает",
-    "работают",
-    "грузится",
-    "открывается",
-    "отвечает",
-    "видно",
-    "вижу",
-    "получается",
-    "work",
-    "works",
-    "working",
-    "load",
-    "loading",
-    "open",
-    "respond",
-    "show",
-    "showing",
-)
+# No word is longer: a longer run of letters is corrected to nothing (its variants cost its square).
+_MAX_FUZZY_LENGTH = 30
 
 
 @dataclass(frozen=True)
@@ -126,7 +43,7 @@ class KeywordResult:
 
 
 class KeywordIndex:
-    def __init__(self, tools: Iterable[ToolSpec] = TOOLS) -> None:
+    def __init__(self, tools: Iterable[ToolSpec] = TOOLS, *, typos: bool = True) -> None:
         # Phrases that stem alike ("дашборд", "дашборды") count once.
         self._phrases: list[tuple[str, tuple[str, ...]]] = sorted(
             {(spec.name, phrase_stems(phrase)) for spec in tools for phrase in spec.keywords}
@@ -136,15 +53,9 @@ class KeywordIndex:
         for tool_name, phrase in self._phrases:
             self._by_first_stem.setdefault(phrase[0], []).append((tool_name, phrase))
         single_words = {phrase[0] for _, phrase in self._phrases if len(phrase) == 1}
-        vocabulary = (
-            {word for _, phrase in self._phrases for word in phrase}
-            | NEGATIONS
-            | _NEGATION_FILLER
-            | _STATE_WORDS
-        )
-        self._fuzzy = _TypoIndex(
-            (word for word in single_words if len(word) >= _MIN_FUZZY_LENGTH), vocabulary
-        )
+        known = {word for _, phrase in self._phrases for word in phrase} | language_stems()
+        fuzzy = (word for word in single_words if typos and len(word) >= _MIN_FUZZY_LENGTH)
+        self._fuzzy = _TypoIndex(fuzzy, known)
 
     def match(self, text: str) -> KeywordResult:
         message = [self._fuzzy.correct(word) for word in words(text)]
@@ -155,7 +66,7 @@ class KeywordIndex:
                 end = _phrase_end(message, start, phrase)
                 if end is None:
                     continue
-                if _is_negated(message, start) or _is_negated_after(message, end):
+                if refused(message, start, end):
                     negated.add(tool_name)
                 else:
                     hits.setdefault(tool_name, []).append(start)
@@ -184,7 +95,9 @@ class _TypoIndex:
 
     def correct(self, word: Word) -> Word:
         candidate = word.stem
-        if len(candidate) < _MIN_FUZZY_LENGTH or candidate in self._vocabulary or not candidate.isalpha():
+        if not _MIN_FUZZY_LENGTH <= len(candidate) <= _MAX_FUZZY_LENGTH or candidate in self._vocabulary:
+            return word
+        if not candidate.isalpha():
             return word
         found: set[str] = set(self._by_deletion.get(candidate, ()))  # the word lacks a letter
         for variant in deletions(candidate):
@@ -192,7 +105,7 @@ class _TypoIndex:
                 found.add(variant)
             found |= {known for known in self._by_deletion.get(variant, ()) if _one_edit(candidate, known)}
         found |= {swap for swap in swaps(candidate) if swap in self._known}
-        return Word(min(found), word.clause) if len(found) == 1 else word
+        return Word(min(found), word.clause, word.text, word.start, word.end) if len(found) == 1 else word
 
 
 def deletions(word: str) -> set[str]:
@@ -227,41 +140,3 @@ def _phrase_end(message: list[Word], start: int, phrase: tuple[str, ...]) -> int
             return None
         position += step
     return position
-
-
-def affirmed(text: str) -> str:
-    """``text`` without the clauses a negation opens ("не выкатывай на прод, …", "…, do not ping
-    them"): what the person does ask for. The embedding tier reads meaning, not negations, and
-    would offer the very tool such a clause refuses."""
-    clauses: dict[int, list[Word]] = {}
-    for word in words(text):
-        clauses.setdefault(word.clause, []).append(word)
-    return " ".join(word.text for clause in clauses.values() if not _refuses(clause) for word in clause)
-
-
-def _refuses(clause: list[Word]) -> bool:
-    """The clause's first word that is not filler is a negation, and what follows it no state."""
-    meaningful = [word.stem for word in clause if word.stem not in _NEGATION_FILLER]
-    return len(meaningful) >= 2 and meaningful[0] in NEGATIONS and meaningful[1] not in _STATE_WORDS
-
-
-def _is_negated_after(message: list[Word], end: int) -> bool:
-    """Object first, then the negated verb: "бэкап не делай", "запрос не выполняй"."""
-    following = [word for word in message[end + 1 : end + 3] if word.clause == message[end].clause]
-    return len(following) == 2 and following[0].stem in NEGATIONS and following[1].stem not in _STATE_WORDS
-
-
-def _is_negated(message: list[Word], position: int) -> bool:
-    clause = message[position].clause
-    others = 0
-    for earlier in range(position - 1, -1, -1):
-        word = message[earlier]
-        if word.clause != clause or word.stem in _STATE_WORDS:
-            return False
-        if word.stem in NEGATIONS:
-            return True
-        if word.stem not in _NEGATION_FILLER:
-            others += 1
-            if others > 1:
-                return False
-    return False

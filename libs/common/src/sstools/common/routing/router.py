@@ -12,8 +12,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from sstools.common.catalogue import ALWAYS_OFFERED
-from sstools.common.routing.keywords import KeywordIndex, affirmed
-from sstools.common.routing.text import stem, words
+from sstools.common.language import affirmed, stem, words
+from sstools.common.routing.keywords import KeywordIndex
 
 # Control characters and the like carry no meaning for routing; they become spaces.
 _UNPRINTABLE = re.compile(r"[^\w\s.,;:!?()'\"’«»/#@%+=*<>\[\]{}-]", re.UNICODE)

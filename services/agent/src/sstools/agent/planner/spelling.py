@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from functools import cache
 
 from sstools.common.catalogue import TOOLS
+from sstools.common.language import stem
 from sstools.common.routing.keywords import deletions, swaps
-from sstools.common.routing.text import stem
 
 # Five letters or more, and no longer than a word gets: a longer run is not a word to correct.
 _SHORTEST_MEANT = 5
