@@ -12,11 +12,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from markdown_it import MarkdownIt
 
+from sstools.agent.answers import VIEWS, failure, rendered
 from sstools.agent.context import Environment, TurnContext
 from sstools.agent.language import Lang, language_of
 from sstools.agent.markdown import link, markdown_text
 from sstools.agent.planner import OfflinePlanner
-from sstools.agent.planner.answers import VIEWS, failure, rendered
 from sstools.common.catalogue import TOOLS
 
 # what the page's renderer does with an answer (web/src/lib/markdown.ts)

@@ -39,8 +39,8 @@ ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", Tr
         ),
     ],
 )
-def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dict[str, object]) -> None:
-    call = fast_confirmation_tool(command, ENVIRONMENTS)
+async def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dict[str, object]) -> None:
+    call = await fast_confirmation_tool(command, ENVIRONMENTS)
     assert call is not None
     assert (call["name"], call["args"]) == (tool, args)
 
@@ -57,9 +57,9 @@ def test_an_explicit_command_becomes_its_call(command: str, tool: str, args: dic
         ('создай ветку "x"', 'создай ветку "x" — нет'),
     ],
 )
-def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str) -> None:
-    assert fast_confirmation_tool(command, ENVIRONMENTS) is not None  # the same words, not negated
-    assert fast_confirmation_tool(negated, ENVIRONMENTS) is None
+async def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str) -> None:
+    assert await fast_confirmation_tool(command, ENVIRONMENTS) is not None  # the same words, not negated
+    assert await fast_confirmation_tool(negated, ENVIRONMENTS) is None
 
 
 @pytest.mark.parametrize(
@@ -77,13 +77,13 @@ def test_a_negation_keeps_a_command_off_the_fast_path(command: str, negated: str
         "создай ветку hotfix/kpis и закоммить туда дашборд 3 с сообщением «fix the chart»",
     ],
 )
-def test_anything_less_than_a_short_complete_command_goes_to_the_model(text: str) -> None:
-    assert fast_confirmation_tool(text, ENVIRONMENTS) is None
+async def test_anything_less_than_a_short_complete_command_goes_to_the_model(text: str) -> None:
+    assert await fast_confirmation_tool(text, ENVIRONMENTS) is None
 
 
-def test_a_fast_call_has_an_id_of_its_own_that_says_where_it_came_from() -> None:
-    first = fast_confirmation_tool("сделай бэкап prod", ENVIRONMENTS)
-    second = fast_confirmation_tool("сделай бэкап prod", ENVIRONMENTS)
+async def test_a_fast_call_has_an_id_of_its_own_that_says_where_it_came_from() -> None:
+    first = await fast_confirmation_tool("сделай бэкап prod", ENVIRONMENTS)
+    second = await fast_confirmation_tool("сделай бэкап prod", ENVIRONMENTS)
     assert first is not None
     assert second is not None
     for call in (first, second):
@@ -91,9 +91,9 @@ def test_a_fast_call_has_an_id_of_its_own_that_says_where_it_came_from() -> None
     assert first["id"] != second["id"]  # each confirmation card answers one call
 
 
-def test_a_command_of_up_to_200_characters_is_short_enough() -> None:
+async def test_a_command_of_up_to_200_characters_is_short_enough() -> None:
     command = "задеплой дашборд 17 в prod"
     longest = command + " " * (200 - len(command) - 1) + "!"  # inner spaces: not stripped away
     assert len(longest) == 200
-    assert fast_confirmation_tool(longest, ENVIRONMENTS) is not None
-    assert fast_confirmation_tool(longest + "!", ENVIRONMENTS) is None
+    assert await fast_confirmation_tool(longest, ENVIRONMENTS) is not None
+    assert await fast_confirmation_tool(longest + "!", ENVIRONMENTS) is None

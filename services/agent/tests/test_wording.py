@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sstools.agent import stream
-from sstools.agent.planner.answers import failure
+from sstools.agent.answers import failure
 from sstools.agent.stream import Event, error, in_language
 from sstools.agent.wording import explained
 from sstools.docparse.model import ErrorCode

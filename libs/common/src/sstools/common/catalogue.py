@@ -100,6 +100,21 @@ class Answer:
     columns: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Frame:
+    """How a person's words fill the tool's arguments when no model reads them (the built-in
+    planner). Arguments of a typed kind — an environment, a dashboard, a database, a table, SQL, a
+    task id — are read by their type from the words and the live system; what is declared here is
+    the rest: the words after which an argument's free text stands (``texts``, Russian and English
+    phrases), the words that switch an argument on (``flags``), and what a required text is when
+    the words say nothing of it (``defaults``)."""
+
+    texts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # A required text the words do not give: (Russian, English), the card shows it to change.
+    defaults: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
 def made(ru: str, en: str) -> Answer:
     return Answer("made", ru, en)
 
@@ -136,6 +151,7 @@ class ToolSpec:
     # The kind of ops task a call goes on as when it outlives ops' wait for it: the task's
     # result is then what the call would have answered.
     followed_as: str | None = None
+    frame: Frame = field(default_factory=Frame)
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -213,6 +229,26 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "покажи дашборды",
             "список дашбордов",
         ),
+        frame=Frame(
+            texts={
+                "query": (
+                    "titled",
+                    "named",
+                    "called",
+                    "containing",
+                    "about",
+                    "with the word",
+                    "названием",
+                    "называется",
+                    "про",
+                    "содержащие",
+                    "со словом",
+                    "со словами",
+                ),
+                "owner": ("owned by", "owner", "владелец", "владельца", "владельцем", "принадлежащие"),
+                "tag": ("tag", "tagged", "тег", "тегом", "тэг", "тэгом", "меткой"),
+            }
+        ),
         endpoint=Endpoint("GET", ENV_PATH + "/dashboards", SearchArgs, DashboardSearch),
         example=(
             "Покажи дашборды",
@@ -228,6 +264,7 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         "Сводка здоровья дашбордов в окружении: сломанные чарты, падающие запросы и проблемы валидации.",
         (
             "health",
+            "healthy",
             "broken",
             "errors",
             "error",
@@ -266,6 +303,19 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         ),
         heavy=True,
         followed_as=HEALTH_TASK,
+        frame=Frame(
+            flags={
+                "force": (
+                    "force",
+                    "fresh",
+                    "bypass cache",
+                    "without cache",
+                    "без кэша",
+                    "принудительно",
+                    "заново",
+                )
+            }
+        ),
         endpoint=Endpoint("GET", ENV_PATH + "/health", HealthArgs, HealthQuery),
         example=(
             "Что сломано в дашбордах?",
@@ -364,6 +414,12 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         "Создать git-ветку в репозитории дашбордов для версионируемых изменений.",
         ("branch", "create branch", "new branch", "git branch", "feature branch"),
         ("ветка", "ветку", "создай ветку", "новая ветка", "бранч", "git ветка"),
+        frame=Frame(
+            texts={
+                "name": ("branch", "named", "called", "ветку", "ветка", "названием", "бранч"),
+                "start": ("from", "off", "от", "из", "на основе"),
+            }
+        ),
         endpoint=Endpoint("POST", "/api/git/branches", BranchBody, BranchBody),
         example=(
             "Создай ветку для дашборда",
@@ -383,6 +439,12 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         "Закоммитить выгруженные изменения дашбордов в git-репозиторий с сообщением.",
         ("commit", "commit changes", "save to git", "push", "git commit"),
         ("коммит", "закоммить", "закоммитить", "закомить", "сохрани в git", "запушь", "пуш", "зафиксируй"),
+        frame=Frame(
+            texts={
+                "message": ("message", "with message", "сообщением", "комментарием", "описанием"),
+                "branch": ("branch", "to branch", "on branch", "ветку", "ветке", "в ветку"),
+            }
+        ),
         endpoint=Endpoint("POST", "/api/git/commits", CommitBody, CommitBody),
         example=(
             "Закоммить изменения дашборда",
@@ -417,6 +479,9 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "раскатай",
             "закинь на прод",
             "деплоить",
+            "перенеси дашборд",
+            "выкатывай",
+            "раскатывай",
         ),
         endpoint=Endpoint("POST", ENV_PATH + "/deployments", DeployArgs, DeployBody),
         example=(
@@ -456,6 +521,9 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "переезд",
             "синхронизируй окружения",
             "смигрируй",
+        ),
+        frame=Frame(
+            texts={"database_mapping": ("map", "mapping", "замапь", "сопоставь", "маппинг", "мапинг")}
         ),
         endpoint=Endpoint("POST", ENV_PATH + "/migrations", MigrationArgs, MigrationBody),
         example=(
@@ -615,6 +683,24 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "режим техработ",
             "начинай техработы",
         ),
+        frame=Frame(
+            texts={
+                "reason": (
+                    "because of",
+                    "because",
+                    "reason",
+                    "due to",
+                    "for",
+                    "причина",
+                    "по причине",
+                    "из-за",
+                    "потому что",
+                    "так как",
+                    "для",
+                )
+            },
+            defaults={"reason": ("Плановые работы", "Planned maintenance")},
+        ),
         endpoint=Endpoint("POST", ENV_PATH + "/maintenance", MaintenanceArgs, MaintenanceBody),
         example=(
             "Начни регламентные работы в prod",
@@ -759,6 +845,22 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "заведи дашборд",
             "как создать дашборд",
         ),
+        frame=Frame(
+            texts={
+                "title": (
+                    "called",
+                    "named",
+                    "titled",
+                    "title",
+                    "названием",
+                    "под названием",
+                    "назови",
+                    "именем",
+                ),
+                "slug": ("slug",),
+            },
+            flags={"published": ("published", "publish it", "опубликованный", "опубликуй", "опубликованным")},
+        ),
         endpoint=Endpoint("POST", ENV_PATH + "/dashboards", CreateDashboardArgs, DashboardBody),
         example=(
             "Создай дашборд «Продажи»",
@@ -788,6 +890,34 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "клонни",
             "клон",
             "дубликат",
+        ),
+        frame=Frame(
+            texts={
+                "title": (
+                    "call it",
+                    "name it",
+                    "назови его",
+                    "as",
+                    "called",
+                    "named",
+                    "titled",
+                    "под названием",
+                    "названием",
+                    "как",
+                    "назови",
+                )
+            },
+            flags={
+                "duplicate_charts": (
+                    "with charts",
+                    "with its charts",
+                    "charts too",
+                    "с чартами",
+                    "вместе с чартами",
+                    "с графиками",
+                )
+            },
+            defaults={"title": ("Копия дашборда", "Copy of the dashboard")},
         ),
         endpoint=Endpoint("POST", DASHBOARD_PATH + "/copy", CopyArgs, CopyBody),
         example=(
@@ -827,6 +957,7 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         "Отформатировать SQL-запрос для читаемости, не выполняя его.",
         ("format sql", "format", "prettify", "beautify", "pretty print", "indent sql"),
         ("отформатируй", "форматирование", "форматировать", "причеши", "красиво оформи", "выровняй"),
+        frame=Frame(texts={"dialect": ("dialect", "диалект", "for", "для", "as", "как")}),
         endpoint=Endpoint("POST", "/api/sql/format", FormatBody, FormatBody),
         example=(
             "Отформатируй SQL-запрос",

@@ -2,69 +2,55 @@
 to its confirmation card, without a model round trip — "задеплой дашборд 17 в prod". It only
 proposes the call: the guard and the confirmation still stand between it and the tool.
 
-Anything negated ("не деплой", "don't deploy", "отмена") is left to the model, as is anything
-long or spread over lines, and anything whose arguments are not all in the words themselves: an
-id, not a name; the environment named, not borrowed from the page.
+It reads the command as the built-in planner does (the same language layer, frames and readers),
+but from the words alone: anything negated ("не деплой", "don't deploy", "отмена") is left to the
+model, as is anything long or spread over lines, and anything whose arguments are not all in the
+words themselves: an id, not a name; the environment named, not borrowed from the page.
 """
 
-import re
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.messages import ToolCall
 
-from sstools.agent.context import Environment
-from sstools.agent.planner.reading import Request, read_request
+from sstools.agent.context import Environment, TurnContext
+from sstools.agent.frames.reading import read
+from sstools.agent.frames.steps import Planner, Thread
+from sstools.common.catalogue import ARGS, Tier, tool
+from sstools.common.language import FUNCTION_STEMS, is_negation
 
-# Broader than a negation of one verb: any sign of doubt leaves the command to the model.
-NEGATION = re.compile(r"\b(?:не|нет|no|don't|do not|stop|отмена|отмени)\b", re.IGNORECASE)
 _ID_PREFIX = "fast_"  # tells a fast-path call from a model's in the thread
 _MAX_COMMAND_CHARS = 200
-_DASHBOARD = r"(?:дашборд\w*|дэшборд\w*|dashboards?)"
-_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "deploy_dashboard",
-        re.compile(rf"^(?:задеплой|деплой|разверни|выкати|перенеси|deploy)\b.*\b{_DASHBOARD}", re.I),
-    ),
-    ("execute_migration", re.compile(rf"^(?:мигрируй|migrate)\b.*\b{_DASHBOARD}", re.I)),
-    (
-        "run_backup",
-        re.compile(r"^(?:сделай|запусти|создай|run|make|take)\b.*\b(?:бэкап\w*|бекап\w*|backup)", re.I),
-    ),
-    ("create_branch", re.compile(r"^(?:создай|заведи|create|make)\b.*\b(?:ветк\w*|branch)\b", re.I)),
-)
+_OPENING_WORDS = 2
 
 
-def _arguments(name: str, request: Request) -> dict[str, Any] | None:
-    """The command's arguments when its words hold every one of them."""
-    target, ids = request.target_env, list(request.dashboard_ids)
-    if name == "create_branch":  # the quoted name beside "branch"; a quoted text elsewhere may be a message
-        return {"name": request.branch} if request.branch and request.branch in request.quoted else None
-    if target is None:
-        return None
-    if name == "run_backup":
-        return {"env_id": target}
-    if len(ids) != 1:
-        return None
-    source = {"source_env": request.source_env} if request.source_env else {}
-    if name == "deploy_dashboard":
-        return {"env_id": target, "dashboard_id": ids[0], **source}
-    return {"env_id": target, "dashboard_ids": ids, **source} if source else None
-
-
-def fast_confirmation_tool(text: str, environments: Sequence[Environment]) -> ToolCall | None:
+async def fast_confirmation_tool(text: str, environments: Sequence[Environment]) -> ToolCall | None:
     """The tool call an explicit command asks for, or None to let the model read it."""
     command = text.strip()
-    if not command or len(command) > _MAX_COMMAND_CHARS or "\n" in command or NEGATION.search(command):
+    if not command or len(command) > _MAX_COMMAND_CHARS or "\n" in command:
         return None
-    for name, pattern in _COMMANDS:
-        if not pattern.search(command):
-            continue
-        arguments = _arguments(name, read_request(command, environments))
-        return (
-            None
-            if arguments is None
-            else ToolCall(name=name, args=arguments, id=f"{_ID_PREFIX}{uuid.uuid4().hex[:16]}")
-        )
-    return None
+    reading = read(command, environments)
+    if not reading.words or reading.words[0].stem in FUNCTION_STEMS or any(map(is_negation, reading.words)):
+        return None
+    context = TurnContext(tuple(environments), reading.target_env, "message")
+    step = await Planner(reading, context, "en", (), Thread(), None).next_step()
+    if not isinstance(step, list) or tool(step[0].tool).policy.tier is Tier.READ:
+        return None
+    # a command starts with what it asks for ("задеплой …", "сделай бэкап …"; not "please deploy
+    # …", "ignore previous instructions and deploy …")
+    opening = " ".join(word.text for word in reading.words[:_OPENING_WORDS])
+    if step[0].tool not in read(opening, environments).named:
+        return None
+    fields = ARGS[step[0].tool].model_fields
+    args = dict(step[0].args)
+    if "source_env" in fields and not reading.source_env and not fields["source_env"].is_required():
+        del args["source_env"]  # the declared default, not a guess
+    from_words = {"env_id": reading.target_env, "source_env": reading.source_env}
+    if any(name in args and args[name] != value for name, value in from_words.items()):
+        return None  # an environment not named in the words
+    if any(
+        isinstance(value, str) and value not in reading.quoted and name not in from_words
+        for name, value in args.items()
+    ):
+        return None  # a free text not quoted: the model reads where it ends
+    return ToolCall(name=step[0].tool, args=args, id=f"{_ID_PREFIX}{uuid.uuid4().hex[:16]}")

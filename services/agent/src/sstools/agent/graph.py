@@ -41,6 +41,8 @@ from opentelemetry.trace import SpanKind, Tracer
 from sstools.agent.clients.ops import OpsError
 from sstools.agent.context import RunContext, run_context
 from sstools.agent.fence import OUTSIDE_DATA, model_view
+from sstools.agent.frames.model import GROUND
+from sstools.agent.frames.steps import Ground
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.tools import Passes
 from sstools.common.metrics import GenAiClientMetrics
@@ -164,10 +166,13 @@ def build_graph(
     model_name: str,
     provider_name: str,
     model_metrics: GenAiClientMetrics,
+    ground: Callable[[RunContext], Ground] | None = None,
 ) -> AgentGraph:
     async def call_model(state: MessagesState, *, runtime: Runtime[RunContext]) -> dict[str, Any]:
         run = run_context(runtime.context)
         config = get_config()
+        # for the built-in planner: the live system, as this person sees it
+        GROUND.set(ground(run) if ground is not None else None)
         bound = model().bind_tools([tools[name] for name in run.tool_names if name in tools])
         window = model_view(context_window(state["messages"]))  # tool results fenced
         # For this call only, not kept in the thread: what the page and ops say of the turn (the

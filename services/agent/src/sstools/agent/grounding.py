@@ -8,14 +8,16 @@ Callers asking for the same one at once share a single request; a failure is not
 next caller asks again."""
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from sstools.agent.clients.ops import OpsCall, OpsClient
+from sstools.agent.clients.ops import OpsCall, OpsClient, OpsError
+from sstools.agent.clients.router import ToolRouter
 from sstools.common.catalogue import ENDPOINTS
 from sstools.common.outline import EnvOutline
 from sstools.common.tool_args import SearchArgs
@@ -106,3 +108,37 @@ class Grounding:
             if not batch or page * self._page_size >= int(listed.get("count") or 0):
                 break
         return list(found.values())[:DASHBOARDS_AT_MOST]
+
+
+# A schema's names the router embeds the first time it sees them: longer than a routing.
+RELATE_SECONDS = 3.0
+_log = logging.getLogger(__name__)
+
+
+class PersonGround:
+    """The live system as one person sees it, for the planner of their turn: titles and the
+    outline from the cache, nearness of words to names from the router's model. What ops
+    refuses or cannot say is None: the planner then asks instead."""
+
+    def __init__(self, grounding: Grounding, router: ToolRouter, user_token: str, username: str) -> None:
+        self._grounding, self._router = grounding, router
+        self._user_token, self._username = user_token, username
+
+    async def titles(self, env_id: str) -> dict[int, str] | None:
+        try:
+            boards = await self._grounding.dashboards(self._user_token, self._username, env_id)
+        except OpsError as refused:
+            _log.info("dashboards unknown to the planner", extra={"error": str(refused)})
+            return None
+        return {board.id: board.title for board in boards}
+
+    async def outline(self, env_id: str) -> EnvOutline | None:
+        try:
+            return await self._grounding.outline(self._user_token, self._username, env_id)
+        except OpsError as refused:
+            _log.info("outline unknown to the planner", extra={"error": str(refused)})
+            return None
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> Sequence[Sequence[float]] | None:
+        related = await self._router.relate(queries, labels, RELATE_SECONDS)
+        return related.rows if related is not None else None

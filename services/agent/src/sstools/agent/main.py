@@ -12,6 +12,7 @@ from sstools.agent.clients.docparse import DocparseClient
 from sstools.agent.clients.ops import OpsClient
 from sstools.agent.clients.router import ToolRouter
 from sstools.agent.graph import AgentGraph, build_graph
+from sstools.agent.grounding import Grounding, PersonGround
 from sstools.agent.llm import chat_model
 from sstools.agent.planner import OFFLINE_MODEL_NAME
 from sstools.agent.settings import AgentSettings
@@ -63,6 +64,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
         task_wait_seconds=settings.tool_timeout_seconds * settings.task_wait_share,
         retry_backoff_seconds=settings.tool_retry_backoff_seconds,
     )
+    grounding = Grounding(ops, settings.grounding_seconds)
     compiled: list[AgentGraph] = []
 
     def graph() -> AgentGraph:
@@ -82,6 +84,7 @@ def assemble(settings: AgentSettings, service: Service) -> None:
                     model_name=model_name,
                     provider_name=provider_name,
                     model_metrics=model_metrics,
+                    ground=lambda run: PersonGround(grounding, router, run.user_token, run.username),
                 )
             )
         return compiled[0]

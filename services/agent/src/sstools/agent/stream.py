@@ -33,7 +33,7 @@ from sstools.agent.gate import REFUSED_EVENT, UNCHECKED_ARGS
 from sstools.agent.graph import AgentGraph, ModelMalformed, tool_error_detail
 from sstools.agent.language import Lang, say
 from sstools.agent.planner import NEEDS_CLARIFICATION
-from sstools.agent.planner.answers import found_issues
+from sstools.agent.answers import found_issues
 from sstools.agent.wording import explained
 from sstools.common.catalogue import TOOLS
 

@@ -82,13 +82,17 @@ class ToolRouter:
                 list(local.negated),
             )
 
-    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> Relations | None:
+    async def relate(
+        self, queries: Sequence[str], labels: Sequence[str], wait_seconds: float | None = None
+    ) -> Relations | None:
         """The router model's similarities; None when it has no model or cannot be reached in time,
         so the planner matches by spelling alone. At most 64 queries and 512 labels of 200
-        characters each (the router's bounds: beyond them, None too, and a warning logged)."""
+        characters each (the router's bounds: beyond them, None too, and a warning logged). A
+        schema's names the router has not seen cost it a few hundred milliseconds: ``timeout``
+        allows for them (``wait_seconds``)."""
         request = router_pb2.RelateRequest(queries=list(queries), labels=list(labels))
         try:
-            reply = await self._stub().Relate(request, timeout=self._timeout)
+            reply = await self._stub().Relate(request, timeout=wait_seconds or self._timeout)
         except grpc.aio.AioRpcError as error:
             _log.warning(
                 "router cannot relate, spelling alone",

@@ -17,11 +17,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import ValidationError
 
+from sstools.agent.answers import examples, failure, found_issues, rendered, table
 from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import markdown_text
-from sstools.agent.planner.answers import examples, failure, found_issues, rendered, table
 from sstools.agent.planner.reading import (
     ENDING,
     PROBED_ROWS,

@@ -103,7 +103,7 @@ class Gathering:
             problem = f"no environment {turn.env!r} is configured"
             raise Refusal("INVALID_ENVIRONMENT", problem, facts={"env_id": turn.env})
         context = turn_context(turn, environments)
-        fast = fast_confirmation_tool(turn.text, environments)
+        fast = await fast_confirmation_tool(turn.text, environments)
         snapshot, routing, role = await asyncio.gather(
             self._graph.aget_state(thread_of(turn)),
             self._routing(turn, fast, context.env),

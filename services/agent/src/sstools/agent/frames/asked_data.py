@@ -1,0 +1,367 @@
+"""A question about data in words, made a statement over the table it names (or whose values it
+names): a count, a count by a column, distinct values, the top N, an average, sum, maximum or
+minimum of a column, N rows, the latest rows, or deleting rows — filtered by the values, numbers,
+year or month it names — always schema-qualified, every column and value one the table really
+has. A word that may name a condition but names nothing of the table is asked about."""
+
+import calendar
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+from sqlglot import exp
+
+from sstools.agent.frames.grounded import Found, Relate, find, spelled
+from sstools.agent.frames.reading import Reading, content
+from sstools.common.language import Word, negated, phrase_stems
+from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
+from sstools.common.sql import dialect_for_backend
+
+
+def _stems(words: str) -> frozenset[str]:
+    return frozenset(phrase_stems(words))
+
+
+# the most specific first: "how many distinct customers" asks for distinct ones
+_SHAPES = {
+    "distinct": _stems("distinct unique different уникальных уникальные разных различных"),
+    "avg": _stems("average avg mean средний средняя среднее средне"),
+    "sum": _stems("sum сумма суммарный суммарно общая общий итого"),
+    "max": _stems("maximum max максимальный максимальная наибольший"),
+    "min": _stems("minimum min минимальный минимальная наименьший"),
+    "delete": _stems("delete remove wipe truncate clear очисти удали удалить очистить сотри"),
+    "count": _stems("сколько count количество число посчитай подсчитай many"),
+}
+_GROUP = _stems("per by each every по каждому каждой разбивке разрезе group breakdown break broken помесячно")
+_DESCENDING = _stems("top топ largest biggest highest most longest самые самых больше крупные дорогие")
+_ASCENDING = _stems("smallest lowest cheapest least shortest меньше дешевые")
+_LATEST = _stems("last latest newest recent последних последние свежих новых")
+_ROWS = _stems("rows row records строк строки записей записи first первые")
+_DATA_NOUNS = _stems(
+    "table tables таблица таблице таблицы database db base база базе бд data данные данных sql query запрос"
+    " column columns колонка колонки столбец поле значение схема schema all все всё"
+)
+_MONTHS = {
+    stem: number
+    for number in range(1, 13)
+    for stem in _stems(
+        f"{calendar.month_name[number]} {calendar.month_abbr[number]} "
+        + [
+            "январь",
+            "февраль",
+            "март",
+            "апрель",
+            "май",
+            "июнь",
+            "июль",
+            "август",
+            "сентябрь",
+            "октябрь",
+            "ноябрь",
+            "декабрь",
+        ][number - 1]
+    )
+}
+_DATE_TYPES = ("date", "time")
+_NUMBER_TYPES = ("int", "numeric", "decimal", "float", "double", "real", "money", "number")
+_TEXT_TYPES = ("char", "text", "string")
+DEFAULT_ROWS = 10
+_WORDS_READ = 64  # a question about data is a sentence: words past these are not read for names
+
+
+class DataQuestion(BaseModel):
+    """What a question about data asks, typed: kept in the thread, so a follow-up changes it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    database_id: int
+    backend: str | None
+    schema_name: str
+    table: str
+    measure: str = "count"  # count | distinct | avg | sum | max | min | top | rows | delete
+    column: str | None = None  # the measured or ordering column
+    group_by: str | None = None
+    filters: tuple[tuple[str, str | int | bool], ...] = ()
+    period: tuple[str, str, str] | None = None  # a date column, from, to (ISO dates, to excluded)
+    descending: bool = True
+    limit: int | None = None
+
+    def statement(self) -> str:
+        def column(name: str | None) -> exp.Column:
+            return exp.column(name or "", quoted=True)
+
+        table = exp.table_(self.table, db=self.schema_name, quoted=True)
+        conditions: list[exp.Expr] = [column(name).eq(exp.convert(value)) for name, value in self.filters]
+        if self.period:
+            name, start, end = self.period
+            conditions += [column(name) >= exp.Literal.string(start), column(name) < exp.Literal.string(end)]
+        where = exp.and_(*conditions) if conditions else None
+        if self.measure == "delete":
+            deleted = exp.delete(table)
+            return (deleted.where(where) if where else deleted).sql(dialect=self._dialect())
+        measured: exp.Expr = {
+            "count": exp.Count(this=exp.Star()),
+            "distinct": exp.Count(this=exp.Distinct(expressions=[column(self.column)])),
+            "avg": exp.Avg(this=column(self.column)),
+            "sum": exp.Sum(this=column(self.column)),
+            "max": exp.Max(this=column(self.column)),
+            "min": exp.Min(this=column(self.column)),
+        }.get(self.measure, exp.Star())
+        query = exp.select(*([column(self.group_by)] if self.group_by else []), measured).from_(table)
+        query = query.where(where) if where else query
+        if self.group_by:
+            query = query.group_by(column(self.group_by)).order_by(
+                exp.Ordered(this=exp.Literal.number(2), desc=True)
+            )
+        elif self.measure in ("top", "rows") and self.column:
+            query = query.order_by(exp.Ordered(this=column(self.column), desc=self.descending))
+        return (query.limit(self.limit) if self.limit else query).sql(dialect=self._dialect())
+
+    def _dialect(self) -> str:
+        return dialect_for_backend(self.backend) or "postgres"
+
+    def conditions(self) -> list[str]:
+        """The conditions it applies, as a person reads them."""
+        said = [f"{name} = {value}" for name, value in self.filters]
+        return said + ([f"{self.period[1]} ≤ {self.period[0]} < {self.period[2]}"] if self.period else [])
+
+
+@dataclass(frozen=True)
+class Unclear:
+    """Why no statement was made: the words that name nothing of the table, or the tables a
+    question may be about."""
+
+    table: str | None = None
+    words: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Place:
+    """The table a message names, and the words it leaves for the rest of the question."""
+
+    database: OutlineDatabase
+    table: OutlineTable
+    usable: tuple[int, ...]
+
+
+def _typed(column: OutlineColumn, kinds: Sequence[str]) -> bool:
+    return any(kind in (column.type or "").lower() for kind in kinds)
+
+
+def _shape_word(stem: str) -> bool:
+    return any(
+        stem in words for words in (*_SHAPES.values(), _GROUP, _DESCENDING, _ASCENDING, _LATEST, _ROWS)
+    )
+
+
+def _usable(reading: Reading) -> list[int]:
+    kept = {id(word) for word in content(reading) if word.text.lower() not in reading.envs}
+    return [
+        index
+        for index, word in enumerate(reading.words)
+        if id(word) in kept
+        and word.stem not in _DATA_NOUNS
+        and not _shape_word(word.stem)
+        and word.stem not in _MONTHS
+    ][:_WORDS_READ]
+
+
+def asks_data(reading: Reading) -> bool:
+    """Whether the words ask something of data: a count, an aggregate, rows."""
+    return any(_shape_word(word.stem) for word in reading.words)
+
+
+async def place_named(reading: Reading, outline: EnvOutline, relate: Relate | None) -> Place | Unclear | None:
+    """The one table the words name (in the database they name, if they name one), else the one
+    whose values they name ("сколько отменённых заказов" of a status column)."""
+    message, usable = reading.words, _usable(reading)
+    places = [(db, table) for db in outline.databases for table in db.tables]
+    databases = await find(message, usable, [db.name for db in outline.databases], None)
+    usable = [index for index in usable if not any(index in found.words for found in databases)]
+    tables = await find(message, usable, sorted({table.name for _, table in places}), relate)
+    if tables:
+        best = max(tables, key=lambda found: (found.exact, len(found.words)))
+        named = [(db, table) for db, table in places if table.name == best.label]
+        left = tuple(index for index in usable if not spelled(message, best.label, [index]))
+    else:
+        held = {
+            value: (db, table)
+            for db, table in places
+            for column in table.columns
+            for value in column.values or ()
+        }
+        values = await find(message, usable, list(held), None)
+        named = list({id(held[found.label][1]): held[found.label] for found in values}.values())
+        left = tuple(usable)
+    if databases:
+        named = [
+            (db, table) for db, table in named if db.name in {found.label for found in databases}
+        ] or named
+    if len(named) > 1:
+        return Unclear(tables=tuple(f"{db.name}: {table.schema_name}.{table.name}" for db, table in named))
+    return Place(named[0][0], named[0][1], left) if named else None
+
+
+async def data_question(
+    reading: Reading, outline: EnvOutline, relate: Relate | None, earlier: DataQuestion | None = None
+) -> DataQuestion | Unclear | None:
+    """The question's statement; Unclear when it names a table but not all it says; None when it
+    names no table (and no earlier question it changes)."""
+    place = await place_named(reading, outline, relate)
+    if isinstance(place, Unclear):
+        return place
+    if place is not None:
+        fresh = DataQuestion(
+            database_id=place.database.id,
+            backend=place.database.backend,
+            schema_name=place.table.schema_name,
+            table=place.table.name,
+        )
+        return await _shaped(reading, fresh, place, relate)
+    for db in outline.databases if earlier else ():
+        for table in db.tables:
+            if earlier and (db.id, table.schema_name, table.name) == (
+                earlier.database_id,
+                earlier.schema_name,
+                earlier.table,
+            ):
+                return await _shaped(reading, earlier, Place(db, table, tuple(_usable(reading))), relate)
+    return None
+
+
+def _period(reading: Reading, column: str | None) -> tuple[str, str, str] | None:
+    """A year ("в 2025"), or a month of a year ("January 2026", "за март 2026"), on a date column."""
+    years = [
+        int(word.text) for word in reading.words if word.text.isdigit() and 1900 <= int(word.text) <= 2100
+    ]
+    month = next((_MONTHS[word.stem] for word in reading.words if word.stem in _MONTHS), None)
+    if column is None or not years:
+        return None
+    year = years[0]
+    if month is None:
+        return column, f"{year}-01-01", f"{year + 1}-01-01"
+    following = (year + month // 12, month % 12 + 1)
+    return column, f"{year}-{month:02d}-01", f"{following[0]}-{following[1]:02d}-01"
+
+
+def _after(stems: Sequence[str], markers: frozenset[str], named: Sequence[Found]) -> str | None:
+    """The column named right after a marker ("by team", "по причине визита")."""
+    for found in named:
+        first = min(found.words)
+        if any(stem in markers for stem in stems[max(0, first - 3) : first]):
+            return found.label
+    return None
+
+
+def _number_after(message: Sequence[Word], found: Found) -> int | None:
+    """A number right after the words naming an id or numeric column ("пользователя 42")."""
+    after = max(found.words) + 1
+    return int(message[after].text) if after < len(message) and message[after].text.isdigit() else None
+
+
+async def _idle(
+    reading: Reading, left: Sequence[int], table: OutlineTable, relate: Relate | None
+) -> list[int]:
+    """Of the words left, those that may mean a condition: a name ("у Пети"), or a word nearer by
+    meaning to a value of the table than to its name or a column's ("stuck" of a status column,
+    not "заказов" of the table). With no model to ask, every word."""
+    message = reading.words
+    names = [index for index in left if index and message[index].text[:1].isupper()]
+    others = [index for index in left if index not in names]
+    values = [value for column in table.columns for value in column.values or ()]
+    if not others or not values:
+        return names
+    labels = [*values, table.name, *(column.name for column in table.columns)]
+    scores = await relate([message[i].text for i in others], labels) if relate else None
+    if scores is None:
+        return names + others
+    nearest = [max(range(len(labels)), key=row.__getitem__) for row in scores]
+    return names + [index for index, best in zip(others, nearest, strict=True) if best < len(values)]
+
+
+async def _shaped(
+    reading: Reading, question: DataQuestion, place: Place, relate: Relate | None
+) -> DataQuestion | Unclear | None:
+    """``question`` with what the words add: a fresh one's shape, or an earlier one's changes
+    ("а в Самаре?", "and by team"). A word that may name a condition, and plays no part in the
+    statement, is asked about: a condition is never dropped."""
+    message, table = reading.words, place.table
+    stems = {word.stem for word in message}
+    columns = {column.name: column for column in table.columns}
+    held = {
+        value: column
+        for column in table.columns
+        for value in column.values or ()
+        if _typed(column, _TEXT_TYPES)
+    }
+    dated = [name for name, column in columns.items() if _typed(column, _DATE_TYPES)]
+    has_period = _period(reading, "") is not None
+    # "opened in 2025": with a date, a word that spells a date column is that column first
+    dates = await find(message, list(place.usable), dated, None) if has_period else []
+    usable = [index for index in place.usable if not any(index in found.words for found in dates)]
+    # a value or a column, one pass: spelling first, then meaning (a value when both spell alike)
+    found_all = await find(message, usable, [*held, *(name for name in columns if name not in held)], relate)
+    values = [found for found in found_all if found.label in held]
+    named = dates + [found for found in found_all if found.label not in held]
+    filters: dict[str, str | int | bool] = {held[found.label].name: found.label for found in values}
+    numeric = [found.label for found in named if _typed(columns[found.label], _NUMBER_TYPES)]
+    texts = [
+        found.label for found in named if not _typed(columns[found.label], (*_NUMBER_TYPES, *_DATE_TYPES))
+    ]
+    grouped = _after([word.stem for word in message], _GROUP, named)
+    measure = next((shape for shape, words in _SHAPES.items() if stems & words), None)
+    if measure == "delete" and all(
+        negated(message, i) for i, word in enumerate(message) if word.stem in _SHAPES["delete"]
+    ):
+        measure = None  # "не удаляй": nothing deleted
+    measured = next(iter(numeric), None) if measure in ("avg", "sum", "max", "min") else None
+    measured = next(iter(texts or numeric), None) if measure == "distinct" else measured
+    ranked = bool(stems & (_DESCENDING | _ASCENDING))
+    limit = next(
+        (int(word.text) for word in message if word.text.isdigit() and not 1900 <= int(word.text) <= 2100),
+        None,
+    )
+    for found in named:
+        number = _number_after(message, found)
+        if number is not None and found.label in numeric:  # "user 42": a filter, not a limit
+            filters[found.label], limit = number, None if limit == number else limit
+        elif "bool" in (columns[found.label].type or "").lower() and found.label != grouped:
+            filters[found.label] = not negated(message, found.words[0])  # "neutered pets"
+    if ranked and measure is None:
+        by_text = next((name for name in texts if name not in filters), None)
+        if numeric and by_text:  # "top 3 teams by hours spent": a sum by the text column
+            measure, measured, grouped, limit = "sum", numeric[0], by_text, limit or 1
+        elif numeric or (grouped and grouped in numeric):
+            measure, measured, grouped = "top", (grouped if grouped in numeric else numeric[0]), None
+        elif by_text or grouped:  # "which team has the most tickets"
+            measure, grouped, limit = "count", grouped or by_text, limit or 1
+    if measure is None and (stems & (_ROWS | _LATEST) or limit or ranked):
+        measure, measured = "rows", (dated[0] if stems & _LATEST and dated else next(iter(numeric), None))
+    played = {grouped, measured, *filters, *(found.label for found in dates[:1])}
+    idle = [i for found in named if found.label not in played for i in found.words]
+    left = [i for i in usable if not any(i in found.words for found in found_all)]
+    asked = await _idle(reading, left, table, relate)
+    if idle or asked:
+        words = tuple(message[i].text for i in sorted({*idle, *asked}))
+        return Unclear(table.name, words, columns=tuple(columns))
+    fresh = question.model_fields_set == {"database_id", "backend", "schema_name", "table"}
+    if fresh and measure is None and not (grouped or filters or has_period):
+        return None  # a table named, nothing asked of its data ("what columns does it have?")
+    if measure is None and not grouped:  # a change of an earlier question keeps what it asked
+        measure, measured = question.measure, question.column
+    period = _period(reading, dates[0].label if dates else next(iter(dated), None))
+    return question.model_copy(
+        update={
+            "measure": measure or "count",
+            "column": measured,
+            "group_by": grouped or (question.group_by if measure is None else None),
+            "filters": tuple({**dict(question.filters), **filters}.items()),
+            "period": period or question.period,
+            "descending": not (stems & _ASCENDING),
+            "limit": (limit or (5 if measure == "top" else DEFAULT_ROWS))
+            if measure in ("top", "rows")
+            else limit,
+        }
+    )

@@ -1,0 +1,112 @@
+"""Words matched to the live system's names: a dashboard's title, a table, a column, a value a
+column holds. A name matches by its words' stems (any case, one typo in a long word), or — across
+languages, where a person says "питомцы" of a table named ``pets`` — by the router's embedding of
+both, when one name is clearly nearest."""
+
+import difflib
+import itertools
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from sstools.common.language import FUNCTION_STEMS, Word, stem
+
+# Similarity of the person's word to each name, a row per word; None when the model is away.
+Relate = Callable[[Sequence[str], Sequence[str]], Awaitable[Sequence[Sequence[float]] | None]]
+# multilingual-e5's cosines sit high: a name must reach this and lead the next one by the margin.
+RELATED = 0.86
+_MARGIN = 0.015
+_TYPO_RATIO = 0.85
+_NAME_PARTS = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class Found:
+    label: str
+    words: tuple[int, ...]  # which of the message's words name it
+    exact: bool  # by spelling, not by meaning
+
+
+def parts(label: str) -> tuple[str, ...]:
+    """A name's stems: ``owner_city`` → owner, citi; "Sales Overview" → sale, overview."""
+    return tuple(stem(part) for part in _NAME_PARTS.findall(label.replace("ё", "е")))
+
+
+_LATIN = str.maketrans(
+    {"а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ж": "zh", "з": "z", "и": "i", "й": "y"}
+    | {"к": "k", "л": "l", "м": "m", "н": "n", "о": "o", "п": "p", "р": "r", "с": "s", "т": "t", "у": "u"}
+    | {"ф": "f", "х": "kh", "ц": "ts", "ч": "ch", "ш": "sh", "щ": "sch", "ъ": "", "ы": "y", "ь": "", "э": "e"}
+    | {"ю": "yu", "я": "ya"}
+)
+
+
+# Latin spellings Cyrillic writes by sound: "тикет" is "ticket", "клиника" "clinic".
+_SOUNDS = {"ck": "k", "c": "k", "q": "k", "w": "v", "x": "ks", "y": "i", "ph": "f"}
+_HEARD = re.compile("ck|ph|[cqwxy]")
+_HEARD_RATIO = 0.8
+
+
+def _similar(written: str, part: str) -> bool:
+    return len(part) >= 4 and difflib.SequenceMatcher(None, written, part).ratio() >= _TYPO_RATIO
+
+
+def _spelt(word: Word, part: str) -> bool:
+    """The word is the name's part: by stem, with one typo in a long word, or written in Cyrillic
+    letters ("тикетов" of ``tickets``)."""
+    if word.stem == part or (len(part) >= 5 and _similar(word.stem, part)):
+        return True
+    if not part.isascii() or word.text.isascii():
+        return False
+    heard = _HEARD.sub(lambda found: _SOUNDS[found[0]], part)
+    written = word.text.lower().translate(_LATIN)[: len(heard) + 1]
+    return len(heard) >= 4 and difflib.SequenceMatcher(None, written, heard).ratio() >= _HEARD_RATIO
+
+
+def spelled(message: Sequence[Word], label: str, usable: Sequence[int]) -> tuple[int, ...] | None:
+    """The words that spell every part of ``label``, in any order, or None."""
+    used: list[int] = []
+    for part in parts(label):
+        index = next((i for i in usable if i not in used and _spelt(message[i], part)), None)
+        if index is None and part not in FUNCTION_STEMS:  # "opened_at" is named by "opened"
+            return None
+        used += [index] if index is not None else []
+    return tuple(used) or None
+
+
+async def find(
+    message: Sequence[Word], usable: Sequence[int], labels: Sequence[str], relate: Relate | None
+) -> list[Found]:
+    """The labels the words name, most words first: by spelling, then by meaning for the words
+    spelling left (each word names at most one label)."""
+    found: list[Found] = []
+    taken: set[int] = set()
+    for label in sorted(
+        labels, key=lambda item: -len([part for part in parts(item) if part not in FUNCTION_STEMS])
+    ):
+        spelt = spelled(message, label, [i for i in usable if i not in taken])
+        if spelt:
+            found.append(Found(label, spelt, True))
+            taken.update(spelt)
+    left = [i for i in usable if i not in taken and message[i].text.isalpha()]
+    others = [label for label in labels if label not in {item.label for item in found}]
+    if relate is None or not left or not others:
+        return found
+    # each word, and each two neighbours ("причине визита" of ``visit_reason``)
+    phrases = [(i,) for i in left] + [(i, j) for i, j in itertools.pairwise(left) if j == i + 1]
+    scores = await relate(
+        [" ".join(message[i].text for i in phrase) for phrase in phrases],
+        [" ".join(_NAME_PARTS.findall(x)) for x in others],
+    )
+    if scores is None:
+        return found
+    candidates = []
+    for phrase, row in zip(phrases, scores, strict=True):
+        ranked = sorted(range(len(others)), key=lambda column: -row[column])
+        lead = row[ranked[0]] - (row[ranked[1]] if len(ranked) > 1 else 0.0)
+        if row[ranked[0]] >= RELATED and lead >= _MARGIN:
+            candidates.append((row[ranked[0]], phrase, others[ranked[0]]))
+    for _, phrase, label in sorted(candidates, reverse=True):
+        if not taken & set(phrase) and label not in {item.label for item in found}:
+            found.append(Found(label, phrase, False))
+            taken.update(phrase)
+    return found

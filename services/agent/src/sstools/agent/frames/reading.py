@@ -1,0 +1,259 @@
+"""What a message says, read once with the language layer: the tools its words name (affirmed or
+refused), the environments, ids, quotes and statement it holds, and the free texts and flags the
+tools' frames mark. Nothing here knows a tool by name: each frame is the catalogue's."""
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+
+from sstools.agent.context import KIND_WORDS, Environment, env_aliases
+from sstools.agent.sqltext import split_sql
+from sstools.common.catalogue import TOOLS
+from sstools.common.language import FUNCTION_STEMS, Word, asks, negated, phrase_stems, quoted, words
+from sstools.common.routing.keywords import KeywordIndex
+
+_QUOTES = re.compile(r"(?<!\w)[«\"“”'`][^«»\"“”'`\n]{1,200}[»\"“”'`](?!\w)")
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+_NUMBER = re.compile(r"(?<![\w.#/-])#?(\d{1,9})(?![\w.%/-])")
+_FROM = frozenset({"from", "из", "с", "со", "off"})
+_TO = frozenset({"to", "into", "onto", "в", "во", "на", "in", "on", "at", "для", "for"})
+_EXCEPT = frozenset({"except", "кроме", "без", "not", "не", "трогай", "touch"})
+# The nouns an id or a title stands beside: "дашборд 5", "the Sales board".
+DASHBOARD_NOUNS = frozenset(phrase_stems("дашборд дэшборд даш дашик борд dashboard board панель"))
+# The nouns of what tools act on: a tool they alone name follows one named by what is asked.
+OBJECT_NOUNS = DASHBOARD_NOUNS | frozenset(
+    phrase_stems(
+        "table tables таблица таблицы база базе database db бд schema схема column колонки maintenance"
+        " window windows обслуживание обслуживания техработы окно окна environment environments окружение"
+        " окружения среда стенд branch ветка ветку ветке бранч"
+    )
+)
+_JOINS = frozenset({"and", "и", "or", "или", "&"})
+# A bare number that counts or dates something is no object's id.
+_COUNTING = frozenset(
+    phrase_stems("top топ first last первые последние rows строк строки записей records limit лимит")
+)
+_KEYWORDS = KeywordIndex()
+_SPELT = KeywordIndex(typos=False)
+# Each tool's phrases of several words ("создай ветку"): a verb with its noun names an action.
+_PHRASES = KeywordIndex(
+    replace(
+        spec,
+        keywords_en=tuple(phrase for phrase in spec.keywords_en if " " in phrase),
+        keywords_ru=tuple(phrase for phrase in spec.keywords_ru if " " in phrase),
+    )
+    for spec in TOOLS
+)
+
+
+@dataclass(frozen=True)
+class Reading:
+    text: str  # the message's words (its statement taken out)
+    words: tuple[Word, ...]
+    sql: str | None
+    quoted: tuple[str, ...]
+    task_id: str | None
+    dashboard_ids: tuple[int, ...]  # beside a dashboard's noun
+    numbers: tuple[int, ...]  # every other bare number
+    target_env: str | None
+    source_env: str | None
+    unknown_env: str | None  # a kind of environment none of the configured ones is
+    named: Mapping[str, int]  # tool → affirmed keyword hits, the first asked first
+    acts: frozenset[str]  # those named by more than the noun of their object
+    guessed: frozenset[str]  # those named only by a word one typo from theirs
+    named_at: Mapping[str, int]  # where the words name each
+    refused: frozenset[str]  # tools named only to be refused
+    asks: bool  # a question ("?", "ли")
+    envs: frozenset[str]  # the words that name an environment
+    taken: frozenset[int] = frozenset()  # words a dashboard's title took: no data, no tool
+
+    @property
+    def many(self) -> bool:
+        """Whether it names several dashboards: by their ids, or by a plural noun."""
+        plural = ("s", "ы", "ов", "ам", "ами", "ах")
+        return len(self.dashboard_ids) > 1 or any(
+            word.stem in DASHBOARD_NOUNS and word.text.lower().endswith(plural) for word in self.words
+        )
+
+    @property
+    def stems(self) -> frozenset[str]:
+        return frozenset(word.stem for word in self.words)
+
+    def affirmed(self, index: int) -> bool:
+        return not negated(self.words, index)
+
+    def after(self, markers: Sequence[str]) -> str | None:
+        """The text a marker phrase leads to: the quote right after it, else its clause's words
+        up to the next punctuation ("reason: nightly upgrade", "с тегом finance")."""
+        for marker in sorted(markers, key=len, reverse=True):
+            wanted = phrase_stems(marker)
+            for index in range(len(self.words) - len(wanted) + 1):
+                if tuple(word.stem for word in self.words[index : index + len(wanted)]) != wanted:
+                    continue
+                rest = self.text[self.words[index + len(wanted) - 1].end :]
+                quote = next(
+                    (item for item in self.quoted if rest.lstrip(" :—-«\"'“`").startswith(item)), None
+                )
+                if quote:
+                    return quote
+                found = re.match(r"[\s:—-]*((?:[^,.;!?\n]|\.(?=\w))+)", rest)
+                if found and found[1].strip():
+                    return found[1].strip()
+        return None
+
+    def untold(self) -> list[str]:
+        """The clauses that name no tool, no environment and no number: why something is asked,
+        when the message says so in a clause of its own ("закрой стенд на обслуживание, меняем
+        диски")."""
+        clauses: dict[int, list[Word]] = {}
+        for word in self.words:
+            clauses.setdefault(word.clause, []).append(word)
+        return [
+            self.text[clause[0].start : clause[-1].end]
+            for clause in clauses.values()
+            if len(clause) > 1
+            and not _KEYWORDS.match(" ".join(word.text for word in clause)).tools
+            and not any(word.text.isdigit() or word.text.lower() in self.envs for word in clause)
+        ]
+
+    def flag(self, markers: Sequence[str]) -> bool:
+        stems = [word.stem for word in self.words]
+        return any(_at(stems, phrase_stems(marker)) is not None for marker in markers)
+
+
+def _at(stems: Sequence[str], phrase: tuple[str, ...]) -> int | None:
+    for index in range(len(stems) - len(phrase) + 1):
+        if tuple(stems[index : index + len(phrase)]) == phrase:
+            return index
+    return None
+
+
+def _envs(message: Sequence[Word], aliases: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(target, source, unknown kind) the words name: "from dev to prod", "из дев в прод",
+    "на проде"; never one refused ("не трогай прод", "except prod")."""
+    mentions: list[tuple[str, str | None]] = []
+    unknown = None
+    known_kinds = {word for kind in KIND_WORDS.values() for word in kind}
+    for index, word in enumerate(message):
+        lowered = word.text.lower().removesuffix("'s")
+        env = aliases.get(lowered) or aliases.get(lowered.split("-")[0])
+        if env is None:
+            if lowered in known_kinds and unknown is None and lowered not in ("stage", "develop"):
+                unknown = word.text
+            continue
+        before = {item.text.lower() for item in message[max(0, index - 2) : index]}
+        if before & _EXCEPT:
+            continue
+        hint = message[index - 1].text.lower() if index else ""
+        mentions.append((env, "from" if hint in _FROM else "to" if hint in _TO else None))
+    if not mentions:
+        return None, None, unknown
+    source = next((env for env, hint in mentions if hint == "from"), None)
+    targets = [env for env, hint in mentions if hint != "from" and env != source]
+    if source is None and len({env for env, _ in mentions}) > 1 and mentions[0][1] is None:
+        source, targets = mentions[0][0], [env for env, _ in mentions[1:] if env != mentions[0][0]]
+    return (targets[-1] if targets else None), source, None
+
+
+def _ids(text: str, message: Sequence[Word]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(ids beside a dashboard's noun — "dashboards 1 and 2", "дашборд #5" —, other bare numbers
+    that count nothing)."""
+    beside: list[int] = []
+    bare: list[int] = []
+    for found in _NUMBER.finditer(text):
+        before = [word for word in message if word.end <= found.start()][-4:]
+        chain = [word.stem for word in reversed(before)]
+        # back over "1, 2 и" to the noun
+        while chain and (chain[0] in _JOINS or chain[0].isdigit()):
+            chain.pop(0)
+        if chain and (chain[0] in DASHBOARD_NOUNS or chain[0] in ("id", "№")):
+            beside.append(int(found[1]))
+        elif not (before and before[-1].stem in _COUNTING) and not 1900 <= int(found[1]) <= 2100:
+            bare.append(int(found[1]))
+    return tuple(dict.fromkeys(beside)), tuple(dict.fromkeys(bare))
+
+
+@cache
+def _tool_names() -> frozenset[str]:
+    return frozenset(spec.name for spec in TOOLS)
+
+
+def read(text: str, environments: Sequence[Environment]) -> Reading:
+    plain, sql = split_sql(text.replace("ё", "е").replace("Ё", "Е"))
+    aliases = env_aliases(environments)
+    if sql is not None:  # what trails the statement ("— run it on dev", "… on prod please") is words
+        names = "|".join(re.escape(name) for name in sorted(aliases, key=len, reverse=True))
+        tail = re.search(
+            r"(?:\s*[—–]\s+.*|\s*,\s+[^\s,]*[а-яё].*|\s+(?:please|pls|пожалуйста|плиз)\W*"
+            + (rf"|\s+(?:on|in|at|на|в|во)\s+(?:{names})\b.*" if names else "")
+            + r")$",
+            sql,
+            re.I | re.S,
+        )
+        if tail:
+            plain, sql = f"{plain} {tail[0]}", sql[: tail.start()].strip().rstrip(";").strip()
+    message = tuple(words(plain))
+    # a quoted name asks for nothing ("create the branch 'release-7'")
+    unquoted = _QUOTES.sub(lambda found: " " * len(found[0]), plain)
+    keywords = _KEYWORDS.match(unquoted)
+    # A tool named only by the noun of its object ("dashboards with errors") follows one named
+    # by what is asked of it.
+    spoken = [word for word in message if unquoted[word.start : word.end].strip()]
+    blanked = " ".join("" if word.stem in OBJECT_NOUNS else word.text for word in spoken)
+    nouns = " ".join(word.text for word in spoken if word.stem in OBJECT_NOUNS)
+    only_nouns = set(_KEYWORDS.match(nouns).tools) - set(_KEYWORDS.match(blanked).tools)
+    acts = set(keywords.tools) - (only_nouns - set(_PHRASES.match(unquoted).tools))
+    task = _UUID.search(plain)
+    beside, bare = _ids(_UUID.sub(" ", plain), message)
+    target, source, unknown = _envs(message, aliases)
+    return Reading(
+        text=plain,
+        words=message,
+        sql=sql or None,
+        quoted=tuple(quoted(plain)),
+        task_id=task[0].lower() if task else None,
+        dashboard_ids=beside,
+        numbers=bare,
+        target_env=target,
+        source_env=source,
+        unknown_env=unknown,
+        named={
+            match.tool: match.hits
+            for match in sorted(keywords.matches, key=lambda match: match.tool not in acts)
+        },
+        acts=frozenset(acts),
+        guessed=frozenset(set(keywords.tools) - set(_SPELT.match(unquoted).tools)),
+        named_at={match.tool: match.first_position for match in keywords.matches},
+        refused=frozenset(keywords.negated),
+        asks=asks(plain),
+        envs=frozenset(aliases),
+    )
+
+
+def content(reading: Reading, taken: frozenset[str] = frozenset()) -> list[Word]:
+    """The words that may name something of the data: not a tool's word, a number or filler."""
+    return [
+        word
+        for index, word in enumerate(reading.words)
+        if word.stem not in taken
+        and index not in reading.taken
+        and not word.text.isdigit()
+        and len(word.text) > 1
+        and word.stem not in FUNCTION_STEMS
+    ]
+
+
+_KEYWORD_STEMS = frozenset(
+    stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
+)
+
+
+def unexplained(reading: Reading) -> list[Word]:
+    """The words no tool's declaration, no environment and no function of language accounts
+    for: what may name something of the data."""
+    return [
+        word
+        for word in content(reading)
+        if word.stem not in _KEYWORD_STEMS and word.text.lower() not in reading.envs
+    ]

@@ -1,0 +1,681 @@
+"""One turn's next step, by frames: the tool whose action words stand affirmed in the message (or,
+for a read, whose typed slots the message fills: a task's id, a statement, a table's words), its
+arguments read by each slot's reader from the words, the live system and the conversation's last
+objects; else one precise question. Once the call has its result, the answer from it."""
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import sqlglot
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from sstools.agent.answers import examples, failure, found_issues, rendered
+from sstools.agent.context import TurnContext
+from sstools.agent.fence import TOOL_RESULT, unfenced
+from sstools.agent.frames.asked_data import (
+    DataQuestion,
+    Place,
+    Unclear,
+    asks_data,
+    data_question,
+    place_named,
+)
+from sstools.agent.frames.grounded import find
+from sstools.agent.frames.reading import Reading, unexplained
+from sstools.agent.language import Lang, say
+from sstools.agent.markdown import markdown_text
+from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, Tier, tool
+from sstools.common.language import is_negation, phrase_stems
+from sstools.common.outline import EnvOutline
+
+THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
+_FOLLOW_UP_WORDS = 8
+_REFERS_BACK = frozenset(
+    phrase_stems(
+        "it its them their this that these those same again also too его него ему их этот эти этого этому тот"
+        " тем там тоже также теперь снова"
+    )
+)
+_SMALL_TALK = frozenset(
+    phrase_stems("hi hello hey thanks thank cool great ok okay привет спасибо пасиб здравствуй ок")
+)
+_TITLES_SHOWN = 10
+# The argument a search's words go to when no marker leads them.
+_SEARCH_TEXT = "query"
+# A read the router finds on meaning alone is made when it is among its first few.
+_ROUTED_ON_MEANING = 3
+
+
+class Ground(Protocol):
+    """The live system as the person sees it, cached (:mod:`sstools.agent.grounding`)."""
+
+    async def titles(self, env_id: str) -> dict[int, str] | None: ...
+    async def relate(
+        self, queries: Sequence[str], labels: Sequence[str]
+    ) -> Sequence[Sequence[float]] | None: ...
+    async def outline(self, env_id: str) -> EnvOutline | None: ...
+
+
+@dataclass(frozen=True)
+class Call:
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    asks_back: bool = False
+
+
+@dataclass(frozen=True)
+class Done:
+    tool: str
+    args: dict[str, Any]
+    result: Any
+    failed: bool
+
+
+@dataclass(frozen=True)
+class Thread:
+    """What earlier turns leave a follow-up: their last call and the objects they named."""
+
+    last: Call | None = None
+    env: str | None = None
+    dashboards: tuple[int, ...] = ()
+    question: DataQuestion | None = None
+
+    def kept(self) -> dict[str, Any]:
+        question = self.question.model_dump(mode="json") if self.question else None
+        return {"env": self.env, "dashboards": list(self.dashboards), "question": question}
+
+
+@dataclass
+class Slots:
+    """What filling one frame found: its arguments, or what is missing, and the objects named."""
+
+    args: dict[str, Any] = field(default_factory=dict)
+    missing: str | None = None
+    dashboards: tuple[int, ...] = ()
+    question: DataQuestion | None = None
+
+
+def turn_calls(messages: Sequence[BaseMessage]) -> list[Done]:
+    """The calls made since the turn's message, each with its result."""
+    results = {message.tool_call_id: message for message in messages if isinstance(message, ToolMessage)}
+    done = []
+    for message in messages:
+        for call in message.tool_calls if isinstance(message, AIMessage) else ():
+            if (answer := results.get(str(call["id"]))) is None:
+                continue
+            content = unfenced(TOOL_RESULT, str(answer.content))
+            try:
+                parsed: Any = json.loads(content)
+            except ValueError:
+                parsed = content
+            failed = answer.status == "error" or (
+                isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)
+            )
+            done.append(Done(call["name"], dict(call["args"]), parsed, failed))
+    return done
+
+
+def earlier_thread(messages: Sequence[BaseMessage]) -> Thread:
+    """The last call of earlier turns, and the objects the planner kept with its messages."""
+    thread = Thread()
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            args = dict(call["args"])
+            ids = args.get("dashboard_ids") or ([args["dashboard_id"]] if args.get("dashboard_id") else [])
+            thread = Thread(
+                Call(call["name"], args),
+                args.get("env_id") or thread.env,
+                tuple(ids) or thread.dashboards,
+                thread.question,
+            )
+        if kept := message.response_metadata.get(THREAD_KEY):
+            question = kept.get("question")
+            thread = Thread(
+                thread.last,
+                kept.get("env") or thread.env,
+                tuple(kept.get("dashboards") or ()) or thread.dashboards,
+                DataQuestion.model_validate(question) if question else thread.question,
+            )
+    return thread
+
+
+class Planner:
+    def __init__(
+        self,
+        reading: Reading,
+        context: TurnContext,
+        lang: Lang,
+        routed: Sequence[str],
+        thread: Thread,
+        ground: Ground | None,
+    ) -> None:
+        self.reading = reading
+        self.context = context
+        self.lang = lang
+        self.routed = routed
+        self.thread = thread
+        self.ground = ground
+        self.kept = thread
+
+    def say(self, ru: str, en: str) -> str:
+        return say(self.lang, ru, en)
+
+    async def after(self, done: Sequence[Done]) -> list[Call] | Reply:
+        """The next change the message asks for once the last one has succeeded (not failed,
+        rejected, still running as a task, or a check that found problems); else the outcomes,
+        and what was asked but not done, said, never dropped."""
+        reading, last = self.reading, done[-1]
+        # a change named inside a text a call took ("по причине переезда") was not asked for
+        texts = [
+            reading.after(markers) for name in reading.acts for markers in tool(name).frame.texts.values()
+        ]
+        spans = [
+            (start, start + len(text)) for text in texts if text and (start := reading.text.find(text)) >= 0
+        ]
+        inside = {
+            name
+            for name, at in reading.named_at.items()
+            if any(start <= reading.words[at].start < end for start, end in spans)
+        }
+        asked = sorted(
+            (name for name in reading.acts if not _reads(name) and name not in inside),
+            key=lambda name: reading.named_at[name],
+        )
+        left = [name for name in asked if name not in {call.tool for call in done}]
+        running = isinstance(last.result, dict) and last.result.get("status") in ("queued", "running")
+        if left and not _reads(last.tool) and not (last.failed or running or found_issues(last.result)):
+            ids = last.args.get("dashboard_ids") or (
+                [last.args["dashboard_id"]] if "dashboard_id" in last.args else []
+            )
+            self.thread = Thread(self.thread.last, self.thread.env, tuple(ids) or self.thread.dashboards)
+            slots = await self._fill(left[0])
+            if slots is not None and slots.missing is None:
+                return [Call(left[0], slots.args)]
+            if slots is not None:  # what the next change lacks, asked after what was done
+                known = _MISSING.get(slots.missing or "")
+                asked_back = self.say(*known) if known else str(slots.missing)
+                return Reply(f"{(await self.answer(done)).text}\n\n{asked_back}", asks_back=True)
+        reply = await self.answer(done)
+        if not left or _reads(last.tool):
+            return reply
+        examples_ru = ", ".join(f"«{tool(name).example[0]}»" for name in left)
+        examples_en = ", ".join(f"“{tool(name).example[1]}”" for name in left)
+        rest = (
+            self.say(
+                "Остальное из запроса не сделано — попросите, когда задача закончится, например: "
+                f"{examples_ru}.",
+                f"The rest of the request was not done — ask for it once the task ends, e.g. {examples_en}.",
+            )
+            if running
+            else self.say(
+                f"Остальное из запроса не сделано; попросите отдельно, например: {examples_ru}.",
+                f"The rest of the request was not done; ask for it on its own, e.g. {examples_en}.",
+            )
+        )
+        return Reply(f"{reply.text}\n\n{rest}")
+
+    async def answer(self, done: Sequence[Done]) -> Reply:
+        said = []
+        for call in done:
+            if call.failed and isinstance(call.result, dict):
+                said.append(failure(call.tool, call.result.get("error", {}), self.lang))
+            else:
+                content = (
+                    call.result
+                    if isinstance(call.result, str)
+                    else json.dumps(call.result, ensure_ascii=False)
+                )
+                said.append(rendered(call.tool, content, self.lang))
+        if (
+            self.kept.question
+            and any(call.args.get("sql") == self.kept.question.statement() for call in done)
+            and (applied := self.kept.question.conditions())
+        ):
+            said.insert(0, self.say("Условия: ", "Conditions: ") + ", ".join(map(markdown_text, applied)))
+        return Reply("\n\n".join(said))
+
+    async def next_step(self) -> list[Call] | Reply:
+        reading = self.reading
+        if reading.unknown_env and not (reading.target_env or reading.source_env):
+            known = ", ".join(markdown_text(env.id) for env in self.context.environments)
+            unknown = markdown_text(reading.unknown_env)
+            return self._ask(
+                f"Окружения «{unknown}» нет; есть: {known}. Какое имеется в виду?",
+                f"There is no “{unknown}” environment; there are: {known}. Which one?",
+            )
+        question: Reply | None = None
+        self._env_for_data = reading.target_env or reading.source_env or self.context.env
+        # a dashboard's title is a name, never words about data ("Sales Overview" of a sales table)
+        self.boards = await self._titled(self._env_for_data)
+        for name in await self._candidates():
+            if question is not None and name not in reading.acts:
+                break  # a question about what the words asked outranks a guess at something else
+            slots = await self._fill(name)
+            if slots is None:
+                continue
+            if slots.missing is None:
+                boards = slots.dashboards or self.boards or self.thread.dashboards
+                self.kept = Thread(
+                    self.thread.last,
+                    slots.args.get("env_id") or self.thread.env,
+                    boards,
+                    slots.question or self.thread.question,
+                )
+                return [Call(name, slots.args)]
+            if question is None:
+                asked = _MISSING.get(slots.missing)
+                question = self._ask(*asked) if asked else Reply(slots.missing, asks_back=True)
+        if question is not None:
+            return question
+        if reading.refused and not reading.named:
+            return Reply(self.say("Хорошо, ничего не делаю.", "All right, I will not do anything."))
+        if reading.stems & _SMALL_TALK:
+            return Reply(
+                self.say(
+                    "Пожалуйста! Спросите, например, «покажи дашборды» или «что сломано на проде?».",
+                    "You are welcome! Ask, for example, “show dashboards” or “what is broken in prod?”.",
+                )
+            )
+        return self._ask(
+            f"Не понял, что сделать. Например: {examples('ru')}.",
+            f"I did not understand what to do. For example: {examples('en')}.",
+        )
+
+    def _ask(self, ru: str, en: str) -> Reply:
+        return Reply(self.say(ru, en), asks_back=True)
+
+    async def _candidates(self) -> list[str]:
+        """Tools the words name, first asked first: a change, then a question about data that
+        spells its table, then the reads named; the frames a typed thing of the message fills
+        (a task's id, a statement, a table or value of the data); the tools named only by the
+        noun of their object; the last call again for a short follow-up; the router's other
+        reads. A change is never proposed on words that do not name it affirmed."""
+        reading = self.reading
+        # named as often, the frame that takes as many dashboards as the message names leads
+        fits = {
+            name: _needs(name, "dashboard_ids") == reading.many or not _needs_dashboards(name)
+            for name in reading.named
+        }
+        named = sorted(
+            (name for name in reading.named if name != ALWAYS_OFFERED and name not in reading.guessed),
+            key=lambda name: (-reading.named[name], not fits[name], reading.named_at[name]),
+        )
+        acts = [name for name in named if name in reading.acts]
+        typed = sorted(
+            (
+                name
+                for name in ARGS
+                if (reading.task_id and _needs(name, "task_id"))
+                or (reading.sql and _needs(name, "sql"))
+                or (_takes(name, "database_id") and _needs(name, "sql"))
+            ),
+            key=lambda name: named.index(name) if name in named else len(named),
+        )
+        spelt = [
+            name for name in typed if not reading.sql and asks_data(reading) and await self._spells_table()
+        ]
+        # a question about data in words, of no table the words spell, only where nothing is named
+        typed = [name for name in typed if reading.sql or reading.task_id or spelt or not named]
+        last = self.thread.last
+        follow = [last.tool] if last and self._follows(last.tool) else []
+        guessed = [name for name in reading.named if name in reading.guessed]
+        ordered = [*typed] if (reading.task_id or reading.sql) else []
+        ordered += [name for name in acts if not _reads(name)] + spelt + acts + typed
+        ordered += [name for name in named if name not in acts]
+        ordered += [*follow, *guessed] if self.thread.question else [*guessed, *follow]
+        ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
+        ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
+        return [
+            name
+            for name in dict.fromkeys(ordered)
+            if name in ARGS
+            and name not in reading.refused
+            and (name in reading.named or _reads(name) or name in follow)
+        ]
+
+    async def _spells_table(self) -> bool:
+        """Whether the words spell a table of the environment's data (read only when they hold
+        words no tool's declaration has)."""
+        if self.ground is None or not self._env_for_data or not unexplained(self.reading):
+            return False
+        outline = await self.ground.outline(self._env_for_data)
+        return outline is not None and isinstance(await place_named(self.reading, outline, None), Place)
+
+    async def _fill(self, name: str) -> Slots | None:
+        """The frame's arguments, each by its slot's reader; None when the message gives the
+        frame nothing of its own to go on (a read the words do not name, with no typed slot
+        the message fills)."""
+        reading, spec = self.reading, tool(name)
+        model = ARGS[name]
+        fields = model.model_fields
+        slots = Slots()
+        evidence = (
+            name in reading.named
+            or (self.thread.last is not None and name == self.thread.last.tool)
+            or (
+                not reading.named
+                and name in self.routed[:_ROUTED_ON_MEANING]
+                and not reading.stems & _SMALL_TALK
+            )
+        )
+        target = self._env(name)
+        for field_name, info in fields.items():
+            key = info.alias or field_name
+            needed = info.is_required() or field_name in getattr(model, "ONE_OF", ())
+            value: Any = None
+            if field_name == "env_id":
+                value = target if needed or reading.target_env or reading.source_env else None
+            elif field_name == "source_env":
+                value = self._source(target)
+            elif field_name in ("dashboard_id", "dashboard_ids"):
+                ids = await self._dashboards(
+                    name,
+                    target,
+                    needed or (field_name == "dashboard_ids" and bool(self.reading.dashboard_ids)),
+                )
+                slots.dashboards = ids
+                value = (ids[0] if ids else None) if field_name == "dashboard_id" else (list(ids) or None)
+                evidence = evidence or bool(ids and reading.dashboard_ids)
+            elif field_name == "task_id":
+                value = reading.task_id
+                evidence = evidence or bool(value)
+            elif field_name == "sql":
+                value = reading.sql
+                evidence = evidence or bool(value)
+            elif field_name in spec.frame.texts:
+                value = _fitted(reading.after(spec.frame.texts[field_name]), info.metadata)
+                evidence = evidence or bool(value)
+                if value is None and field_name == _SEARCH_TEXT:  # what is looked for: quoted, or a title
+                    value = next(iter(reading.quoted), None) or self._titles_said()
+                if value is None and needed:  # quoted, said in a clause of its own, or the default
+                    said = reading.quoted[:1] or reading.untold()[-1:]
+                    default = spec.frame.defaults.get(field_name)
+                    value = said[0] if said else self.say(*default) if default else None
+            elif field_name in spec.frame.flags:
+                value = True if reading.flag(spec.frame.flags[field_name]) else None
+            if value is not None:
+                slots.args[key] = value
+        if "database_id" in fields or "table" in fields or "table_name" in fields:
+            grounded = await self._data(name, target, slots)
+            if not grounded and not evidence and slots.missing is None:
+                return None
+            evidence = True
+        if not evidence:
+            return None
+        if self._follows(name):  # what the message does not say again, the last call said
+            slots.missing = None if slots.missing in _MISSING else slots.missing
+            await self._carried(fields, slots, target)
+        if slots.missing is None:
+            slots.missing = next(
+                (
+                    (info.alias or field_name)
+                    for field_name, info in fields.items()
+                    if (info.is_required() and (info.alias or field_name) not in slots.args)
+                ),
+                None,
+            )
+            if (
+                slots.missing is None
+                and (one_of := getattr(model, "ONE_OF", ()))
+                and not set(one_of) & set(slots.args)
+            ):
+                slots.missing = one_of[0]
+        if slots.missing in ("dashboard_id", "dashboard_ids"):
+            slots.missing = await self._which_dashboard(target)
+        return slots
+
+    def _follows(self, name: str) -> bool:
+        """Whether the message goes on from the last call: its tool again in a few words, or
+        words that point back at it ("его", "the same", "теперь")."""
+        last = self.thread.last
+        if last is None or any(map(is_negation, self.reading.words)):  # "don't, cancel that" repeats nothing
+            return False
+        return (last.tool == name and len(self.reading.words) <= _FOLLOW_UP_WORDS) or bool(
+            self.reading.stems & _REFERS_BACK
+        )
+
+    async def _carried(self, fields: Mapping[str, Any], slots: Slots, target: str | None) -> None:
+        """The last call's arguments the frame takes and the message leaves unsaid; a database
+        of another environment by its name there."""
+        last = self.thread.last
+        assert last is not None
+        for key, value in last.args.items():
+            if key in fields or any(info.alias == key for info in fields.values()):
+                slots.args.setdefault(key, value)
+        database = last.args.get("database_id")
+        was = last.args.get("env_id")
+        if database and "database_id" in fields and was and target and was != target and self.ground:
+            before, after = await self.ground.outline(was), await self.ground.outline(target)
+            named = next((db.name for db in before.databases if db.id == database), None) if before else None
+            moved = next((db.id for db in after.databases if db.name == named), None) if after else None
+            if slots.args.get("database_id") == database and moved:
+                slots.args["database_id"] = moved
+
+    def _env(self, name: str) -> str | None:
+        reading = self.reading
+        if reading.target_env:
+            return reading.target_env
+        if reading.source_env and not _takes(name, "source_env"):
+            return reading.source_env
+        if self.thread.last is not None and name == self.thread.last.tool and self.thread.env:
+            return self.thread.env
+        if _takes(name, "source_env"):  # a change that moves something goes to production
+            production = [env.id for env in self.context.environments if env.production]
+            if production and self.context.env not in production:
+                return production[0]
+        return self.context.env
+
+    def _source(self, target: str | None) -> str | None:
+        if self.reading.source_env:
+            return self.reading.source_env
+        production = {env.id for env in self.context.environments if env.production}
+        if self.context.env and self.context.env != target and self.context.env not in production:
+            return self.context.env
+        return next(
+            (env.id for env in self.context.environments if env.id not in production and env.id != target),
+            None,
+        )
+
+    async def _dashboards(self, name: str, target: str | None, needed: bool) -> tuple[int, ...]:
+        """Ids the words give; else titles the words spell in the environment the dashboards are
+        in; else, where the request needs one or refers back, the conversation's last."""
+        reading = self.reading
+        ids = reading.dashboard_ids or (reading.numbers if needed else ())
+        if ids:
+            return ids
+        env = self._source(target) if _takes(name, "source_env") else target
+        matched = await self._titled(env) if env != self._env_for_data else self.boards
+        if matched:
+            return matched if _takes_many(name) else matched[:1]
+        focus = self.context.focus  # "this dashboard", asked from the dashboard on screen
+        if (
+            focus is not None
+            and focus.type == "dashboard"
+            and focus.id
+            and (needed or reading.stems & _REFERS_BACK)
+        ):
+            return (focus.id,)
+        if needed or reading.stems & _REFERS_BACK:
+            return self.thread.dashboards
+        return ()
+
+    def _titles_said(self) -> str | None:
+        """The words of the message a dashboard's title took, as written."""
+        return " ".join(self.reading.words[i].text for i in sorted(self.reading.taken)) or None
+
+    async def _titled(self, env: str | None) -> tuple[int, ...]:
+        """The dashboards whose titles the words spell, in the order the words name them; the
+        words they take are no longer read as anything else."""
+        titles = await self.ground.titles(env) if self.ground and env else None
+        usable = [index for index, word in enumerate(self.reading.words) if len(word.text) > 1]
+        found = await find(self.reading.words, usable, list((titles or {}).values()), None)
+        self.reading = replace(self.reading, taken=frozenset(i for item in found for i in item.words))
+        at = {item.label: min(item.words) for item in found}
+        return tuple(
+            board
+            for board, title in sorted((titles or {}).items(), key=lambda item: at.get(item[1], 0))
+            if title in at
+        )
+
+    async def _which_dashboard(self, env: str | None) -> str:
+        titles = await self.ground.titles(env) if self.ground and env else None
+        listed = ", ".join(
+            f"{board} — {markdown_text(title)}"
+            for board, title in list((titles or {}).items())[:_TITLES_SHOWN]
+        )
+        return self.say(
+            "Какой дашборд? Назовите его id или название" + (f"; есть: {listed}." if listed else "."),
+            "Which dashboard? Give its id or title" + (f"; there are: {listed}." if listed else "."),
+        )
+
+    async def _data(self, name: str, env: str | None, slots: Slots) -> bool:
+        """A database, a table and (for a statement in words) its SQL, from the outline: whether
+        the words named any of it."""
+        if self.ground is None or env is None or (outline := await self.ground.outline(env)) is None:
+            return False
+        if self.reading.sql:
+            return self._statement_place(outline, slots)
+        if not _needs(name, "sql"):  # a table to look at or to register
+            place = await place_named(self.reading, outline, self.ground.relate)
+            if place is None and (database := await self._database(outline)):
+                slots.args["database_id"] = database
+                return True
+            if isinstance(place, Place):
+                table = "table" if _takes(name, "table") else "table_name"
+                slots.args.update(
+                    {
+                        "database_id": place.database.id,
+                        table: place.table.name,
+                        "schema": place.table.schema_name,
+                    }
+                )
+            elif isinstance(place, Unclear):
+                slots.missing = self._several(place.tables)
+            return place is not None
+        earlier = self.thread.question if self.thread.last and self.thread.last.tool == name else None
+        question = await data_question(self.reading, outline, self.ground.relate, earlier)
+        if isinstance(question, Unclear):
+            words = ", ".join(f"«{word}»" for word in question.words)
+            columns = ", ".join(question.columns)
+            slots.missing = (
+                self._several(question.tables)
+                if question.tables
+                else self.say(
+                    f"В таблице {question.table} не нашёл, что значит {words}; её колонки: {columns}. "
+                    "Уточните условие.",
+                    f"I could not tell what {words} means in table {question.table}; its columns: {columns}. "
+                    "Which condition?",
+                )
+            )
+        elif question is not None:
+            slots.question = question
+            slots.args.update(
+                database_id=question.database_id, sql=question.statement(), schema=question.schema_name
+            )
+        elif asks_data(self.reading) and unexplained(self.reading):  # a question about data, of no table
+            listed = ", ".join(
+                f"{table.schema_name}.{table.name}" for db in outline.databases for table in db.tables
+            )
+            slots.missing = self.say(
+                f"О какой таблице речь? Есть: {markdown_text(listed)}.",
+                f"Which table is it about? There are: {markdown_text(listed)}.",
+            )
+        return question is not None
+
+    async def _database(self, outline: EnvOutline) -> int | None:
+        """The database the words name ("which tables has the warehouse?")."""
+        usable = [index for index, word in enumerate(self.reading.words) if index not in self.reading.taken]
+        named = await find(self.reading.words, usable, [db.name for db in outline.databases], None)
+        return next((db.id for db in outline.databases if named and db.name == named[0].label), None)
+
+    def _several(self, tables: Sequence[str]) -> str:
+        listed = ", ".join(map(markdown_text, tables))
+        return self.say(
+            f"Такая таблица есть в нескольких местах: {listed}. Какая?",
+            f"That table is in several places: {listed}. Which one?",
+        )
+
+    def _statement_place(self, outline: EnvOutline, slots: Slots) -> bool:
+        """The database a statement's tables are in, when exactly one has them all."""
+        try:
+            named = {
+                table.name.lower() for table in sqlglot.parse_one(self.reading.sql or "").find_all(exp.Table)
+            }
+        except SqlglotError:
+            return False
+        holding = [
+            db for db in outline.databases if named and named <= {table.name.lower() for table in db.tables}
+        ]
+        if len(holding) == 1:
+            slots.args.setdefault("database_id", holding[0].id)
+        elif holding:
+            listed = ", ".join(f"{db.id} — {markdown_text(db.name)}" for db in holding)
+            slots.missing = self.say(
+                f"В какой базе выполнить запрос? Таблицы есть в: {listed}.",
+                f"Which database should it run in? The tables are in: {listed}.",
+            )
+        return bool(holding)
+
+
+_MISSING = {
+    "env_id": ("В каком окружении?", "In which environment?"),
+    "task_id": ("Какая задача? Пришлите её полный id.", "Which task? Please send its full id."),
+    "sql": (
+        "Какой запрос выполнить? Пришлите SQL или спросите о таблице.",
+        "Which query? Send the SQL or ask about a table.",
+    ),
+    "database_id": ("В какой базе данных?", "In which database?"),
+    "reason": (
+        "По какой причине? Она будет показана пользователям.",
+        "For what reason? It is shown to the users.",
+    ),
+    "message": ("С каким сообщением коммита?", "With which commit message?"),
+    "branch": ("В какую ветку?", "On which branch?"),
+    "name": ("Как назвать ветку?", "What should the branch be called?"),
+    "title": ("Какое название дать?", "What title should it have?"),
+    "table_name": ("Из какой таблицы?", "From which table?"),
+    "dashboard_id": ("Какой дашборд или датасет?", "Which dashboard or dataset?"),
+    "source_env": ("Из какого окружения?", "From which environment?"),
+}
+
+
+def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
+    """The text, or its first word where the argument's pattern takes no spaces (a branch)."""
+    patterns = [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+    if text is None or all(re.fullmatch(pattern, text) for pattern in patterns):
+        return text
+    first = text.split()[0].strip("«»\"'“”`,.")
+    return first if all(re.fullmatch(pattern, first) for pattern in patterns) else None
+
+
+def _needs(name: str, field_name: str) -> bool:
+    found = ARGS[name].model_fields.get(field_name)
+    return found is not None and found.is_required()
+
+
+def _takes(name: str, field_name: str) -> bool:
+    return field_name in ARGS[name].model_fields
+
+
+def _reads(name: str) -> bool:
+    return tool(name).policy.tier is Tier.READ
+
+
+def _needs_dashboards(name: str) -> bool:
+    return _needs(name, "dashboard_id") or _needs(name, "dashboard_ids")
+
+
+def _takes_many(name: str) -> bool:
+    return _takes(name, "dashboard_ids")

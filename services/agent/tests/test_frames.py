@@ -1,0 +1,481 @@
+"""The offline model by frames (``AGENT_PLANNER=frames``), over a live system it has never seen: a
+helpdesk database with
+tables and values no code names, dashboards titled as nobody's demo. What it proposes for plain
+requests in Russian and English — the tool the words name affirmed, its arguments from the words,
+the live system and the conversation — and what it asks when it cannot tell; that it reads the
+live system through one cached outline; its pace; and that it reads the longest message fast.
+
+The live system here is data (``Ground`` serves it as the agent's grounding does); the same
+readers run against real Superset instances in ``test_understanding.py`` and the eval sets."""
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.tools import StructuredTool
+
+from sstools.agent.context import Environment, Focus, TurnContext
+from sstools.agent.frames.model import GROUND, FramePlanner
+from sstools.agent.limits import MAX_MESSAGE_CHARS
+from sstools.agent.tools import tool_schema
+from sstools.common.catalogue import ARGS
+from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
+
+ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
+CONTEXT = TurnContext(ENVIRONMENTS, "dev", "default")
+C = OutlineColumn
+HELPDESK = OutlineDatabase(
+    id=7,
+    name="helpdesk",
+    backend="postgresql",
+    tables=[
+        OutlineTable(
+            schema_name="support",
+            name="tickets",
+            columns=[
+                C(name="ticket_no", type="INTEGER"),
+                C(name="subject", type="TEXT"),
+                C(name="status", type="TEXT", values=["open", "closed", "waiting"]),
+                C(name="priority", type="TEXT", values=["critical", "normal"]),
+                C(name="team", type="TEXT", values=["core", "billing"]),
+                C(name="opened_on", type="DATE"),
+                C(name="hours_spent", type="NUMERIC(6,1)"),
+                C(name="escalated", type="BOOLEAN"),
+            ],
+        ),
+        OutlineTable(
+            schema_name="logistics",
+            name="shipments",
+            columns=[
+                C(name="parcel", type="INTEGER"),
+                C(name="state", type="VARCHAR(12)", values=["delivered", "lost"]),
+            ],
+        ),
+    ],
+)
+OUTLINE = EnvOutline(
+    env_id="dev", databases=[OutlineDatabase(id=1, name="scratch", backend="sqlite", tables=[]), HELPDESK]
+)
+TITLES = {11: "Churn Radar", 12: "Queue Health", 13: "Churn Radar Archive"}
+
+
+class Ground:
+    """The live system as one person sees it, counting what was read."""
+
+    def __init__(self, titles: dict[int, str] = TITLES, outline: EnvOutline = OUTLINE) -> None:
+        self._titles, self._outline = titles, outline
+        self.reads: list[str] = []
+
+    async def titles(self, env_id: str) -> dict[int, str]:
+        return self._titles
+
+    async def outline(self, env_id: str) -> EnvOutline:
+        self.reads.append(env_id)
+        return self._outline
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> None:
+        return None  # spelling alone: the router's model is the stack tests' part
+
+
+async def _plan(
+    messages: list[BaseMessage], ground: Any = None, model: FramePlanner | None = None
+) -> AIMessage:
+    GROUND.set(ground or Ground())
+    answer = await (model or FramePlanner()).ainvoke(messages)
+    assert isinstance(answer, AIMessage)
+    return answer
+
+
+async def _calls(
+    text: str, *earlier: BaseMessage, context: TurnContext = CONTEXT, ground: Any = None
+) -> list[tuple[str, dict[str, Any]]]:
+    planned = await _plan([context.message(), *earlier, HumanMessage(text)], ground)
+    return [(call["name"], call["args"]) for call in planned.tool_calls]
+
+
+def _answered(messages: list[BaseMessage], planned: AIMessage, result: Any) -> list[BaseMessage]:
+    call = planned.tool_calls[0]
+    return [*messages, planned, ToolMessage(json.dumps(result), tool_call_id=call["id"], name=call["name"])]
+
+
+SQL = "superset_execute_sql"
+
+
+@pytest.mark.parametrize(
+    ("text", "statement"),
+    [
+        (
+            "how many tickets are open?",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'open'""",
+        ),
+        (
+            "how many critical tickets do we have?",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "priority" = 'critical'""",
+        ),
+        (
+            "count tickets per team",
+            """SELECT "team", COUNT(*) FROM "support"."tickets" GROUP BY "team" ORDER BY 2 DESC NULLS LAST""",
+        ),
+        (
+            "сколько тикетов по статусу",
+            'SELECT "status", COUNT(*) FROM "support"."tickets" GROUP BY "status" ORDER BY 2 DESC NULLS LAST',
+        ),
+        (
+            "how many shipments were delivered?",
+            """SELECT COUNT(*) FROM "logistics"."shipments" WHERE "state" = 'delivered'""",
+        ),
+        (
+            "average hours spent on critical tickets",
+            """SELECT AVG("hours_spent") FROM "support"."tickets" WHERE "priority" = 'critical'""",
+        ),
+        (
+            "top 3 tickets by hours spent",
+            """SELECT * FROM "support"."tickets" ORDER BY "hours_spent" DESC NULLS LAST LIMIT 3""",
+        ),
+        ("show 5 shipments", """SELECT * FROM "logistics"."shipments" LIMIT 5"""),
+        (
+            "сколько эскалированных тикетов",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "escalated" = TRUE""",
+        ),
+        (
+            "how many tickets were opened in 2025?",
+            """SELECT COUNT(*) FROM "support"."tickets" """
+            """WHERE "opened_on" >= '2025-01-01' AND "opened_on" < '2026-01-01'""",
+        ),
+    ],
+)
+async def test_a_question_in_words_is_a_statement_over_the_table_it_names(text: str, statement: str) -> None:
+    ground = Ground()
+    assert await _calls(text, ground=ground) == [
+        (
+            SQL,
+            {
+                "env_id": "dev",
+                "database_id": 7,
+                "sql": statement,
+                "schema": statement.split('"')[-4] if False else _schema(statement),
+            },
+        )
+    ]
+    assert set(ground.reads) == {"dev"}  # its outline (read once: the grounding keeps it); the statement
+
+
+def _schema(statement: str) -> str:
+    return statement.split('FROM "')[1].split('"')[0]
+
+
+@pytest.mark.parametrize("text", ["how many tickets are stuck?", "сколько тикетов у Пети"])
+async def test_a_condition_it_cannot_read_is_asked_about_never_dropped(text: str) -> None:
+    planned = await _plan([CONTEXT.message(), HumanMessage(text)])
+    assert planned.tool_calls == []
+    assert planned.response_metadata == {"needs_clarification": True}
+    assert "tickets" in str(planned.content)
+    assert "status" in str(planned.content)
+
+
+async def test_the_answer_says_which_conditions_it_applied() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("how many tickets are open?")]
+    planned = await _plan(messages)
+    answered = await _plan(
+        _answered(messages, planned, {"columns": ["count"], "rows": [{"count": 4}], "row_count": 1})
+    )
+    assert str(answered.content).startswith("Conditions: status \\= open")  # Markdown-escaped
+
+
+async def test_a_follow_up_changes_the_last_question() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("how many tickets are open?")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"rows": [{"count": 4}]})[1:], AIMessage("4")]
+    assert await _calls("and closed?", *earlier) == [
+        (
+            SQL,
+            {
+                "env_id": "dev",
+                "database_id": 7,
+                "sql": """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'closed'""",
+                "schema": "support",
+            },
+        )
+    ]
+    assert (await _calls("а по приоритету?", *earlier))[0][1]["sql"] == (
+        """SELECT "priority", COUNT(*) FROM "support"."tickets" WHERE "status" = 'open' """
+        """GROUP BY "priority" ORDER BY 2 DESC NULLS LAST"""
+    )
+
+
+async def test_a_statement_runs_in_the_one_database_that_has_its_tables_else_it_asks() -> None:
+    assert await _calls("SELECT count(*) FROM shipments") == [
+        (SQL, {"env_id": "dev", "sql": "SELECT count(*) FROM shipments", "database_id": 7})
+    ]
+    twice = EnvOutline(
+        env_id="dev", databases=[HELPDESK, HELPDESK.model_copy(update={"id": 8, "name": "replica"})]
+    )
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("SELECT count(*) FROM shipments")], Ground(outline=twice)
+    )
+    assert planned.tool_calls == []
+    assert "7 — helpdesk" in str(planned.content)
+    assert "8 — replica" in str(planned.content)
+
+
+async def test_columns_of_a_table_are_explored_where_it_is() -> None:
+    assert await _calls("what columns does the tickets table have?") == [
+        (
+            "superset_explore_database",
+            {"env_id": "dev", "database_id": 7, "table": "tickets", "schema": "support"},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        (
+            "не надо ничего деплоить, просто скажи, есть ли ошибки в Queue Health",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
+        ),
+        (
+            "пока ничего не выкатывай, сначала посмотри, нет ли ошибок в Churn Radar",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
+        ),
+        ("бэкап не делай, покажи окружения", ("list_environments", {})),
+    ],
+)
+async def test_russian_a_negated_action_is_not_proposed_and_the_rest_is_done(
+    text: str, call: tuple[str, Any]
+) -> None:
+    assert await _calls(text) == [call]
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        (
+            "don't deploy anything, just tell me if Queue Health has errors",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
+        ),
+        ("do not back up prod, list the environments instead", ("list_environments", {})),
+    ],
+)
+async def test_english_a_negated_action_is_not_proposed_and_the_rest_is_done(
+    text: str, call: tuple[str, Any]
+) -> None:
+    assert await _calls(text) == [call]
+
+
+@pytest.mark.parametrize(
+    "text", ["не деплой Churn Radar на прод", "don't deploy Churn Radar to prod", "no backup today"]
+)
+async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
+    planned = await _plan([CONTEXT.message(), HumanMessage(text)])
+    assert planned.tool_calls == []
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        (
+            "migrate dashboards 11 and 12 from dev to prod",
+            ("execute_migration", {"source_env": "dev", "dashboard_ids": [11, 12], "env_id": "prod"}),
+        ),
+        (
+            "deploy Churn Radar to prod",
+            ("deploy_dashboard", {"dashboard_id": 11, "source_env": "dev", "env_id": "prod"}),
+        ),
+        ("list maintenance windows of all environments", ("list_maintenance_events", {})),
+        (
+            "start maintenance on prod because of the nightly upgrade",
+            ("start_maintenance", {"reason": "the nightly upgrade", "env_id": "prod"}),
+        ),
+        ("are there dashboards with errors in dev?", ("get_health_summary", {"env_id": "dev"})),
+        ("какие дашборды есть на проде?", ("search_dashboards", {"env_id": "prod"})),
+        ("find dashboards tagged finance", ("search_dashboards", {"env_id": "dev", "tag": "finance"})),
+    ],
+)
+async def test_a_plain_request_is_its_frame_filled_from_the_words_and_the_live_system(
+    text: str, call: tuple[str, Any]
+) -> None:
+    assert await _calls(text) == [call]
+
+
+async def test_a_follow_up_takes_the_object_the_conversation_named() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("is Queue Health ok?")]
+    planned = await _plan(messages)
+    assert [call["args"] for call in planned.tool_calls] == [{"env_id": "dev", "dashboard_ids": [12]}]
+    earlier = [*_answered(messages, planned, {"broken_charts": []})[1:], AIMessage("ok")]
+    assert await _calls("задеплой его на прод", *earlier) == [
+        ("deploy_dashboard", {"dashboard_id": 12, "source_env": "dev", "env_id": "prod"})
+    ]
+
+
+async def test_an_ambiguous_title_or_no_dashboard_is_asked_about() -> None:
+    planned = await _plan([CONTEXT.message(), HumanMessage("deploy to prod")])
+    assert planned.tool_calls == []
+    assert "11 — Churn Radar" in str(planned.content)
+
+
+async def test_this_dashboard_is_the_one_on_screen() -> None:
+    on_screen = TurnContext(ENVIRONMENTS, "dev", "page", "en", Focus("dashboard", 12, "Queue Health"))
+    assert await _calls("Is this dashboard healthy?", context=on_screen) == [
+        ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]})
+    ]
+
+
+def _routed(*names: str) -> FramePlanner:
+    """The offline model with ``names`` bound, in the router's order, as a turn binds them."""
+
+    async def run(**values: Any) -> str:
+        return ""
+
+    bound = [
+        StructuredTool.from_function(
+            coroutine=run, name=name, description=name, args_schema=tool_schema(ARGS[name])
+        )
+        for name in names
+    ]
+    return FramePlanner().bind_tools(bound)
+
+
+@pytest.mark.parametrize(
+    "text", ["thanks, that's all for now", "Привет! Как настроение?", "never mind, cancel that"]
+)
+async def test_a_change_the_router_suggests_on_meaning_alone_is_never_proposed(text: str) -> None:
+    model = _routed("end_maintenance", "show_capabilities")
+    assert (await _plan([CONTEXT.message(), HumanMessage(text)], model=model)).tool_calls == []
+
+
+async def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
+    model = _routed("list_maintenance_events", "show_capabilities")
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("Есть ли у нас запланированные простои?")], model=model
+    )
+    assert [call["name"] for call in planned.tool_calls] == ["list_maintenance_events"]
+
+
+def _done(
+    messages: list[BaseMessage], call: ToolCall, result: dict[str, Any], *, failed: bool = False
+) -> None:
+    messages.append(AIMessage("", tool_calls=[call]))
+    status = "error" if failed else "success"
+    messages.append(
+        ToolMessage(json.dumps(result), tool_call_id=call["id"], name=call["name"], status=status)
+    )
+
+
+async def test_changes_asked_at_once_are_made_one_after_another_and_each_outcome_said() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("сделай бэкап prod и начни техработы")]
+    (backup,) = (await _plan(messages)).tool_calls
+    assert (backup["name"], backup["args"]) == ("run_backup", {"env_id": "prod"})
+    _done(messages, backup, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
+    (window,) = (await _plan(messages)).tool_calls  # the next one, once the backup is made
+    assert (window["name"], window["args"]) == (
+        "start_maintenance",
+        {"reason": "Плановые работы", "env_id": "prod"},
+    )
+
+
+async def test_a_change_that_failed_stops_the_ones_after_it_and_the_answer_says_what_was_not_done() -> None:
+    asked = "сделай бэкап prod и начни техработы на prod по причине переезда"
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage(asked)]
+    (backup,) = (await _plan(messages)).tool_calls
+    _done(messages, backup, {"error": {"code": "rejected", "message": "nothing was run"}}, failed=True)
+    answer = await _plan(messages)
+    assert answer.tool_calls == []
+    assert str(answer.content).endswith(
+        "Остальное из запроса не сделано; попросите отдельно, например: «Начни регламентные работы в prod»."
+    )
+    running: list[BaseMessage] = [CONTEXT.message(), HumanMessage(asked)]
+    (started,) = (await _plan(running)).tool_calls
+    _done(running, started, {"id": "b1", "kind": "backup", "status": "queued", "result": None})
+    assert "когда задача закончится" in str((await _plan(running)).content)
+    done: list[BaseMessage] = [CONTEXT.message(), HumanMessage(asked)]
+    (made,) = (await _plan(done)).tool_calls
+    _done(done, made, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
+    (window,) = (await _plan(done)).tool_calls
+    assert (window["name"], window["args"]) == ("start_maintenance", {"reason": "переезда", "env_id": "prod"})
+
+
+async def test_a_check_that_finds_errors_stops_the_deploy_asked_after_it() -> None:
+    messages: list[BaseMessage] = [
+        CONTEXT.message(),
+        HumanMessage("Сначала проверь Queue Health через LLM, потом задеплой его в прод"),
+    ]
+    (check,) = (await _plan(messages)).tool_calls
+    assert (check["name"], check["args"]["dashboard_id"]) == ("run_llm_validation", 12)
+    invalid = {"title": "Queue Health", "valid": False, "errors": 1, "findings": []}
+    _done(messages, check, {"id": "v1", "kind": "llm_validation", "status": "success", "result": invalid})
+    answer = await _plan(messages)
+    assert answer.tool_calls == []  # no deploy card after a check that failed
+    assert "Остальное из запроса не сделано" in str(answer.content)
+
+
+BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
+LISTED = [
+    CONTEXT.message(),
+    HumanMessage("покажи дашборды"),
+    AIMessage("", tool_calls=[{"name": "search_dashboards", "args": {"env_id": "dev"}, "id": "call_1"}]),
+    ToolMessage(
+        json.dumps({"env_id": "dev", "count": 3, "dashboards": BOARDS}),
+        tool_call_id="call_1",
+        name="search_dashboards",
+    ),
+]
+
+
+async def _words(model: FramePlanner) -> list[str]:
+    return [str(chunk.content) async for chunk in model.astream(LISTED) if chunk.content]
+
+
+async def test_the_paced_offline_model_streams_the_same_answer_word_by_word() -> None:
+    answer = str((await FramePlanner().ainvoke(LISTED)).content)
+    unpaced = await _words(FramePlanner())
+    started = time.perf_counter()
+    paced = await _words(FramePlanner(words_per_second=40).bind_tools([]))
+    elapsed = time.perf_counter() - started
+    assert "".join(unpaced) == "".join(paced) == answer
+    assert answer.startswith("Дашборды в dev: 3.")
+    assert len(paced) >= 5
+    assert elapsed >= len(paced) / 40  # each word waits its turn
+
+
+async def test_a_paced_answer_stops_halfway_when_cancelled() -> None:
+    received: list[str] = []
+    first_word = asyncio.Event()
+
+    async def read() -> None:
+        async for chunk in FramePlanner(words_per_second=20).astream(LISTED):
+            received.append(str(chunk.content))
+            if chunk.content:
+                first_word.set()
+
+    reading = asyncio.create_task(read())
+    await first_word.wait()
+    reading.cancel()
+    await asyncio.gather(reading, return_exceptions=True)
+    answer = str((await FramePlanner().ainvoke(LISTED)).content)
+    assert 0 < len("".join(received)) < len(answer)
+    assert answer.startswith("".join(received))
+
+
+def _longest(unit: str, head: str = "", tail: str = "") -> str:
+    """The longest message allowed: ``unit`` repeated between ``head`` and ``tail``."""
+    run = MAX_MESSAGE_CHARS - len(head) - len(tail)
+    return head + (unit * run)[:run] + tail
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *(_longest(unit) for unit in ("a", "1", "a-", "dashboard ", "tickets ")),
+        _longest("a", "сделай бэкап prod ", " потом начни техработы"),
+    ],
+    ids=["a", "1", "a-", "dashboard", "a table's name", "a change after a long word"],
+)
+async def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(text: str) -> None:
+    started = time.perf_counter()
+    await _plan([CONTEXT.message(), HumanMessage(text)])
+    assert time.perf_counter() - started < 20
