@@ -133,6 +133,17 @@ async def test_cancel_keeps_the_partial_answer_and_the_next_turn_works(
     assert len(str(partial[-1]["content"])) < len(story)  # cut where the person stopped it
 
 
+async def test_a_model_that_keeps_calling_tools_is_stopped_with_a_typed_error(
+    llm_stack: AgentStack, llm: FakeLlm
+) -> None:
+    """LangGraph stops a turn at its step limit; the person is told so, the stream ends failed."""
+    llm.says(*(Reply(tool_calls=(ToolCall("list_environments", {}),)) for _ in range(30)))
+    stopped = await llm_stack.say("покажи окружения", str(uuid.uuid4()))
+    assert [error["code"] for error in stopped.of("error")] == ["TOO_MANY_STEPS"], dump(stopped)
+    assert stopped.state == "failed"
+    llm.script.clear()
+
+
 async def test_unreadable_output_is_asked_again_once_then_reported(
     llm_stack: AgentStack, llm: FakeLlm
 ) -> None:

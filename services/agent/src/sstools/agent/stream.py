@@ -16,8 +16,10 @@ from typing import Any
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphRecursionError
 from langgraph.types import Interrupt
 
+from sstools.agent.answers import found_issues
 from sstools.agent.context import RunContext
 from sstools.agent.events import (
     ErrorEvent,
@@ -33,7 +35,6 @@ from sstools.agent.gate import REFUSED_EVENT, UNCHECKED_ARGS
 from sstools.agent.graph import AgentGraph, ModelMalformed, tool_error_detail
 from sstools.agent.language import Lang, say
 from sstools.agent.planner import NEEDS_CLARIFICATION
-from sstools.agent.answers import found_issues
 from sstools.agent.wording import explained
 from sstools.common.catalogue import TOOLS
 
@@ -118,6 +119,11 @@ async def graph_events(
     except ModelMalformed as problem:
         _log.warning("llm output malformed", extra={"error": str(problem)})
         yield error("LLM_MALFORMED", "the language model's answer could not be read, twice")
+        yield state("failed")
+        return
+    except GraphRecursionError:  # a model (or the planner) that keeps calling tools is stopped
+        _log.warning("turn stopped at the graph's step limit")
+        yield error("TOO_MANY_STEPS", "the request took more steps than one turn may")
         yield state("failed")
         return
     except openai.APIError as problem:  # the model's endpoint failed even after its retry

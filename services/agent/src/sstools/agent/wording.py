@@ -94,6 +94,10 @@ _EXPLAINED: Mapping[str, tuple[str, str]] = {
         "Ответ языковой модели не удалось прочитать. Повторите или скажите иначе.",
         "The language model's answer could not be read. Try again, or say it differently.",
     ),
+    "TOO_MANY_STEPS": (
+        "Запрос занял больше шагов, чем разрешено за один ход; остановлено. Уточните, что именно нужно.",
+        "The request took more steps than one turn may; it was stopped. Say more precisely what you need.",
+    ),
     "UNKNOWN_TOOL": (
         "Модель попросила действие, которого нет; ничего не выполнено. Скажите иначе.",
         "The model asked for an action that does not exist; nothing ran. Say it differently.",
