@@ -37,6 +37,7 @@ SYSTEM_SCHEMA = re.compile(r"information_schema|performance_schema|mysql|sys|pg_
 # Superset calls one outline has under way at once: a person's outline must not crowd out the
 # instance's other users.
 CONCURRENCY = 4
+_RETRY_PAUSE_SECONDS = 0.5
 
 _T = TypeVar("_T")
 
@@ -171,8 +172,9 @@ class _Reader:
                 return {}
             script = sqllab.script(sql, judged, self.timeout_seconds)
             limit = len(columns) * (OUTLINE_VALUES + 1)
-            result = await self.bounded(
-                lambda: sqllab.execute(
+
+            async def run() -> sqllab.SqlResult:
+                return await sqllab.execute(
                     self.client,
                     database_id,
                     script,
@@ -180,7 +182,12 @@ class _Reader:
                     limit=limit,
                     timeout_seconds=self.timeout_seconds,
                 )
-            )
+
+            try:
+                result = await self.bounded(run)
+            except SupersetError:  # once more: SQL Lab's own store may have been busy with the others
+                await asyncio.sleep(_RETRY_PAUSE_SECONDS)
+                result = await self.bounded(run)
         except SupersetError as error:
             self.notes.append(f"{where}: values not read ({error.code})")
             return {}
