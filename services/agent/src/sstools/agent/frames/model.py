@@ -14,22 +14,18 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import BaseTool
 
-from sstools.agent.context import TurnContext, context_in
-from sstools.agent.fence import OUTSIDE_DATA
 from sstools.agent.frames.reading import read
-from sstools.agent.frames.steps import THREAD_KEY, Ground, Planner, Reply, earlier_thread, turn_calls
+from sstools.agent.frames.steps import THREAD_KEY, Ground, Planner, earlier_thread
 from sstools.agent.language import language_of
 from sstools.agent.planner.model import (
-    _ABOUT_ATTACHMENT,
     NEEDS_CLARIFICATION,
     OfflinePlanner,
     _chunks,
     _document_answer,
-    _turn_documents,
-    _turn_start,
     _usage,
-    _with_question_answered,
+    turn_of,
 )
+from sstools.agent.planner.steps import Reply
 
 # The live system as the turn's person sees it, for the model call the graph makes in this task.
 GROUND: ContextVar[Ground | None] = ContextVar("sstools_ground", default=None)
@@ -41,17 +37,10 @@ class FramePlanner(OfflinePlanner):
         return FramePlanner(tools=offered, words_per_second=self.words_per_second)
 
     async def aplan(self, messages: Sequence[BaseMessage]) -> AIMessage:
-        # The planner reads the page from the turn's context data, and tool results only.
-        messages = [message for message in messages if not message.additional_kwargs.get(OUTSIDE_DATA)]
-        context = context_in(messages) or TurnContext()
-        start = _turn_start(messages)
-        if start == len(messages):
-            return AIMessage("")
-        text = _with_question_answered(messages, start)
-        documents = _turn_documents(messages[: start + 1])
-        done = turn_calls(messages[start + 1 :])
-        if documents and not done and _ABOUT_ATTACHMENT.search(text):
-            return AIMessage(_document_answer(documents))
+        turn = turn_of(messages)
+        if isinstance(turn, AIMessage):
+            return turn
+        messages, context, start, text, documents, done = turn
         lang = language_of(str(messages[start].content), language_of(text, context.lang))
         routed = [tool.name for tool in self.tools]
         planner = Planner(

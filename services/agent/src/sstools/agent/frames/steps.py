@@ -10,13 +10,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import sqlglot
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from sstools.agent.answers import examples, failure, found_issues, rendered
 from sstools.agent.context import TurnContext
-from sstools.agent.fence import TOOL_RESULT, unfenced
 from sstools.agent.frames.asked_data import (
     DataQuestion,
     Place,
@@ -29,6 +28,9 @@ from sstools.agent.frames.grounded import find
 from sstools.agent.frames.reading import Reading, unexplained
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import markdown_text
+
+# the phrase book's steps and their reading of a turn's calls, shared until it is gone
+from sstools.agent.planner.steps import Call, Done, Reply
 from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, Tier, tool
 from sstools.common.language import is_negation, phrase_stems
 from sstools.common.outline import EnvOutline
@@ -62,26 +64,6 @@ class Ground(Protocol):
 
 
 @dataclass(frozen=True)
-class Call:
-    tool: str
-    args: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    asks_back: bool = False
-
-
-@dataclass(frozen=True)
-class Done:
-    tool: str
-    args: dict[str, Any]
-    result: Any
-    failed: bool
-
-
-@dataclass(frozen=True)
 class Thread:
     """What earlier turns leave a follow-up: their last call and the objects they named."""
 
@@ -103,26 +85,6 @@ class Slots:
     missing: str | None = None
     dashboards: tuple[int, ...] = ()
     question: DataQuestion | None = None
-
-
-def turn_calls(messages: Sequence[BaseMessage]) -> list[Done]:
-    """The calls made since the turn's message, each with its result."""
-    results = {message.tool_call_id: message for message in messages if isinstance(message, ToolMessage)}
-    done = []
-    for message in messages:
-        for call in message.tool_calls if isinstance(message, AIMessage) else ():
-            if (answer := results.get(str(call["id"]))) is None:
-                continue
-            content = unfenced(TOOL_RESULT, str(answer.content))
-            try:
-                parsed: Any = json.loads(content)
-            except ValueError:
-                parsed = content
-            failed = answer.status == "error" or (
-                isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)
-            )
-            done.append(Done(call["name"], dict(call["args"]), parsed, failed))
-    return done
 
 
 def earlier_thread(messages: Sequence[BaseMessage]) -> Thread:

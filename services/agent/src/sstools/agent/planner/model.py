@@ -27,7 +27,7 @@ from sstools.agent.context import TurnContext, context_in
 from sstools.agent.fence import DOCUMENT, OUTSIDE_DATA, unfenced
 from sstools.agent.language import language_of
 from sstools.agent.planner.reading import read_request
-from sstools.agent.planner.steps import Planner, Reply, earlier_turns, turn_calls
+from sstools.agent.planner.steps import Done, Planner, Reply, earlier_turns, turn_calls
 
 NEEDS_CLARIFICATION = "needs_clarification"  # in response_metadata: the model asked back
 OFFLINE_MODEL_NAME = "sstools-offline-planner"
@@ -62,6 +62,27 @@ def _with_question_answered(messages: Sequence[BaseMessage], start: int) -> str:
     return f"{earlier[before].content}. {text}" if before < len(earlier) else text
 
 
+Turn = tuple[list[BaseMessage], TurnContext, int, str, list[HumanMessage], list[Done]]
+
+
+def turn_of(messages: Sequence[BaseMessage]) -> Turn | AIMessage:
+    """The turn a planner reads — the thread without outside data, its context, where the turn's
+    message is, its words, its files and the calls made since — or its answer when there is
+    nothing to plan (no message; a question about an attached file)."""
+    # The planner reads the page from the turn's context data, and tool results only.
+    messages = [message for message in messages if not message.additional_kwargs.get(OUTSIDE_DATA)]
+    context = context_in(messages) or TurnContext()
+    start = _turn_start(messages)
+    if start == len(messages):
+        return AIMessage("")
+    text = _with_question_answered(messages, start)
+    documents = _turn_documents(messages[: start + 1])
+    done = turn_calls(messages[start + 1 :])
+    if documents and not done and _ABOUT_ATTACHMENT.search(text):
+        return AIMessage(_document_answer(documents))
+    return messages, context, start, text, documents, done
+
+
 class OfflinePlanner(BaseChatModel):
     tools: list[BaseTool] = Field(default_factory=list)
     # A real model streams 20–80 tokens a second; the planner answers at once unless paced, and a
@@ -77,17 +98,10 @@ class OfflinePlanner(BaseChatModel):
         return OfflinePlanner(tools=offered, words_per_second=self.words_per_second)
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
-        # The planner reads the page from the turn's context data, and tool results only.
-        messages = [message for message in messages if not message.additional_kwargs.get(OUTSIDE_DATA)]
-        context = context_in(messages) or TurnContext()
-        start = _turn_start(messages)
-        if start == len(messages):
-            return AIMessage("")
-        text = _with_question_answered(messages, start)
-        documents = _turn_documents(messages[: start + 1])
-        done = turn_calls(messages[start + 1 :])
-        if documents and not done and _ABOUT_ATTACHMENT.search(text):
-            return AIMessage(_document_answer(documents))
+        turn = turn_of(messages)
+        if isinstance(turn, AIMessage):
+            return turn
+        messages, context, start, text, documents, done = turn
         planner = Planner(
             read_request(text, context.environments),
             context,
