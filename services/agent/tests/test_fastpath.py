@@ -21,9 +21,9 @@ ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", Tr
             {"dashboard_id": 17, "env_id": "prod", "source_env": "dev"},
         ),
         (
-            "перенеси дашборд 5 из dev в prod",
-            "deploy_dashboard",
-            {"dashboard_id": 5, "env_id": "prod", "source_env": "dev"},
+            "перенеси дашборд 5 из dev в prod",  # "перенеси" is the migration's word (its declaration)
+            "execute_migration",
+            {"dashboard_ids": [5], "env_id": "prod", "source_env": "dev"},
         ),
         (
             "мигрируй дашборд 5 из dev в прод",

@@ -319,7 +319,7 @@ async def test_an_ambiguous_title_or_no_dashboard_is_asked_about() -> None:
 
 async def test_this_dashboard_is_the_one_on_screen() -> None:
     on_screen = TurnContext(ENVIRONMENTS, "dev", "page", "en", Focus("dashboard", 12, "Queue Health"))
-    assert await _calls("Is this dashboard healthy?", context=on_screen) == [
+    assert await _calls("Is this dashboard broken?", context=on_screen) == [
         ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]})
     ]
 

@@ -264,7 +264,6 @@ BUILT_IN: tuple[ToolSpec, ...] = (
         "Сводка здоровья дашбордов в окружении: сломанные чарты, падающие запросы и проблемы валидации.",
         (
             "health",
-            "healthy",
             "broken",
             "errors",
             "error",
@@ -479,9 +478,6 @@ BUILT_IN: tuple[ToolSpec, ...] = (
             "раскатай",
             "закинь на прод",
             "деплоить",
-            "перенеси дашборд",
-            "выкатывай",
-            "раскатывай",
         ),
         endpoint=Endpoint("POST", ENV_PATH + "/deployments", DeployArgs, DeployBody),
         example=(

@@ -45,9 +45,16 @@ _log = logging.getLogger(__name__)
 ROUTED_KEY = "routed_tools"  # in a turn's HumanMessage: the tools the router picked for it
 
 
+# The graph steps one turn may take (a model call and a tool batch are two): LangGraph's default
+# of 25 ended the phrase-book planner's question in words once the stack held three databases —
+# it explores up to three schemas of up to three databases, one read at a time, before its
+# statement. A turn past it ends TOO_MANY_STEPS.
+TURN_STEPS = 40
+
+
 def thread_of(turn: Turn) -> RunnableConfig:
     """The run's config: the conversation, the checkpointer's key (the rest is its context)."""
-    return {"configurable": {"thread_id": turn.conversation_id}}
+    return {"configurable": {"thread_id": turn.conversation_id}, "recursion_limit": TURN_STEPS}
 
 
 @dataclass(frozen=True)
