@@ -452,3 +452,16 @@ async def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(text:
     started = time.perf_counter()
     await _plan([CONTEXT.message(), HumanMessage(text)])
     assert time.perf_counter() - started < 20
+
+
+async def test_a_question_names_the_tables_columns_as_text_never_as_markup() -> None:
+    """A column is named by whoever made the table: the question shows its name, escaped."""
+    hostile = HELPDESK.model_copy(deep=True)
+    hostile.tables[0].columns.append(C(name="[reset](https://evil.example)", type="TEXT"))
+    outline = EnvOutline(env_id="dev", databases=[hostile])
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("how many tickets are stuck?")], Ground(outline=outline)
+    )
+    assert planned.tool_calls == []
+    assert "[reset](https://evil.example)" not in str(planned.content)
+    assert "\\[reset\\]" in str(planned.content)

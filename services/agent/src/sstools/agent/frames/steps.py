@@ -529,15 +529,17 @@ class Planner:
         earlier = self.thread.question if self.thread.last and self.thread.last.tool == name else None
         question = await data_question(self.reading, outline, self.ground.relate, earlier)
         if isinstance(question, Unclear):
-            words = ", ".join(f"«{word}»" for word in question.words)
-            columns = ", ".join(question.columns)
+            # the person's words and the names whoever made the table chose: shown as text
+            words = ", ".join(f"«{markdown_text(word)}»" for word in question.words)
+            columns = ", ".join(map(markdown_text, question.columns))
+            table = markdown_text(question.table or "")
             slots.missing = (
                 self._several(question.tables)
                 if question.tables
                 else self.say(
-                    f"В таблице {question.table} не нашёл, что значит {words}; её колонки: {columns}. "
+                    f"В таблице {table} не нашёл, что значит {words}; её колонки: {columns}. "
                     "Уточните условие.",
-                    f"I could not tell what {words} means in table {question.table}; its columns: {columns}. "
+                    f"I could not tell what {words} means in table {table}; its columns: {columns}. "
                     "Which condition?",
                 )
             )
