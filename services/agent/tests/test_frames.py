@@ -167,6 +167,34 @@ def _schema(statement: str) -> str:
     return statement.split('FROM "')[1].split('"')[0]
 
 
+class ModelGround(Ground):
+    """The same system, words related to names by the router's own model, in process."""
+
+    def __init__(self, relater: Any) -> None:
+        super().__init__()
+        self._relater = relater
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> list[list[float]]:
+        return [list(map(float, row)) for row in self._relater.relate(queries, labels).scores]
+
+
+@pytest.fixture(scope="module")
+def model_ground() -> ModelGround:
+    from sstools.router.embedding.backends import load_embedder
+    from sstools.router.embedding.relate import Relater
+
+    return ModelGround(Relater(load_embedder("onnx-e5", 1)))
+
+
+async def test_a_question_naming_its_table_in_another_language_is_about_the_nearest_table(
+    model_ground: ModelGround,
+) -> None:
+    """No word spells ``shipments``: the whole question is nearest to it, and its value
+    ("доставленных" of ``delivered``) is read by meaning too."""
+    (call,) = await _calls("сколько доставленных отправлений?", ground=model_ground)
+    assert call[1]["sql"] == """SELECT COUNT(*) FROM "logistics"."shipments" WHERE "state" = 'delivered'"""
+
+
 @pytest.mark.parametrize("text", ["how many tickets are stuck?", "сколько тикетов у Пети"])
 async def test_a_condition_it_cannot_read_is_asked_about_never_dropped(text: str) -> None:
     planned = await _plan([CONTEXT.message(), HumanMessage(text)])

@@ -5,13 +5,14 @@ year or month it names — always schema-qualified, every column and value one t
 has. A word that may name a condition but names nothing of the table is asked about."""
 
 import calendar
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 from sqlglot import exp
 
-from sstools.agent.frames.grounded import Found, Relate, find, spelled
+from sstools.agent.frames.grounded import RELATED, Found, Relate, find, spelled
 from sstools.agent.frames.reading import Reading, content
 from sstools.common.language import Word, negated, phrase_stems
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
@@ -32,8 +33,8 @@ _SHAPES = {
     "delete": _stems("delete remove wipe truncate clear очисти удали удалить очистить сотри"),
     "count": _stems("сколько count количество число посчитай подсчитай many"),
 }
-_GROUP = _stems("per by each every по каждому каждой разбивке разрезе group breakdown break broken помесячно")
-_DESCENDING = _stems("top топ largest biggest highest most longest самые самых больше крупные дорогие")
+_GROUP = _stems("per by each every по каждому каждой разбивке разрезе group breakdown помесячно")
+_DESCENDING = _stems("top топ largest biggest highest most longest больше крупные дорогие")
 _ASCENDING = _stems("smallest lowest cheapest least shortest меньше дешевые")
 _LATEST = _stems("last latest newest recent последних последние свежих новых")
 _ROWS = _stems("rows row records строк строки записей записи first первые")
@@ -66,7 +67,15 @@ _DATE_TYPES = ("date", "time")
 _NUMBER_TYPES = ("int", "numeric", "decimal", "float", "double", "real", "money", "number")
 _TEXT_TYPES = ("char", "text", "string")
 DEFAULT_ROWS = 10
+# Nearness of a question to a table's description: below it, about no table; within the margin of
+# the nearest, too near to tell apart (asked).
+_ABOUT_TABLE = 0.76
+_TABLE_MARGIN = 0.01
+_TABLES_ASKED = 3
+_LABEL_CHARS = 200  # the router's bound on a text it relates
 _WORDS_READ = 64  # a question about data is a sentence: words past these are not read for names
+_VALUE_LEAD = 0.01  # how much nearer a value than any name a word is, to be a condition
+_KEY = re.compile(r"(^|_)id$", re.I)  # a key column is counted by, never summed
 
 
 class DataQuestion(BaseModel):
@@ -144,6 +153,7 @@ class Place:
     database: OutlineDatabase
     table: OutlineTable
     usable: tuple[int, ...]
+    by_name: bool = True  # the words spell its name (not only what it holds, or its meaning)
 
 
 def _typed(column: OutlineColumn, kinds: Sequence[str]) -> bool:
@@ -173,35 +183,68 @@ def asks_data(reading: Reading) -> bool:
     return any(_shape_word(word.stem) for word in reading.words)
 
 
-async def place_named(reading: Reading, outline: EnvOutline, relate: Relate | None) -> Place | Unclear | None:
-    """The one table the words name (in the database they name, if they name one), else the one
-    whose values they name ("сколько отменённых заказов" of a status column)."""
+async def place_named(
+    reading: Reading, outline: EnvOutline, relate: Relate | None, question: bool = False
+) -> Place | Unclear | None:
+    """The one table the words name (in the database they name, if they name one): by spelling;
+    else, for a ``question`` about data, the one the whole question is nearest by meaning (its
+    name, columns and values), the names and values it spells counting for it — with no model,
+    the one whose values it spells most ("сколько отменённых заказов" of a status column); else
+    the one a word means."""
     message, usable = reading.words, _usable(reading)
     places = [(db, table) for db in outline.databases for table in db.tables]
     databases = await find(message, usable, [db.name for db in outline.databases], None)
     usable = [index for index in usable if not any(index in found.words for found in databases)]
-    tables = await find(message, usable, sorted({table.name for _, table in places}), relate)
+    if databases:
+        places = [(db, table) for db, table in places if db.name in {found.label for found in databases}]
+    tables = await find(message, usable, sorted({table.name for _, table in places}), None)
+    if not tables and not question:
+        tables = await find(message, usable, sorted({table.name for _, table in places}), relate)
     if tables:
-        best = max(tables, key=lambda found: (found.exact, len(found.words)))
+        best = max(tables, key=lambda found: len(found.words))
         named = [(db, table) for db, table in places if table.name == best.label]
         left = tuple(index for index in usable if not spelled(message, best.label, [index]))
     else:
-        held = {
-            value: (db, table)
-            for db, table in places
-            for column in table.columns
-            for value in column.values or ()
-        }
-        values = await find(message, usable, list(held), None)
-        named = list({id(held[found.label][1]): held[found.label] for found in values}.values())
+        named = await _nearest(reading, usable, places, relate if question else None)
         left = tuple(usable)
-    if databases:
-        named = [
-            (db, table) for db, table in named if db.name in {found.label for found in databases}
-        ] or named
     if len(named) > 1:
         return Unclear(tables=tuple(f"{db.name}: {table.schema_name}.{table.name}" for db, table in named))
-    return Place(named[0][0], named[0][1], left) if named else None
+    return Place(named[0][0], named[0][1], left, bool(tables)) if named else None
+
+
+async def _nearest(
+    reading: Reading,
+    usable: Sequence[int],
+    places: Sequence[tuple[OutlineDatabase, OutlineTable]],
+    relate: Relate | None,
+) -> list[tuple[OutlineDatabase, OutlineTable]]:
+    """The tables the question is about: of those whose columns and values the words spell most,
+    the nearest by meaning, or those too near to tell apart."""
+    spelt = []
+    for _, table in places:
+        labels = [column.name for column in table.columns]
+        labels += [value for column in table.columns for value in column.values or ()]
+        spelt.append(len(await find(reading.words, usable, labels, None)))
+    most = max(spelt, default=0)
+    places = [place for place, count in zip(places, spelt, strict=True) if count == most]
+    scores = (
+        await relate([reading.text[:_LABEL_CHARS]], [_described(table) for _, table in places])
+        if relate and places
+        else None
+    )
+    if scores is None:  # no model: the tables the words spell something of
+        return places if most else []
+    ranked = sorted(zip(scores[0], range(len(places)), strict=True), reverse=True)
+    if ranked[0][0] < _ABOUT_TABLE and not most:
+        return []
+    return [places[at] for score, at in ranked if ranked[0][0] - score < _TABLE_MARGIN][:_TABLES_ASKED]
+
+
+def _described(table: OutlineTable) -> str:
+    """A table as the model reads it: its name, its columns, some of its values."""
+    columns = " ".join(column.name for column in table.columns)
+    values = " ".join(value for column in table.columns for value in (column.values or ())[:4])
+    return f"{table.name}: {columns}; {values}".replace("_", " ")[:_LABEL_CHARS]
 
 
 async def data_question(
@@ -209,7 +252,10 @@ async def data_question(
 ) -> DataQuestion | Unclear | None:
     """The question's statement; Unclear when it names a table but not all it says; None when it
     names no table (and no earlier question it changes)."""
-    place = await place_named(reading, outline, relate)
+    place = await place_named(reading, outline, relate, question=asks_data(reading))
+    if not (isinstance(place, Place) and place.by_name) and (earlier or not asks_data(reading)):
+        # "а по приоритету?" goes on with the earlier table; a table only meant is asked about
+        place = None
     if isinstance(place, Unclear):
         return place
     if place is not None:
@@ -261,12 +307,12 @@ def _number_after(message: Sequence[Word], found: Found) -> int | None:
     return int(message[after].text) if after < len(message) and message[after].text.isdigit() else None
 
 
-async def _idle(
-    reading: Reading, left: Sequence[int], table: OutlineTable, relate: Relate | None
-) -> list[int]:
-    """Of the words left, those that may mean a condition: a name ("у Пети"), or a word nearer by
-    meaning to a value of the table than to its name or a column's ("stuck" of a status column,
-    not "заказов" of the table). With no model to ask, every word."""
+async def _idle(reading: Reading, left: Sequence[int], place: Place, relate: Relate | None) -> list[int]:
+    """Of the words left, those that may mean a condition: a name ("у Пети"), or a word clearly
+    nearer by meaning to a value of the table than to its name or any column ("stuck" of a
+    status column) — but the word nearest the table's name where no word spells it ("заказов"
+    of ``orders``). With no model to ask, every word."""
+    table = place.table
     message = reading.words
     names = [index for index in left if index and message[index].text[:1].isupper()]
     others = [index for index in left if index not in names]
@@ -277,8 +323,27 @@ async def _idle(
     scores = await relate([message[i].text for i in others], labels) if relate else None
     if scores is None:
         return names + others
-    nearest = [max(range(len(labels)), key=row.__getitem__) for row in scores]
-    return names + [index for index, best in zip(others, nearest, strict=True) if best < len(values)]
+    naming = None if place.by_name else max(range(len(others)), key=lambda at: scores[at][len(values)])
+    return names + [
+        index
+        for at, (index, row) in enumerate(zip(others, scores, strict=True))
+        if at != naming
+        and max(row[: len(values)]) >= RELATED
+        and max(row[: len(values)]) - max(row[len(values) :]) >= _VALUE_LEAD
+    ]
+
+
+def _measured(table: OutlineTable, numeric: Sequence[str]) -> str | None:
+    """The column an aggregate is of: the numeric one the words name, else the table's only
+    numeric column that is no key."""
+    if numeric:
+        return numeric[0]
+    measures = [
+        column.name
+        for column in table.columns
+        if _typed(column, _NUMBER_TYPES) and not _KEY.search(column.name)
+    ]
+    return measures[0] if len(measures) == 1 else None
 
 
 async def _shaped(
@@ -316,7 +381,10 @@ async def _shaped(
         negated(message, i) for i, word in enumerate(message) if word.stem in _SHAPES["delete"]
     ):
         measure = None  # "не удаляй": nothing deleted
-    measured = next(iter(numeric), None) if measure in ("avg", "sum", "max", "min") else None
+    if measure is None and grouped and any(name != grouped for name in numeric):
+        measure = "sum"  # "amount per region"
+        numeric = [name for name in numeric if name != grouped]
+    measured = _measured(table, numeric) if measure in ("avg", "sum", "max", "min") else None
     measured = next(iter(texts or numeric), None) if measure == "distinct" else measured
     ranked = bool(stems & (_DESCENDING | _ASCENDING))
     limit = next(
@@ -340,9 +408,16 @@ async def _shaped(
     if measure is None and (stems & (_ROWS | _LATEST) or limit or ranked):
         measure, measured = "rows", (dated[0] if stems & _LATEST and dated else next(iter(numeric), None))
     played = {grouped, measured, *filters, *(found.label for found in dates[:1])}
-    idle = [i for found in named if found.label not in played for i in found.words]
+    idle = [
+        i
+        for found in named
+        if found.label not in played
+        and _typed(columns[found.label], _NUMBER_TYPES)
+        and _number_after(message, found) is not None
+        for i in found.words
+    ]  # "amount 100": a comparison not read
     left = [i for i in usable if not any(i in found.words for found in found_all)]
-    asked = await _idle(reading, left, table, relate)
+    asked = await _idle(reading, left, place, relate)
     if idle or asked:
         words = tuple(message[i].text for i in sorted({*idle, *asked}))
         return Unclear(table.name, words, columns=tuple(columns))

@@ -328,6 +328,7 @@ class Planner:
             or (self.thread.last is not None and name == self.thread.last.tool)
             or (
                 not reading.named
+                and not reading.refused  # "ничего не деплой, я просто смотрю" asks for nothing
                 and name in self.routed[:_ROUTED_ON_MEANING]
                 and not reading.stems & _SMALL_TALK
             )
@@ -567,8 +568,8 @@ class Planner:
     def _several(self, tables: Sequence[str]) -> str:
         listed = ", ".join(map(markdown_text, tables))
         return self.say(
-            f"Такая таблица есть в нескольких местах: {listed}. Какая?",
-            f"That table is in several places: {listed}. Which one?",
+            f"О какой таблице речь: {listed}?",
+            f"Which table do you mean: {listed}?",
         )
 
     def _statement_place(self, outline: EnvOutline, slots: Slots) -> bool:
