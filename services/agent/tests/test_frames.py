@@ -76,7 +76,7 @@ class Ground:
         self.reads.append(env_id)
         return self._outline
 
-    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> None:
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> list[list[float]] | None:
         return None  # spelling alone: the router's model is the stack tests' part
 
 
