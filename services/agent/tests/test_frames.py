@@ -321,6 +321,14 @@ async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
         ("are there dashboards with errors in dev?", ("get_health_summary", {"env_id": "dev"})),
         ("какие дашборды есть на проде?", ("search_dashboards", {"env_id": "prod"})),
         ("find dashboards tagged finance", ("search_dashboards", {"env_id": "dev", "tag": "finance"})),
+        # a free text ends where an environment is named, and starts past the words that lead it
+        ("find dashboards tagged ops on prod", ("search_dashboards", {"env_id": "prod", "tag": "ops"})),
+        ("create a branch named team/q1-radar", ("create_branch", {"name": "team/q1-radar"})),
+        # an action word a typo away, a title with two letters swapped
+        (
+            "deplyo Churn Radra to prod",
+            ("deploy_dashboard", {"dashboard_id": 11, "source_env": "dev", "env_id": "prod"}),
+        ),
     ],
 )
 async def test_a_plain_request_is_its_frame_filled_from_the_words_and_the_live_system(

@@ -209,7 +209,7 @@ async def place_named(
         left = tuple(usable)
     if len(named) > 1:
         return Unclear(tables=tuple(f"{db.name}: {table.schema_name}.{table.name}" for db, table in named))
-    return Place(named[0][0], named[0][1], left, bool(tables)) if named else None
+    return Place(named[0][0], named[0][1], left, any(found.exact for found in tables)) if named else None
 
 
 async def _nearest(

@@ -16,7 +16,6 @@ Relate = Callable[[Sequence[str], Sequence[str]], Awaitable[Sequence[Sequence[fl
 # multilingual-e5's cosines sit high: a name must reach this and lead the next one by the margin.
 RELATED = 0.86
 _MARGIN = 0.015
-_TYPO_RATIO = 0.85
 _NAME_PARTS = re.compile(r"[^\W_]+")
 
 
@@ -46,14 +45,27 @@ _HEARD = re.compile("ck|ph|[cqwxy]")
 _HEARD_RATIO = 0.8
 
 
-def _similar(written: str, part: str) -> bool:
-    return len(part) >= 4 and difflib.SequenceMatcher(None, written, part).ratio() >= _TYPO_RATIO
+def similar(written: str, part: str) -> bool:
+    """One typo in a word of five letters or more, two in one of nine: a letter missed, added,
+    changed or two swapped — never the first."""
+    allowed = 2 if len(part) >= 9 else 1 if len(part) >= 5 else 0
+    if not allowed or written[:1] != part[:1] or abs(len(written) - len(part)) > allowed:
+        return False
+    previous, row = None, list(range(len(part) + 1))
+    for i, letter in enumerate(written, 1):
+        current = [i] + [0] * len(part)
+        for j, other in enumerate(part, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (letter != other))
+            if previous and i > 1 and j > 1 and letter == part[j - 2] and written[i - 2] == other:
+                current[j] = min(current[j], previous[j - 2] + 1)
+        previous, row = row, current
+    return row[-1] <= allowed
 
 
 def _spelt(word: Word, part: str) -> bool:
     """The word is the name's part: by stem, with one typo in a long word, or written in Cyrillic
     letters ("тикетов" of ``tickets``)."""
-    if word.stem == part or (len(part) >= 5 and _similar(word.stem, part)):
+    if word.stem == part or similar(word.stem, part):
         return True
     if not part.isascii() or word.text.isascii():
         return False

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from sstools.agent.context import KIND_WORDS, Environment, env_aliases
+from sstools.agent.frames.grounded import similar
 from sstools.agent.sqltext import split_sql
 from sstools.common.catalogue import TOOLS
 from sstools.common.language import FUNCTION_STEMS, Word, asks, negated, phrase_stems, quoted, words
@@ -18,6 +19,7 @@ _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 _NUMBER = re.compile(r"(?<![\w.#/-])#?(\d{1,9})(?![\w.%/-])")
 _FROM = frozenset({"from", "из", "с", "со", "off"})
 _TO = frozenset({"to", "into", "onto", "в", "во", "на", "in", "on", "at", "для", "for"})
+_TO_ENV = frozenset({"on", "in", "to", "на", "в", "во", "for", "для"})  # before an environment
 _EXCEPT = frozenset({"except", "кроме", "без", "not", "не", "трогай", "touch"})
 # The nouns an id or a title stands beside: "дашборд 5", "the Sales board".
 DASHBOARD_NOUNS = frozenset(phrase_stems("дашборд дэшборд даш дашик борд dashboard board панель"))
@@ -45,6 +47,18 @@ _PHRASES = KeywordIndex(
     )
     for spec in TOOLS
 )
+
+
+_KEYWORD_STEMS = frozenset(
+    stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
+)
+# Each tool's keywords of one word, by stem: a word a typo or two from one names the tool, guessed.
+_ONE_WORD: dict[str, list[str]] = {}
+for _spec in TOOLS:
+    for _phrase in _spec.keywords:
+        if len(phrase_stems(_phrase)) == 1:  # by its stem and as written ("deploy", stem "deploi")
+            for _form in {phrase_stems(_phrase)[0], _phrase.lower()}:
+                _ONE_WORD.setdefault(_form, []).append(_spec.name)
 
 
 @dataclass(frozen=True)
@@ -83,23 +97,46 @@ class Reading:
     def affirmed(self, index: int) -> bool:
         return not negated(self.words, index)
 
-    def after(self, markers: Sequence[str]) -> str | None:
+    def after(self, markers: Sequence[str], others: Sequence[str] = ()) -> str | None:
         """The text a marker phrase leads to: the quote right after it, else its clause's words
-        up to the next punctuation ("reason: nightly upgrade", "с тегом finance")."""
+        up to the next punctuation, another argument's marker (``others``) or an environment
+        the words name ("reason: nightly upgrade", "с тегом finance", "branch named x/y", "tagged
+        ops on dev")."""
+        stems = [word.stem for word in self.words]
         for marker in sorted(markers, key=len, reverse=True):
-            wanted = phrase_stems(marker)
-            for index in range(len(self.words) - len(wanted) + 1):
-                if tuple(word.stem for word in self.words[index : index + len(wanted)]) != wanted:
-                    continue
-                rest = self.text[self.words[index + len(wanted) - 1].end :]
-                quote = next(
-                    (item for item in self.quoted if rest.lstrip(" :—-«\"'“`").startswith(item)), None
-                )
-                if quote:
-                    return quote
-                found = re.match(r"[\s:—-]*((?:[^,.;!?\n]|\.(?=\w))+)", rest)
-                if found and found[1].strip():
-                    return found[1].strip()
+            at = _at(stems, phrase_stems(marker))
+            if at is None:
+                continue
+            end = at + len(phrase_stems(marker))
+            while (chained := _leading(stems[end:], markers)) is not None:  # "branch named x"
+                end += chained
+            rest = self.text[self.words[end - 1].end :]
+            quote = next((item for item in self.quoted if rest.lstrip(" :—-«\"'“`").startswith(item)), None)
+            if quote:
+                return quote
+            found = re.match(r"[\s:—-]*((?:[^,.;!?\n]|\.(?=\w))+)", rest)
+            if not found:
+                continue
+            start = self.words[end - 1].end + found.start(1)
+            stop = next(
+                (
+                    self.words[index].start
+                    for index in range(end, len(self.words))
+                    if self.words[index].start > start
+                    and (
+                        _leading(stems[index:], others) is not None
+                        or (
+                            stems[index] in _TO_ENV
+                            and index + 1 < len(self.words)
+                            and self.words[index + 1].text.lower() in self.envs
+                        )
+                    )
+                ),
+                start + len(found[1]),
+            )
+            text = self.text[start : min(stop, start + len(found[1]))].strip()
+            if text:
+                return text
         return None
 
     def untold(self) -> list[str]:
@@ -120,6 +157,15 @@ class Reading:
     def flag(self, markers: Sequence[str]) -> bool:
         stems = [word.stem for word in self.words]
         return any(_at(stems, phrase_stems(marker)) is not None for marker in markers)
+
+
+def _leading(stems: Sequence[str], markers: Sequence[str]) -> int | None:
+    """How many words one of the markers takes at the start of ``stems``, if one stands there."""
+    for marker in markers:
+        wanted = phrase_stems(marker)
+        if wanted and tuple(stems[: len(wanted)]) == wanted:
+            return len(wanted)
+    return None
 
 
 def _at(stems: Sequence[str], phrase: tuple[str, ...]) -> int | None:
@@ -207,6 +253,17 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
     task = _UUID.search(plain)
     beside, bare = _ids(_UUID.sub(" ", plain), message)
     target, source, unknown = _envs(message, aliases)
+    misspelt = {
+        name: index
+        for index, word in reversed(list(enumerate(message)))
+        if word.stem not in _KEYWORD_STEMS
+        and unquoted[word.start : word.end].strip()
+        and not negated(message, index)
+        for stem, names in _ONE_WORD.items()
+        if similar(word.stem, stem) or similar(word.text.lower(), stem)
+        for name in names
+        if name not in keywords.tools
+    }
     return Reading(
         text=plain,
         words=message,
@@ -221,10 +278,11 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
         named={
             match.tool: match.hits
             for match in sorted(keywords.matches, key=lambda match: match.tool not in acts)
-        },
+        }
+        | dict.fromkeys(misspelt, 1),
         acts=frozenset(acts),
-        guessed=frozenset(set(keywords.tools) - set(_SPELT.match(unquoted).tools)),
-        named_at={match.tool: match.first_position for match in keywords.matches},
+        guessed=frozenset(set(keywords.tools) - set(_SPELT.match(unquoted).tools)) | set(misspelt),
+        named_at={match.tool: match.first_position for match in keywords.matches} | misspelt,
         refused=frozenset(keywords.negated),
         asks=asks(plain),
         envs=frozenset(aliases),
@@ -242,11 +300,6 @@ def content(reading: Reading, taken: frozenset[str] = frozenset()) -> list[Word]
         and len(word.text) > 1
         and word.stem not in FUNCTION_STEMS
     ]
-
-
-_KEYWORD_STEMS = frozenset(
-    stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
-)
 
 
 def unexplained(reading: Reading) -> list[Word]:

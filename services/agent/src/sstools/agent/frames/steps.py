@@ -221,8 +221,11 @@ class Planner:
         self._env_for_data = reading.target_env or reading.source_env or self.context.env
         # a dashboard's title is a name, never words about data ("Sales Overview" of a sales table)
         self.boards = await self._titled(self._env_for_data)
+        if not self.reading.taken and self.context.env and self.context.env != self._env_for_data:
+            await self._titled(self.context.env)  # a title where dashboards come from is no data either
+        follow = self.thread.last.tool if self.thread.last and self._follows(self.thread.last.tool) else None
         for name in await self._candidates():
-            if question is not None and name not in reading.acts:
+            if question is not None and name not in reading.acts and name != follow:
                 break  # a question about what the words asked outranks a guess at something else
             slots = await self._fill(name)
             if slots is None:
@@ -294,6 +297,7 @@ class Planner:
         follow = [last.tool] if last and self._follows(last.tool) else []
         guessed = [name for name in reading.named if name in reading.guessed]
         ordered = [*typed] if (reading.task_id or reading.sql) else []
+        ordered += follow if follow and await self._about_last_table() else []
         ordered += [name for name in acts if not _reads(name)] + spelt + acts + typed
         ordered += [name for name in named if name not in acts]
         ordered += [*follow, *guessed] if self.thread.question else [*guessed, *follow]
@@ -306,6 +310,22 @@ class Planner:
             and name not in reading.refused
             and (name in reading.named or _reads(name) or name in follow)
         ]
+
+    async def _about_last_table(self) -> bool:
+        """Whether the words spell a column or value of the last question's table ("and how many
+        were shipped?", "now by status"), and no table of their own."""
+        question, reading = self.thread.question, self.reading
+        if question is None or self.ground is None or reading.sql:
+            return False
+        outline = await self.ground.outline(self.thread.env or self._env_for_data or "")
+        tables = [table for db in outline.databases for table in db.tables] if outline else []
+        usable = [index for index, word in enumerate(reading.words) if index not in reading.taken]
+        if await find(reading.words, usable, [table.name for table in tables], None):
+            return False
+        last = next((table for table in tables if table.name == question.table), None)
+        labels = [column.name for column in last.columns] if last else []
+        labels += [value for column in (last.columns if last else ()) for value in column.values or ()]
+        return bool(await find(reading.words, usable, labels, None))
 
     async def _spells_table(self) -> bool:
         """Whether the words spell a table of the environment's data (read only when they hold
@@ -358,12 +378,13 @@ class Planner:
                 value = reading.sql
                 evidence = evidence or bool(value)
             elif field_name in spec.frame.texts:
-                value = _fitted(reading.after(spec.frame.texts[field_name]), info.metadata)
+                others = [m for key, marks in spec.frame.texts.items() if key != field_name for m in marks]
+                value = _fitted(reading.after(spec.frame.texts[field_name], others), info.metadata)
                 evidence = evidence or bool(value)
                 if value is None and field_name == _SEARCH_TEXT:  # what is looked for: quoted, or a title
                     value = next(iter(reading.quoted), None) or self._titles_said()
                 if value is None and needed:  # quoted, said in a clause of its own, or the default
-                    said = reading.quoted[:1] or reading.untold()[-1:]
+                    said = _named_like(reading, info.metadata) or reading.quoted[:1] or reading.untold()[-1:]
                     default = spec.frame.defaults.get(field_name)
                     value = said[0] if said else self.say(*default) if default else None
             elif field_name in spec.frame.flags:
@@ -623,6 +644,20 @@ def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
         return text
     first = text.split()[0].strip("«»\"'“”`,.")
     return first if all(re.fullmatch(pattern, first) for pattern in patterns) else None
+
+
+def _named_like(reading: Reading, constraints: Sequence[Any]) -> list[str]:
+    """For an argument of a pattern (a branch): the one word of the message that is a name of
+    parts ("feature/q3-sales"), not a word of the language."""
+    patterns = [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+    found = [
+        word
+        for word in re.findall(r"[\w./-]+", reading.text)
+        if patterns
+        and re.search(r"\w[/._-]\w", word)
+        and all(re.fullmatch(pattern, word) for pattern in patterns)
+    ]
+    return found[:1] if len(found) == 1 else []
 
 
 def _needs(name: str, field_name: str) -> bool:
