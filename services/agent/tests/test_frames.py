@@ -131,6 +131,10 @@ SQL = "superset_execute_sql"
             "average hours spent on critical tickets",
             """SELECT AVG("hours_spent") FROM "support"."tickets" WHERE "priority" = 'critical'""",
         ),
+        (  # a column by a part of its name no other column has
+            "average hours on critical tickets",
+            """SELECT AVG("hours_spent") FROM "support"."tickets" WHERE "priority" = 'critical'""",
+        ),
         (
             "top 3 tickets by hours spent",
             """SELECT * FROM "support"."tickets" ORDER BY "hours_spent" DESC NULLS LAST LIMIT 3""",

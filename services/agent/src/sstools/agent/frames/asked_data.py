@@ -6,13 +6,13 @@ has. A word that may name a condition but names nothing of the table is asked ab
 
 import calendar
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 from sqlglot import exp
 
-from sstools.agent.frames.grounded import RELATED, Found, Relate, find, spelled
+from sstools.agent.frames.grounded import Found, Relate, cyrillic, find
 from sstools.agent.frames.reading import Reading, content
 from sstools.common.language import Word, negated, phrase_stems
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
@@ -35,6 +35,8 @@ _SHAPES = {
 }
 _GROUP = _stems("per by each every по каждому каждой разбивке разрезе group breakdown помесячно")
 _DESCENDING = _stems("top топ largest biggest highest most longest больше крупные дорогие")
+# "самый" stems as "сам" (oneself): the superlative is read as written
+_SUPERLATIVE = frozenset({"самый", "самая", "самое", "самые", "самых", "самого", "самой"})
 _ASCENDING = _stems("smallest lowest cheapest least shortest меньше дешевые")
 _LATEST = _stems("last latest newest recent последних последние свежих новых")
 _ROWS = _stems("rows row records строк строки записей записи first первые")
@@ -74,7 +76,9 @@ _TABLE_MARGIN = 0.01
 _TABLES_ASKED = 3
 _LABEL_CHARS = 200  # the router's bound on a text it relates
 _WORDS_READ = 64  # a question about data is a sentence: words past these are not read for names
-_VALUE_LEAD = 0.01  # how much nearer a value than any name a word is, to be a condition
+# A word this near a value (or a yes/no column), and this much nearer it than any name, may be a condition.
+_CONDITION_AT = 0.86
+_VALUE_LEAD = 0.01
 _KEY = re.compile(r"(^|_)id$", re.I)  # a key column is counted by, never summed
 
 
@@ -160,6 +164,10 @@ def _typed(column: OutlineColumn, kinds: Sequence[str]) -> bool:
     return any(kind in (column.type or "").lower() for kind in kinds)
 
 
+def _shape_stem(word: Word) -> str:
+    return "top" if word.text.lower() in _SUPERLATIVE else word.stem
+
+
 def _shape_word(stem: str) -> bool:
     return any(
         stem in words for words in (*_SHAPES.values(), _GROUP, _DESCENDING, _ASCENDING, _LATEST, _ROWS)
@@ -173,14 +181,14 @@ def _usable(reading: Reading) -> list[int]:
         for index, word in enumerate(reading.words)
         if id(word) in kept
         and word.stem not in _DATA_NOUNS
-        and not _shape_word(word.stem)
+        and not _shape_word(_shape_stem(word))
         and word.stem not in _MONTHS
     ][:_WORDS_READ]
 
 
 def asks_data(reading: Reading) -> bool:
     """Whether the words ask something of data: a count, an aggregate, rows."""
-    return any(_shape_word(word.stem) for word in reading.words)
+    return any(_shape_word(_shape_stem(word)) for word in reading.words)
 
 
 async def place_named(
@@ -203,7 +211,7 @@ async def place_named(
     if tables:
         best = max(tables, key=lambda found: len(found.words))
         named = [(db, table) for db, table in places if table.name == best.label]
-        left = tuple(index for index in usable if not spelled(message, best.label, [index]))
+        left = tuple(index for index in usable if index not in best.words)
     else:
         named = await _nearest(reading, usable, places, relate if question else None)
         left = tuple(usable)
@@ -237,7 +245,43 @@ async def _nearest(
     ranked = sorted(zip(scores[0], range(len(places)), strict=True), reverse=True)
     if ranked[0][0] < _ABOUT_TABLE and not most:
         return []
-    return [places[at] for score, at in ranked if ranked[0][0] - score < _TABLE_MARGIN][:_TABLES_ASKED]
+    near = [places[at] for score, at in ranked if ranked[0][0] - score < _TABLE_MARGIN][:_TABLES_ASKED]
+    return await _nearest_by_word(reading, usable, near, relate) if relate and len(near) > 1 else near
+
+
+async def _nearest_by_word(
+    reading: Reading,
+    usable: Sequence[int],
+    places: Sequence[tuple[OutlineDatabase, OutlineTable]],
+    relate: Relate,
+) -> list[tuple[OutlineDatabase, OutlineTable]]:
+    """Of tables the question is about as near, the one a word of it is clearly nearest to — its
+    name, a column, a value written in another script ("собак" of a ``dog``) —, else all."""
+    words = [reading.words[index].text for index in usable]
+    labels = [
+        [table.name, *(column.name for column in table.columns)]
+        + [value for column in table.columns for value in column.values or ()]
+        for _, table in places
+    ]
+    flat = [label for table in labels for label in table]
+    scores = await relate(words, flat) if words else None
+    if scores is None:
+        return list(places)
+    best = []
+    for table in labels:
+        best.append(
+            max(
+                (
+                    score
+                    for word, row in zip(words, scores, strict=True)
+                    for score, label in zip(row, flat, strict=True)
+                    if label in table and cyrillic(label) != cyrillic(word)
+                ),
+                default=0.0,
+            )
+        )
+    ranked = sorted(zip(best, range(len(places)), strict=True), reverse=True)
+    return [places[ranked[0][1]]] if ranked[0][0] - ranked[1][0] >= _TABLE_MARGIN else list(places)
 
 
 def _described(table: OutlineTable) -> str:
@@ -307,29 +351,42 @@ def _number_after(message: Sequence[Word], found: Found) -> int | None:
     return int(message[after].text) if after < len(message) and message[after].text.isdigit() else None
 
 
-async def _idle(reading: Reading, left: Sequence[int], place: Place, relate: Relate | None) -> list[int]:
-    """Of the words left, those that may mean a condition: a name ("у Пети"), or a word clearly
-    nearer by meaning to a value of the table than to its name or any column ("stuck" of a
-    status column) — but the word nearest the table's name where no word spells it ("заказов"
-    of ``orders``). With no model to ask, every word."""
-    table = place.table
-    message = reading.words
+async def _idle(
+    reading: Reading, left: Sequence[int], place: Place, filtered: Collection[str], relate: Relate | None
+) -> list[int]:
+    """Of the words left, those that may mean a condition: a name ("у Пети"), or a word near by
+    meaning to a value or a yes/no column of a column not ``filtered`` yet, clearly nearer than
+    to anything else of the table ("stuck" of a status column) — but the word that names the
+    table where no word spells it ("заказов" of ``orders``). A value written in the word's own
+    script is matched by spelling alone. With no model to ask, every word."""
+    table, message = place.table, reading.words
     names = [index for index in left if index and message[index].text[:1].isupper()]
     others = [index for index in left if index not in names]
-    values = [value for column in table.columns for value in column.values or ()]
-    if not others or not values:
+    open_columns = [column for column in table.columns if column.name not in filtered]
+    conditions = [value for column in open_columns for value in column.values or ()]
+    conditions += [column.name for column in open_columns if _typed(column, ("bool",))]
+    if not others or not conditions:
         return names
-    labels = [*values, table.name, *(column.name for column in table.columns)]
+    labels = [*conditions, table.name, *(column.name for column in table.columns)]
     scores = await relate([message[i].text for i in others], labels) if relate else None
     if scores is None:
         return names + others
-    naming = None if place.by_name else max(range(len(others)), key=lambda at: scores[at][len(values)])
+    nearest = []
+    for index, row in zip(others, scores, strict=True):
+        script = cyrillic(message[index].text)
+        condition = max(
+            (score for score, label in zip(row, conditions, strict=False) if cyrillic(label) != script),
+            default=0.0,
+        )
+        nearest.append((condition, row[len(conditions)], max(row[len(conditions) + 1 :])))
+    naming = None
+    if not place.by_name:
+        at = max(range(len(others)), key=lambda at: nearest[at][1])
+        naming = at if nearest[at][1] >= nearest[at][0] else None
     return names + [
         index
-        for at, (index, row) in enumerate(zip(others, scores, strict=True))
-        if at != naming
-        and max(row[: len(values)]) >= RELATED
-        and max(row[: len(values)]) - max(row[len(values) :]) >= _VALUE_LEAD
+        for at, (index, (condition, named, column)) in enumerate(zip(others, nearest, strict=True))
+        if at != naming and condition >= _CONDITION_AT and condition - max(named, column) >= _VALUE_LEAD
     ]
 
 
@@ -353,7 +410,7 @@ async def _shaped(
     ("а в Самаре?", "and by team"). A word that may name a condition, and plays no part in the
     statement, is asked about: a condition is never dropped."""
     message, table = reading.words, place.table
-    stems = {word.stem for word in message}
+    stems = {_shape_stem(word) for word in message}
     columns = {column.name: column for column in table.columns}
     held = {
         value: column
@@ -367,7 +424,9 @@ async def _shaped(
     dates = await find(message, list(place.usable), dated, None) if has_period else []
     usable = [index for index in place.usable if not any(index in found.words for found in dates)]
     # a value or a column, one pass: spelling first, then meaning (a value when both spell alike)
-    found_all = await find(message, usable, [*held, *(name for name in columns if name not in held)], relate)
+    found_all = await find(
+        message, usable, [*held, *(name for name in columns if name not in held)], relate, by_part=True
+    )
     values = [found for found in found_all if found.label in held]
     named = dates + [found for found in found_all if found.label not in held]
     filters: dict[str, str | int | bool] = {held[found.label].name: found.label for found in values}
@@ -417,7 +476,7 @@ async def _shaped(
         for i in found.words
     ]  # "amount 100": a comparison not read
     left = [i for i in usable if not any(i in found.words for found in found_all)]
-    asked = await _idle(reading, left, place, relate)
+    asked = await _idle(reading, left, place, filters.keys(), relate)
     if idle or asked:
         words = tuple(message[i].text for i in sorted({*idle, *asked}))
         return Unclear(table.name, words, columns=tuple(columns))

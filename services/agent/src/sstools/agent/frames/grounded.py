@@ -3,6 +3,7 @@ column holds. A name matches by its words' stems (any case, one typo in a long w
 languages, where a person says "питомцы" of a table named ``pets`` — by the router's embedding of
 both, when one name is clearly nearest."""
 
+import collections
 import difflib
 import itertools
 import re
@@ -26,6 +27,10 @@ class Found:
     exact: bool  # by spelling, not by meaning
 
 
+def cyrillic(text: str) -> bool:
+    return bool(re.search("[а-яё]", text, re.I))
+
+
 def parts(label: str) -> tuple[str, ...]:
     """A name's stems: ``owner_city`` → owner, citi; "Sales Overview" → sale, overview."""
     return tuple(stem(part) for part in _NAME_PARTS.findall(label.replace("ё", "е")))
@@ -46,10 +51,12 @@ _HEARD_RATIO = 0.8
 
 
 def similar(written: str, part: str) -> bool:
-    """One typo in a word of five letters or more, two in one of nine: a letter missed, added,
-    changed or two swapped — never the first."""
-    allowed = 2 if len(part) >= 9 else 1 if len(part) >= 5 else 0
-    if not allowed or written[:1] != part[:1] or abs(len(written) - len(part)) > allowed:
+    """One typo in a word of five letters or more (in one of four, a letter changed or two
+    swapped), two in one of nine: a letter missed, added, changed or two swapped — the first
+    letter only so."""
+    allowed = 2 if len(part) >= 9 else 1 if len(part) >= 5 or len(part) == len(written) == 4 else 0
+    swapped = written[:2] == part[1::-1]
+    if not allowed or (written[:1] != part[:1] and not swapped) or abs(len(written) - len(part)) > allowed:
         return False
     previous, row = None, list(range(len(part) + 1))
     for i, letter in enumerate(written, 1):
@@ -86,9 +93,14 @@ def spelled(message: Sequence[Word], label: str, usable: Sequence[int]) -> tuple
 
 
 async def find(
-    message: Sequence[Word], usable: Sequence[int], labels: Sequence[str], relate: Relate | None
+    message: Sequence[Word],
+    usable: Sequence[int],
+    labels: Sequence[str],
+    relate: Relate | None,
+    by_part: bool = False,
 ) -> list[Found]:
-    """The labels the words name, most words first: by spelling, then by meaning for the words
+    """The labels the words name, most words first: by spelling — ``by_part``, a name also by one
+    of its parts no other name has ("city" of ``owner_city``) —, then by meaning for the words
     spelling left (each word names at most one label)."""
     found: list[Found] = []
     taken: set[int] = set()
@@ -97,6 +109,24 @@ async def find(
     ):
         spelt = spelled(message, label, [i for i in usable if i not in taken])
         if spelt:
+            found.append(Found(label, spelt, True))
+            taken.update(spelt)
+    shared = collections.Counter(part for label in labels for part in set(parts(label)))
+    for label in labels if by_part else ():
+        own = [
+            part
+            for part in parts(label)
+            if shared[part] == 1 and len(part) >= 3 and part not in FUNCTION_STEMS
+        ]
+        spelt = next(
+            (
+                words
+                for part in own
+                if (words := spelled(message, part, [i for i in usable if i not in taken]))
+            ),
+            None,
+        )
+        if spelt and label not in {item.label for item in found}:
             found.append(Found(label, spelt, True))
             taken.update(spelt)
     left = [i for i in usable if i not in taken and message[i].text.isalpha()]
@@ -113,6 +143,10 @@ async def find(
         return found
     candidates = []
     for phrase, row in zip(phrases, scores, strict=True):
+        # within one script the model hears spelling, not meaning ("приёмов" is near "осмотр"):
+        # a name written as the words are is matched by spelling alone
+        script = cyrillic(message[phrase[0]].text)
+        row = [score if cyrillic(label) != script else -1.0 for score, label in zip(row, others, strict=True)]
         ranked = sorted(range(len(others)), key=lambda column: -row[column])
         lead = row[ranked[0]] - (row[ranked[1]] if len(ranked) > 1 else 0.0)
         if row[ranked[0]] >= RELATED and lead >= _MARGIN:

@@ -36,8 +36,8 @@ _JOINS = frozenset({"and", "и", "or", "или", "&"})
 _COUNTING = frozenset(
     phrase_stems("top топ first last первые последние rows строк строки записей records limit лимит")
 )
-_KEYWORDS = KeywordIndex()
-_SPELT = KeywordIndex(typos=False)
+# Spelt as declared; a word a typo from a keyword is read by ``similar`` (one rule for names too).
+_KEYWORDS = KeywordIndex(typos=False)
 # Each tool's phrases of several words ("создай ветку"): a verb with its noun names an action.
 _PHRASES = KeywordIndex(
     replace(
@@ -280,8 +280,8 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
             for match in sorted(keywords.matches, key=lambda match: match.tool not in acts)
         }
         | dict.fromkeys(misspelt, 1),
-        acts=frozenset(acts),
-        guessed=frozenset(set(keywords.tools) - set(_SPELT.match(unquoted).tools)) | set(misspelt),
+        acts=frozenset(acts | set(misspelt)),
+        guessed=frozenset(misspelt),
         named_at={match.tool: match.first_position for match in keywords.matches} | misspelt,
         refused=frozenset(keywords.negated),
         asks=asks(plain),

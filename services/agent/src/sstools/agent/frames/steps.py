@@ -291,8 +291,10 @@ class Planner:
         spelt = [
             name for name in typed if not reading.sql and asks_data(reading) and await self._spells_table()
         ]
-        # a question about data in words, of no table the words spell, only where nothing is named
-        typed = [name for name in typed if reading.sql or reading.task_id or spelt or not named]
+        # a question about data in words, of no table the words spell, where no action is named
+        # and nothing but data ("сколько собак в базе?")
+        data_only = not acts and all(_takes(name, "database_id") for name in named)
+        typed = [name for name in typed if reading.sql or reading.task_id or spelt or data_only]
         last = self.thread.last
         follow = [last.tool] if last and self._follows(last.tool) else []
         guessed = [name for name in reading.named if name in reading.guessed]
