@@ -199,7 +199,10 @@ async def test_a_question_naming_its_table_in_another_language_is_about_the_near
     assert call[1]["sql"] == """SELECT COUNT(*) FROM "logistics"."shipments" WHERE "state" = 'delivered'"""
 
 
-@pytest.mark.parametrize("text", ["how many tickets are stuck?", "сколько тикетов у Пети"])
+@pytest.mark.parametrize(
+    "text",
+    ["how many tickets are stuck?", "сколько тикетов у Пети", "what is the average of critical tickets?"],
+)
 async def test_a_condition_it_cannot_read_is_asked_about_never_dropped(text: str) -> None:
     planned = await _plan([CONTEXT.message(), HumanMessage(text)])
     assert planned.tool_calls == []

@@ -77,7 +77,7 @@ _TABLES_ASKED = 3
 _LABEL_CHARS = 200  # the router's bound on a text it relates
 _WORDS_READ = 64  # a question about data is a sentence: words past these are not read for names
 # A word this near a value (or a yes/no column), and this much nearer it than any name, may be a condition.
-_CONDITION_AT = 0.86
+_CONDITION_AT = 0.82
 _VALUE_LEAD = 0.01
 _KEY = re.compile(r"(^|_)id$", re.I)  # a key column is counted by, never summed
 
@@ -353,46 +353,67 @@ def _number_after(message: Sequence[Word], found: Found) -> int | None:
 
 async def _idle(
     reading: Reading, left: Sequence[int], place: Place, filtered: Collection[str], relate: Relate | None
-) -> list[int]:
-    """Of the words left, those that may mean a condition: a name ("у Пети"), or a word near by
-    meaning to a value or a yes/no column of a column not ``filtered`` yet, clearly nearer than
-    to anything else of the table ("stuck" of a status column) — but the word that names the
-    table where no word spells it ("заказов" of ``orders``). A value written in the word's own
-    script is matched by spelling alone. With no model to ask, every word."""
+) -> tuple[list[int], dict[str, str | int | bool]]:
+    """Of the words left, those that may mean a condition — a name ("у Пети"), or a word near by
+    meaning to a value or a yes/no column of a column not ``filtered`` yet, nearer than to
+    anything else of the table ("stuck" of a status column), but the word that names the table
+    where no word spells it ("заказов" of ``orders``) — and of those, the conditions a word
+    clearly means ("попугаев" of a ``parrot``). A value written in the word's own script is
+    matched by spelling alone. With no model to ask, every word is asked about."""
     table, message = place.table, reading.words
     names = [index for index in left if index and message[index].text[:1].isupper()]
     others = [index for index in left if index not in names]
     open_columns = [column for column in table.columns if column.name not in filtered]
-    conditions = [value for column in open_columns for value in column.values or ()]
-    conditions += [column.name for column in open_columns if _typed(column, ("bool",))]
+    means: dict[str, tuple[str, str | bool]] = {
+        value: (column.name, value) for column in open_columns for value in column.values or ()
+    }
+    means |= {column.name: (column.name, True) for column in open_columns if _typed(column, ("bool",))}
+    conditions = list(means)
     if not others or not conditions:
-        return names
-    labels = [*conditions, table.name, *(column.name for column in table.columns)]
-    scores = await relate([message[i].text for i in others], labels) if relate else None
+        return names, {}
+    labels = [*conditions, table.name]
+    labels += [
+        column.name for column in table.columns if column.name not in means and not _KEY.search(column.name)
+    ]
+    spoken = [label.replace("_", " ") for label in labels]
+    scores = await relate([message[i].text for i in others], spoken) if relate else None
     if scores is None:
-        return names + others
+        return names + others, {}
     nearest = []
     for index, row in zip(others, scores, strict=True):
         script = cyrillic(message[index].text)
-        condition = max(
-            (score for score, label in zip(row, conditions, strict=False) if cyrillic(label) != script),
-            default=0.0,
-        )
-        nearest.append((condition, row[len(conditions)], max(row[len(conditions) + 1 :])))
+        ranked = sorted(
+            (
+                (score, label)
+                for score, label in zip(row, conditions, strict=False)
+                if cyrillic(label) != script
+            ),
+            reverse=True,
+        ) or [(0.0, "")]
+        nearest.append((ranked, row[len(conditions)], max(row[len(conditions) + 1 :])))
     naming = None
     if not place.by_name:
         at = max(range(len(others)), key=lambda at: nearest[at][1])
-        naming = at if nearest[at][1] >= nearest[at][0] else None
-    return names + [
-        index
-        for at, (index, (condition, named, column)) in enumerate(zip(others, nearest, strict=True))
-        if at != naming and condition >= _CONDITION_AT and condition - max(named, column) >= _VALUE_LEAD
-    ]
+        naming = at if nearest[at][1] >= nearest[at][0][0][0] else None
+    asked: list[int] = list(names)
+    applied: dict[str, str | int | bool] = {}
+    for at, (index, (ranked, named, column)) in enumerate(zip(others, nearest, strict=True)):
+        (best, label), second = ranked[0], (ranked[1][0] if len(ranked) > 1 else 0.0)
+        if at == naming or best < _CONDITION_AT or best - max(named, column) < _VALUE_LEAD:
+            continue
+        if best - second >= _VALUE_LEAD and means[label][0] not in applied:
+            applied[means[label][0]] = means[label][1]
+        else:
+            asked.append(index)
+    return asked, applied
 
 
-def _measured(table: OutlineTable, numeric: Sequence[str]) -> str | None:
+async def _measured(
+    table: OutlineTable, numeric: Sequence[str], words: Sequence[str], relate: Relate | None
+) -> str | None:
     """The column an aggregate is of: the numeric one the words name, else the table's only
-    numeric column that is no key."""
+    numeric column that is no key, else the one a word is clearly nearest ("стоимость" of
+    ``fee_rub``)."""
     if numeric:
         return numeric[0]
     measures = [
@@ -400,7 +421,14 @@ def _measured(table: OutlineTable, numeric: Sequence[str]) -> str | None:
         for column in table.columns
         if _typed(column, _NUMBER_TYPES) and not _KEY.search(column.name)
     ]
-    return measures[0] if len(measures) == 1 else None
+    if len(measures) < 2 or not words or relate is None:
+        return measures[0] if len(measures) == 1 else None
+    scores = await relate(words, [name.replace("_", " ") for name in measures])
+    if scores is None:
+        return None
+    best = max(((score, at) for row in scores for at, score in enumerate(row)), default=(0.0, 0))
+    second = max((score for row in scores for at, score in enumerate(row) if at != best[1]), default=0.0)
+    return measures[best[1]] if best[0] - second >= _VALUE_LEAD else None
 
 
 async def _shaped(
@@ -443,8 +471,15 @@ async def _shaped(
     if measure is None and grouped and any(name != grouped for name in numeric):
         measure = "sum"  # "amount per region"
         numeric = [name for name in numeric if name != grouped]
-    measured = _measured(table, numeric) if measure in ("avg", "sum", "max", "min") else None
-    measured = next(iter(texts or numeric), None) if measure == "distinct" else measured
+    spare = [message[i].text for i in usable if not any(i in found.words for found in found_all)]
+    if measure in ("avg", "sum", "max", "min"):
+        measured = await _measured(table, numeric, spare, relate)
+    else:
+        measured = next(iter(texts or numeric), None) if measure == "distinct" else None
+    if measure in ("avg", "sum", "max", "min", "distinct") and measured is None:
+        # of which column: asked, never an aggregate of nothing
+        said = tuple(word.text for word in message if _shape_stem(word) in _SHAPES[measure])
+        return Unclear(table.name, said, columns=tuple(columns))
     ranked = bool(stems & (_DESCENDING | _ASCENDING))
     limit = next(
         (int(word.text) for word in message if word.text.isdigit() and not 1900 <= int(word.text) <= 2100),
@@ -476,7 +511,8 @@ async def _shaped(
         for i in found.words
     ]  # "amount 100": a comparison not read
     left = [i for i in usable if not any(i in found.words for found in found_all)]
-    asked = await _idle(reading, left, place, filters.keys(), relate)
+    asked, meant = await _idle(reading, left, place, filters.keys(), relate)
+    filters |= meant
     if idle or asked:
         words = tuple(message[i].text for i in sorted({*idle, *asked}))
         return Unclear(table.name, words, columns=tuple(columns))

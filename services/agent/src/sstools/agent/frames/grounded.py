@@ -78,7 +78,10 @@ def _spelt(word: Word, part: str) -> bool:
         return False
     heard = _HEARD.sub(lambda found: _SOUNDS[found[0]], part)
     written = word.text.lower().translate(_LATIN)[: len(heard) + 1]
-    return len(heard) >= 4 and difflib.SequenceMatcher(None, written, heard).ratio() >= _HEARD_RATIO
+    return (
+        len(heard) >= 4 < len(word.text)
+        and difflib.SequenceMatcher(None, written, heard).ratio() >= _HEARD_RATIO
+    )
 
 
 def spelled(message: Sequence[Word], label: str, usable: Sequence[int]) -> tuple[int, ...] | None:

@@ -52,13 +52,14 @@ _PHRASES = KeywordIndex(
 _KEYWORD_STEMS = frozenset(
     stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
 )
-# Each tool's keywords of one word, by stem: a word a typo or two from one names the tool, guessed.
-_ONE_WORD: dict[str, list[str]] = {}
+# Each tool's keywords of one word, as (stem, as written): a word whose stem is a typo or two from
+# the stem, whose letters are from the letters ("deplpy": stem "deploi"), or that starts with the
+# keyword ("деплойни"), names the tool, guessed.
+_ONE_WORD: dict[tuple[str, str], list[str]] = {}
 for _spec in TOOLS:
     for _phrase in _spec.keywords:
-        if len(phrase_stems(_phrase)) == 1:  # by its stem and as written ("deploy", stem "deploi")
-            for _form in {phrase_stems(_phrase)[0], _phrase.lower()}:
-                _ONE_WORD.setdefault(_form, []).append(_spec.name)
+        if len(phrase_stems(_phrase)) == 1:
+            _ONE_WORD.setdefault((phrase_stems(_phrase)[0], _phrase.lower()), []).append(_spec.name)
 
 
 @dataclass(frozen=True)
@@ -259,8 +260,10 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
         if word.stem not in _KEYWORD_STEMS
         and unquoted[word.start : word.end].strip()
         and not negated(message, index)
-        for stem, names in _ONE_WORD.items()
-        if similar(word.stem, stem) or similar(word.text.lower(), stem)
+        for (stem, written), names in _ONE_WORD.items()
+        if similar(word.stem, stem)
+        or similar(word.text.lower(), written)
+        or (len(written) >= 5 and word.text.lower().startswith(written))  # "деплойни"
         for name in names
         if name not in keywords.tools
     }
