@@ -455,6 +455,19 @@ async def test_a_check_that_finds_errors_stops_the_deploy_asked_after_it() -> No
     assert "Остальное из запроса не сделано" in str(answer.content)
 
 
+async def test_requests_put_in_order_are_done_in_that_order_a_read_first() -> None:
+    messages: list[BaseMessage] = [
+        CONTEXT.message(),
+        HumanMessage("check Churn Radar's health, then take a backup"),
+    ]
+    (check,) = (await _plan(messages)).tool_calls
+    assert (check["name"], check["args"]) == ("get_health_summary", {"dashboard_ids": [11], "env_id": "dev"})
+    healthy = {"env_id": "dev", "dashboards": [{"id": 11, "title": "Churn Radar", "charts": 2, "errors": 0}]}
+    _done(messages, check, healthy)
+    (backup,) = (await _plan(messages)).tool_calls  # the backup, once the check found nothing
+    assert (backup["name"], backup["args"]) == ("run_backup", {"env_id": "dev"})
+
+
 BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
 LISTED = [
     CONTEXT.message(),

@@ -44,6 +44,10 @@ CLAUSE_WORDS = frozenset(
     {"а", "но", "зато", "лучше", "просто", "только", "сначала", "затем", "потом", "but", "just", "then"}
     | {"first", "instead", "only", "и", "and"}
 )
+# Words that put requests in order: "check it, then deploy", "сначала проверь, потом задеплой".
+_SEQUENCE = _stems(
+    *("then", "after", "afterwards", "next", "first"), *("сначала", "потом", "затем", "после", "далее")
+)
 NEGATIONS = _stems(
     *("не", "нет", "без", "никаких", "вместо", "отмена", "отмени", "отменить", "пропусти", "забей", "отбой"),
     *("not", "no", "never", "without", "instead", "dont", "skip", "rather", "forget", "scrap", "cancel"),
@@ -147,6 +151,11 @@ def negated(message: Sequence[Word], first: int, last: int | None = None) -> boo
         and following[0].stem in NEGATIONS
         and (len(following) == 1 or following[1].stem not in _STATE_WORDS)
     )
+
+
+def in_order(message: Sequence[Word]) -> bool:
+    """Whether the words put what they ask in an order ("X, then Y"): each is done as said."""
+    return any(word.stem in _SEQUENCE for word in message)
 
 
 def asks(text: str) -> bool:

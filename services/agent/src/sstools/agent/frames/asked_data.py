@@ -36,7 +36,7 @@ _SHAPES = {
 _GROUP = _stems("per by each every по каждому каждой разбивке разрезе group breakdown помесячно")
 _DESCENDING = _stems("top топ largest biggest highest most longest больше крупные дорогие")
 # "самый" stems as "сам" (oneself): the superlative is read as written
-_SUPERLATIVE = frozenset({"самый", "самая", "самое", "самые", "самых", "самого", "самой"})
+_SUPERLATIVE = frozenset({"самый", "самая", "самые", "самых", "самого", "самой"})  # not "то же самое"
 _ASCENDING = _stems("smallest lowest cheapest least shortest меньше дешевые")
 _LATEST = _stems("last latest newest recent последних последние свежих новых")
 _ROWS = _stems("rows row records строк строки записей записи first первые")
@@ -519,6 +519,7 @@ async def _shaped(
     fresh = question.model_fields_set == {"database_id", "backend", "schema_name", "table"}
     if fresh and measure is None and not (grouped or filters or has_period):
         return None  # a table named, nothing asked of its data ("what columns does it have?")
+    kept_group = question.group_by if measure is None else None
     if measure is None and not grouped:  # a change of an earlier question keeps what it asked
         measure, measured = question.measure, question.column
     period = _period(reading, dates[0].label if dates else next(iter(dated), None))
@@ -526,7 +527,7 @@ async def _shaped(
         update={
             "measure": measure or "count",
             "column": measured,
-            "group_by": grouped or (question.group_by if measure is None else None),
+            "group_by": grouped or kept_group,
             "filters": tuple({**dict(question.filters), **filters}.items()),
             "period": period or question.period,
             "descending": not (stems & _ASCENDING),

@@ -32,7 +32,7 @@ from sstools.agent.markdown import markdown_text
 # the phrase book's steps and their reading of a turn's calls, shared until it is gone
 from sstools.agent.planner.steps import Call, Done, Reply
 from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, Tier, tool
-from sstools.common.language import is_negation, phrase_stems
+from sstools.common.language import in_order, is_negation, phrase_stems
 from sstools.common.outline import EnvOutline
 
 THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
@@ -151,13 +151,17 @@ class Planner:
             for name, at in reading.named_at.items()
             if any(start <= reading.words[at].start < end for start, end in spans)
         }
+        # changes asked together are made one after another; reads too, where the words order them
+        ordered = in_order(reading.words)
         asked = sorted(
-            (name for name in reading.acts if not _reads(name) and name not in inside),
+            (name for name in reading.acts if (ordered or not _reads(name)) and name not in inside),
             key=lambda name: reading.named_at[name],
         )
         left = [name for name in asked if name not in {call.tool for call in done}]
         running = isinstance(last.result, dict) and last.result.get("status") in ("queued", "running")
-        if left and not _reads(last.tool) and not (last.failed or running or found_issues(last.result)):
+        chained = ordered or not _reads(last.tool)
+        if left and chained and not (last.failed or running or found_issues(last.result)):
+            await self._read_titles()
             ids = last.args.get("dashboard_ids") or (
                 [last.args["dashboard_id"]] if "dashboard_id" in last.args else []
             )
@@ -170,7 +174,7 @@ class Planner:
                 asked_back = self.say(*known) if known else str(slots.missing)
                 return Reply(f"{(await self.answer(done)).text}\n\n{asked_back}", asks_back=True)
         reply = await self.answer(done)
-        if not left or _reads(last.tool):
+        if not left or not chained:
             return reply
         examples_ru = ", ".join(f"«{tool(name).example[0]}»" for name in left)
         examples_en = ", ".join(f"“{tool(name).example[1]}”" for name in left)
@@ -218,11 +222,7 @@ class Planner:
                 f"There is no “{unknown}” environment; there are: {known}. Which one?",
             )
         question: Reply | None = None
-        self._env_for_data = reading.target_env or reading.source_env or self.context.env
-        # a dashboard's title is a name, never words about data ("Sales Overview" of a sales table)
-        self.boards = await self._titled(self._env_for_data)
-        if not self.reading.taken and self.context.env and self.context.env != self._env_for_data:
-            await self._titled(self.context.env)  # a title where dashboards come from is no data either
+        await self._read_titles()
         follow = self.thread.last.tool if self.thread.last and self._follows(self.thread.last.tool) else None
         for name in await self._candidates():
             if question is not None and name not in reading.acts and name != follow:
@@ -257,6 +257,16 @@ class Planner:
             f"Не понял, что сделать. Например: {examples('ru')}.",
             f"I did not understand what to do. For example: {examples('en')}.",
         )
+
+    async def _read_titles(self) -> None:
+        """The dashboards whose titles the words spell where the data is; a title is a name,
+        never words about data ("Sales Overview" of a sales table) — in the page's environment,
+        where dashboards come from, either."""
+        reading = self.reading
+        self._env_for_data = reading.target_env or reading.source_env or self.context.env
+        self.boards = await self._titled(self._env_for_data)
+        if not self.reading.taken and self.context.env and self.context.env != self._env_for_data:
+            await self._titled(self.context.env)
 
     def _ask(self, ru: str, en: str) -> Reply:
         return Reply(self.say(ru, en), asks_back=True)
@@ -300,6 +310,8 @@ class Planner:
         guessed = [name for name in reading.named if name in reading.guessed]
         ordered = [*typed] if (reading.task_id or reading.sql) else []
         ordered += follow if follow and await self._about_last_table() else []
+        if in_order(reading.words):  # "check it, then deploy": what is said first is done first
+            ordered += sorted(acts, key=lambda name: reading.named_at[name])
         ordered += [name for name in acts if not _reads(name)] + spelt + acts + typed
         ordered += [name for name in named if name not in acts]
         ordered += [*follow, *guessed] if self.thread.question else [*guessed, *follow]
