@@ -354,6 +354,20 @@ async def test_a_follow_up_takes_the_object_the_conversation_named() -> None:
     ]
 
 
+async def test_that_branch_is_the_one_the_last_call_named() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("create a branch named team/q1-radar")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"name": "team/q1-radar"})[1:], AIMessage("ok")]
+    assert await _calls(
+        "now commit Churn Radar from dev to that branch, message 'radar tweaks'", *earlier
+    ) == [
+        (
+            "commit_changes",
+            {"branch": "team/q1-radar", "env_id": "dev", "dashboard_ids": [11], "message": "radar tweaks"},
+        )
+    ]
+
+
 async def test_an_ambiguous_title_or_no_dashboard_is_asked_about() -> None:
     planned = await _plan([CONTEXT.message(), HumanMessage("deploy to prod")])
     assert planned.tool_calls == []

@@ -32,7 +32,7 @@ from sstools.agent.markdown import markdown_text
 # the phrase book's steps and their reading of a turn's calls, shared until it is gone
 from sstools.agent.planner.steps import Call, Done, Reply
 from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, Tier, tool
-from sstools.common.language import in_order, is_negation, phrase_stems
+from sstools.common.language import FUNCTION_STEMS, in_order, is_negation, phrase_stems, stem
 from sstools.common.outline import EnvOutline
 
 THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
@@ -40,7 +40,7 @@ _FOLLOW_UP_WORDS = 8
 _REFERS_BACK = frozenset(
     phrase_stems(
         "it its them their this that these those same again also too его него ему их этот эти этого этому тот"
-        " тем там тоже также теперь снова"
+        " тем там туда тоже также теперь снова"
     )
 )
 _SMALL_TALK = frozenset(
@@ -398,7 +398,12 @@ class Planner:
                 if value is None and field_name == _SEARCH_TEXT:  # what is looked for: quoted, or a title
                     value = next(iter(reading.quoted), None) or self._titles_said()
                 if value is None and needed:  # quoted, said in a clause of its own, or the default
-                    said = _named_like(reading, info.metadata) or reading.quoted[:1] or reading.untold()[-1:]
+                    said = (
+                        _named_like(reading, info.metadata)
+                        or self._named_before(info.metadata)
+                        or reading.quoted[:1]
+                        or reading.untold()[-1:]
+                    )
                     default = spec.frame.defaults.get(field_name)
                     value = said[0] if said else self.say(*default) if default else None
             elif field_name in spec.frame.flags:
@@ -433,6 +438,19 @@ class Planner:
         if slots.missing in ("dashboard_id", "dashboard_ids"):
             slots.missing = await self._which_dashboard(target)
         return slots
+
+    def _named_before(self, constraints: Sequence[Any]) -> list[str]:
+        """For an argument of a pattern the words point back to ("that branch", "туда"): the
+        last call's first text of that pattern."""
+        patterns = [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+        last = self.thread.last
+        if not patterns or last is None or not self.reading.stems & _REFERS_BACK:
+            return []
+        return [
+            value
+            for value in last.args.values()
+            if isinstance(value, str) and all(re.fullmatch(pattern, value) for pattern in patterns)
+        ][:1]
 
     def _follows(self, name: str) -> bool:
         """Whether the message goes on from the last call: its tool again in a few words, or
@@ -657,7 +675,8 @@ def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
     if text is None or all(re.fullmatch(pattern, text) for pattern in patterns):
         return text
     first = text.split()[0].strip("«»\"'“”`,.")
-    return first if all(re.fullmatch(pattern, first) for pattern in patterns) else None
+    fits = all(re.fullmatch(pattern, first) for pattern in patterns) and stem(first) not in FUNCTION_STEMS
+    return first if fits else None
 
 
 def _named_like(reading: Reading, constraints: Sequence[Any]) -> list[str]:
