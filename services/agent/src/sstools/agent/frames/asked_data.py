@@ -345,6 +345,38 @@ def _after(stems: Sequence[str], markers: frozenset[str], named: Sequence[Found]
     return None
 
 
+async def _grouped_by(
+    reading: Reading,
+    usable: Sequence[int],
+    found: Sequence[Found],
+    table: OutlineTable,
+    relate: Relate | None,
+) -> Found | None:
+    """The column a word right after a grouping marker means, when no name was spelt there: the
+    text column it is nearest to, by a margin."""
+    message, taken = reading.words, {i for item in found for i in item.words}
+    after = next(
+        (
+            index
+            for index in usable
+            if index not in taken and any(word.stem in _GROUP for word in message[max(0, index - 2) : index])
+        ),
+        None,
+    )
+    columns = [
+        column.name
+        for column in table.columns
+        if _typed(column, _TEXT_TYPES) and not _KEY.search(column.name)
+    ]
+    if after is None or relate is None or len(columns) < 2:
+        return None
+    scores = await relate([message[after].text], [name.replace("_", " ") for name in columns])
+    if scores is None:
+        return None
+    ranked = sorted(zip(scores[0], columns, strict=True), reverse=True)
+    return Found(ranked[0][1], (after,), False) if ranked[0][0] - ranked[1][0] >= _VALUE_LEAD else None
+
+
 def _number_after(message: Sequence[Word], found: Found) -> int | None:
     """A number right after the words naming an id or numeric column ("пользователя 42")."""
     after = max(found.words) + 1
@@ -463,6 +495,12 @@ async def _shaped(
         found.label for found in named if not _typed(columns[found.label], (*_NUMBER_TYPES, *_DATE_TYPES))
     ]
     grouped = _after([word.stem for word in message], _GROUP, named)
+    if grouped is None:  # "в каждом филиале": the word after the marker is a column, the nearest
+        found_by = await _grouped_by(reading, usable, found_all, table, relate)
+        if found_by is not None:
+            named.append(found_by)
+            texts.append(found_by.label)
+            grouped = found_by.label
     measure = next((shape for shape, words in _SHAPES.items() if stems & words), None)
     if measure == "delete" and all(
         negated(message, i) for i, word in enumerate(message) if word.stem in _SHAPES["delete"]
