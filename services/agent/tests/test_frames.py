@@ -200,8 +200,8 @@ async def test_a_question_naming_its_table_in_another_language_is_about_the_near
 
 
 async def test_the_word_after_by_is_the_column_it_means(model_ground: ModelGround) -> None:
-    """ "команде" spells no column: after "в каждой" it is the one it means, ``team``."""
-    (call,) = await _calls("сколько тикетов в каждой команде?", ground=model_ground)
+    """The word "department" spells no column: after "per" it is the one it means, ``team``."""
+    (call,) = await _calls("count tickets per department", ground=model_ground)
     assert call[1]["sql"] == (
         """SELECT "team", COUNT(*) FROM "support"."tickets" GROUP BY "team" ORDER BY 2 DESC NULLS LAST"""
     )
