@@ -339,6 +339,8 @@ async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
         # a free text ends where an environment is named, and starts past the words that lead it
         ("find dashboards tagged ops on prod", ("search_dashboards", {"env_id": "prod", "tag": "ops"})),
         ("create a branch named team/q1-radar", ("create_branch", {"name": "team/q1-radar"})),
+        # what is looked for: the words right before the noun
+        ("look up the churn dashbaords", ("search_dashboards", {"query": "churn", "env_id": "dev"})),
         # an action word a typo away, a title with two letters swapped
         (
             "deplyo Churn Radra to prod",

@@ -24,8 +24,8 @@ from sstools.agent.frames.asked_data import (
     data_question,
     place_named,
 )
-from sstools.agent.frames.grounded import find
-from sstools.agent.frames.reading import Reading, unexplained
+from sstools.agent.frames.grounded import find, similar
+from sstools.agent.frames.reading import DASHBOARD_NOUNS, Reading, unexplained
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import markdown_text
 
@@ -396,7 +396,7 @@ class Planner:
                 value = _fitted(reading.after(spec.frame.texts[field_name], others), info.metadata)
                 evidence = evidence or bool(value)
                 if value is None and field_name == _SEARCH_TEXT:  # what is looked for: quoted, or a title
-                    value = next(iter(reading.quoted), None) or self._titles_said()
+                    value = next(iter(reading.quoted), None) or self._titles_said() or _before_noun(reading)
                 if value is None and needed:  # quoted, said in a clause of its own, or the default
                     said = (
                         _named_like(reading, info.metadata)
@@ -677,6 +677,22 @@ def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
     first = text.split()[0].strip("«»\"'“”`,.")
     fits = all(re.fullmatch(pattern, first) for pattern in patterns) and stem(first) not in FUNCTION_STEMS
     return first if fits else None
+
+
+def _before_noun(reading: Reading) -> str | None:
+    """The words right before a dashboard's noun that no declaration explains: what is looked
+    for ("the sales dashboards", "legacy dashbaords")."""
+    spare = {id(word) for word in unexplained(reading)}
+    for index, word in enumerate(reading.words):
+        if any(word.stem == noun or similar(word.stem, noun) for noun in DASHBOARD_NOUNS):
+            said: list[str] = []
+            for before in reversed(reading.words[:index]):
+                if id(before) not in spare or before.clause != word.clause:
+                    break
+                said.insert(0, before.text)
+            if said:
+                return " ".join(said)
+    return None
 
 
 def _named_like(reading: Reading, constraints: Sequence[Any]) -> list[str]:
