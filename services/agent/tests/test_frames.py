@@ -368,9 +368,7 @@ async def test_that_branch_is_the_one_the_last_call_named() -> None:
     messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("create a branch named team/q1-radar")]
     planned = await _plan(messages)
     earlier = [*_answered(messages, planned, {"name": "team/q1-radar"})[1:], AIMessage("ok")]
-    assert await _calls(
-        "now commit Churn Radar from dev to that branch, message 'radar tweaks'", *earlier
-    ) == [
+    assert await _calls("commit Churn Radar to that branch with message 'radar tweaks'", *earlier) == [
         (
             "commit_changes",
             {"branch": "team/q1-radar", "env_id": "dev", "dashboard_ids": [11], "message": "radar tweaks"},
@@ -482,7 +480,7 @@ async def test_a_check_that_finds_errors_stops_the_deploy_asked_after_it() -> No
 async def test_requests_put_in_order_are_done_in_that_order_a_read_first() -> None:
     messages: list[BaseMessage] = [
         CONTEXT.message(),
-        HumanMessage("check Churn Radar's health, then take a backup"),
+        HumanMessage("check Churn Radar's health, then make a backup"),
     ]
     (check,) = (await _plan(messages)).tool_calls
     assert (check["name"], check["args"]) == ("get_health_summary", {"dashboard_ids": [11], "env_id": "dev"})

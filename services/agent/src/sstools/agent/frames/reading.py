@@ -136,7 +136,7 @@ class Reading:
                 start + len(found[1]),
             )
             text = self.text[start : min(stop, start + len(found[1]))].strip()
-            if text:
+            if any(word.stem not in FUNCTION_STEMS for word in words(text)):  # not "branch with …"
                 return text
         return None
 

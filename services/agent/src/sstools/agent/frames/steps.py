@@ -32,7 +32,7 @@ from sstools.agent.markdown import markdown_text
 # the phrase book's steps and their reading of a turn's calls, shared until it is gone
 from sstools.agent.planner.steps import Call, Done, Reply
 from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, Tier, tool
-from sstools.common.language import FUNCTION_STEMS, in_order, is_negation, phrase_stems, stem
+from sstools.common.language import in_order, is_negation, phrase_stems
 from sstools.common.outline import EnvOutline
 
 THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
@@ -326,8 +326,8 @@ class Planner:
         ]
 
     async def _about_last_table(self) -> bool:
-        """Whether the words spell a column or value of the last question's table ("and how many
-        were shipped?", "now by status"), and no table of their own."""
+        """Whether the words spell a column or value of the last question's table ("what about
+        the closed ones?", "а по командам?"), and no table of their own."""
         question, reading = self.thread.question, self.reading
         if question is None or self.ground is None or reading.sql:
             return False
@@ -362,7 +362,7 @@ class Planner:
             or (self.thread.last is not None and name == self.thread.last.tool)
             or (
                 not reading.named
-                and not reading.refused  # "ничего не деплой, я просто смотрю" asks for nothing
+                and not reading.refused  # "ничего не меняй, я только читаю" asks for nothing
                 and name in self.routed[:_ROUTED_ON_MEANING]
                 and not reading.stems & _SMALL_TALK
             )
@@ -675,8 +675,7 @@ def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
     if text is None or all(re.fullmatch(pattern, text) for pattern in patterns):
         return text
     first = text.split()[0].strip("«»\"'“”`,.")
-    fits = all(re.fullmatch(pattern, first) for pattern in patterns) and stem(first) not in FUNCTION_STEMS
-    return first if fits else None
+    return first if all(re.fullmatch(pattern, first) for pattern in patterns) else None
 
 
 def _before_noun(reading: Reading) -> str | None:
