@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 from sqlglot import exp
 
-from sstools.agent.frames.grounded import Found, Relate, cyrillic, find
+from sstools.agent.frames.grounded import Found, Relate, cyrillic, find, spoken
 from sstools.agent.frames.reading import Reading, content
 from sstools.common.language import Word, negated, phrase_stems
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
@@ -205,9 +205,9 @@ async def place_named(
     usable = [index for index in usable if not any(index in found.words for found in databases)]
     if databases:
         places = [(db, table) for db, table in places if db.name in {found.label for found in databases}]
-    tables = await find(message, usable, sorted({table.name for _, table in places}), None)
-    if not tables and not question:
-        tables = await find(message, usable, sorted({table.name for _, table in places}), relate)
+    tables = await find(
+        message, usable, sorted({table.name for _, table in places}), None if question else relate
+    )
     if tables:
         best = max(tables, key=lambda found: len(found.words))
         named = [(db, table) for db, table in places if table.name == best.label]
@@ -370,7 +370,7 @@ async def _grouped_by(
     ]
     if after is None or relate is None or len(columns) < 2:
         return None
-    scores = await relate([message[after].text], [name.replace("_", " ") for name in columns])
+    scores = await relate([message[after].text], [spoken(name) for name in columns])
     if scores is None:
         return None
     ranked = sorted(zip(scores[0], columns, strict=True), reverse=True)
@@ -407,8 +407,11 @@ async def _idle(
     labels += [
         column.name for column in table.columns if column.name not in means and not _KEY.search(column.name)
     ]
-    spoken = [label.replace("_", " ") for label in labels]
-    scores = await relate([message[i].text for i in others], spoken) if relate else None
+    scores = (
+        await relate([message[i].text for i in others], [spoken(label) for label in labels])
+        if relate
+        else None
+    )
     if scores is None:
         return names + others, {}
     nearest = []
@@ -455,7 +458,7 @@ async def _measured(
     ]
     if len(measures) < 2 or not words or relate is None:
         return measures[0] if len(measures) == 1 else None
-    scores = await relate(words, [name.replace("_", " ") for name in measures])
+    scores = await relate(words, [spoken(name) for name in measures])
     if scores is None:
         return None
     best = max(((score, at) for row in scores for at, score in enumerate(row)), default=(0.0, 0))

@@ -31,6 +31,11 @@ def cyrillic(text: str) -> bool:
     return bool(re.search("[а-яё]", text, re.I))
 
 
+def spoken(label: str) -> str:
+    """A name as the model reads it: its parts as words ("owner_city" → "owner city")."""
+    return " ".join(_NAME_PARTS.findall(label))
+
+
 def parts(label: str) -> tuple[str, ...]:
     """A name's stems: ``owner_city`` → owner, citi; "Sales Overview" → sale, overview."""
     return tuple(stem(part) for part in _NAME_PARTS.findall(label.replace("ё", "е")))
@@ -140,7 +145,7 @@ async def find(
     phrases = [(i,) for i in left] + [(i, j) for i, j in itertools.pairwise(left) if j == i + 1]
     scores = await relate(
         [" ".join(message[i].text for i in phrase) for phrase in phrases],
-        [" ".join(_NAME_PARTS.findall(x)) for x in others],
+        [spoken(x) for x in others],
     )
     if scores is None:
         return found

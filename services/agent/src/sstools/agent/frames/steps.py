@@ -442,15 +442,13 @@ class Planner:
     def _named_before(self, constraints: Sequence[Any]) -> list[str]:
         """For an argument of a pattern the words point back to ("that branch", "туда"): the
         last call's first text of that pattern."""
-        patterns = [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+        patterns = _patterns(constraints)
         last = self.thread.last
         if not patterns or last is None or not self.reading.stems & _REFERS_BACK:
             return []
-        return [
-            value
-            for value in last.args.values()
-            if isinstance(value, str) and all(re.fullmatch(pattern, value) for pattern in patterns)
-        ][:1]
+        return [value for value in last.args.values() if isinstance(value, str) and _fits(value, patterns)][
+            :1
+        ]
 
     def _follows(self, name: str) -> bool:
         """Whether the message goes on from the last call: its tool again in a few words, or
@@ -669,13 +667,22 @@ _MISSING = {
 }
 
 
+def _patterns(constraints: Sequence[Any]) -> list[str]:
+    """The patterns an argument's constraints hold (a branch's)."""
+    return [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+
+
+def _fits(text: str, patterns: Sequence[str]) -> bool:
+    return all(re.fullmatch(pattern, text) for pattern in patterns)
+
+
 def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
     """The text, or its first word where the argument's pattern takes no spaces (a branch)."""
-    patterns = [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
-    if text is None or all(re.fullmatch(pattern, text) for pattern in patterns):
+    patterns = _patterns(constraints)
+    if text is None or _fits(text, patterns):
         return text
     first = text.split()[0].strip("«»\"'“”`,.")
-    return first if all(re.fullmatch(pattern, first) for pattern in patterns) else None
+    return first if _fits(first, patterns) else None
 
 
 def _before_noun(reading: Reading) -> str | None:
@@ -697,13 +704,11 @@ def _before_noun(reading: Reading) -> str | None:
 def _named_like(reading: Reading, constraints: Sequence[Any]) -> list[str]:
     """For an argument of a pattern (a branch): the one word of the message that is a name of
     parts ("feature/q3-sales"), not a word of the language."""
-    patterns = [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+    patterns = _patterns(constraints)
     found = [
         word
         for word in re.findall(r"[\w./-]+", reading.text)
-        if patterns
-        and re.search(r"\w[/._-]\w", word)
-        and all(re.fullmatch(pattern, word) for pattern in patterns)
+        if patterns and re.search(r"\w[/._-]\w", word) and _fits(word, patterns)
     ]
     return found[:1] if len(found) == 1 else []
 
