@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import deque
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -43,6 +44,7 @@ BASE_PACKAGES = "python3,python3-venv,python3-pip,python-is-python3,ca-certifica
 # What pip and npm inside a build read from this machine: its registry settings and the CA
 # bundle they trust. Mounted read-only into every RUN step when present.
 BUILD_MOUNTS = (Path("/etc/pip.conf"), Path("/etc/ssl/certs/ca-certificates.crt"), Path("/root/.npmrc"))
+BUILD_LINES_KEPT = 60
 
 
 @cache
@@ -60,12 +62,10 @@ def dockerfile(name: str) -> Path:
     return REPO_ROOT / ("web" if name == "web" else f"services/{name}") / "Dockerfile"
 
 
-def podman(
-    *args: str, check: bool = False, capture: bool = True, timeout: float | None = 120
-) -> subprocess.CompletedProcess[str]:
-    """A podman command; by default its output captured (podman's "no systemd" notices go to
-    stderr) and its exit code left to the caller."""
-    return subprocess.run(["podman", *args], check=check, text=True, capture_output=capture, timeout=timeout)
+def podman(*args: str, check: bool = False, timeout: float | None = 120) -> subprocess.CompletedProcess[str]:
+    """A podman command, its output captured (podman's "no systemd" notices go to stderr) and by
+    default its exit code left to the caller."""
+    return subprocess.run(["podman", *args], check=check, text=True, capture_output=True, timeout=timeout)
 
 
 def ensure_packages() -> None:
@@ -139,10 +139,27 @@ def ensure_podman() -> None:
     ensure_base_image()
 
 
+class BuildFailed(RuntimeError):
+    """A podman build that failed twice; the message ends with what it printed last."""
+
+
+def _build_once(command: list[str]) -> tuple[int, str]:
+    """Runs ``command``, its output on screen as it comes (a build's progress) and its last lines
+    kept for the error."""
+    last: deque[str] = deque(maxlen=BUILD_LINES_KEPT)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            last.append(line)
+    return process.returncode, "".join(last)
+
+
 def build(name: str) -> None:
     context = dockerfile(name).parent if name == "web" else REPO_ROOT
     mounts = [f"--volume={path}:{path}:ro" for path in BUILD_MOUNTS if path.exists()]
-    podman(
+    command = [
+        "podman",
         "build",
         "--pull=never",  # the base exists only here
         "--network=host",
@@ -152,10 +169,14 @@ def build(name: str) -> None:
         f"--file={dockerfile(name)}",
         f"--tag={tag(name)}",
         str(context),
-        check=True,
-        capture=False,  # a build's progress on screen
-        timeout=None,
-    )
+    ]
+    # A build fetches packages from the registry; a second try (its finished layers cached) rides
+    # out a dropped download, and a build that fails twice says why.
+    for _ in range(2):
+        returncode, output = _build_once(command)
+        if returncode == 0:
+            return
+    raise BuildFailed(f"podman build of {name} failed twice (exit {returncode}); its last lines:\n{output}")
 
 
 def build_images(names: Sequence[str] = IMAGES) -> dict[str, float]:
