@@ -57,9 +57,9 @@ class FramePlanner(OfflinePlanner):
         if isinstance(step, Reply):
             if documents and not done:
                 return AIMessage(_document_answer(documents))
-            return AIMessage(
-                step.text, response_metadata={NEEDS_CLARIFICATION: True} if step.asks_back else {}
-            )
+            kept = {THREAD_KEY: planner.kept.kept()}  # what the answer found, for a follow-up
+            asked = {NEEDS_CLARIFICATION: True} if step.asks_back else {}
+            return AIMessage(step.text, response_metadata=kept | asked)
         calls = [
             {"name": call.tool, "args": call.args, "id": f"call_{uuid.uuid4().hex[:16]}"} for call in step
         ]

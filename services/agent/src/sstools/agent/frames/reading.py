@@ -3,9 +3,8 @@ refused), the environments, ids, quotes and statement it holds, and the free tex
 tools' frames mark. Nothing here knows a tool by name: each frame is the catalogue's."""
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import cache
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from sstools.agent.context import KIND_WORDS, Environment, env_aliases
 from sstools.agent.frames.grounded import similar
@@ -38,28 +37,65 @@ _COUNTING = frozenset(
 )
 # Spelt as declared; a word a typo from a keyword is read by ``similar`` (one rule for names too).
 _KEYWORDS = KeywordIndex(typos=False)
-# Each tool's phrases of several words ("создай ветку"): a verb with its noun names an action.
-_PHRASES = KeywordIndex(
-    replace(
-        spec,
-        keywords_en=tuple(phrase for phrase in spec.keywords_en if " " in phrase),
-        keywords_ru=tuple(phrase for phrase in spec.keywords_ru if " " in phrase),
-    )
-    for spec in TOOLS
-)
-
 
 _KEYWORD_STEMS = frozenset(
     stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
 )
-# Each tool's keywords of one word, as (stem, as written): a word whose stem is a typo or two from
-# the stem, whose letters are from the letters ("deplpy": stem "deploi"), or that starts with the
-# keyword ("деплойни"), names the tool, guessed.
-_ONE_WORD: dict[tuple[str, str], list[str]] = {}
-for _spec in TOOLS:
-    for _phrase in _spec.keywords:
-        if len(phrase_stems(_phrase)) == 1:
-            _ONE_WORD.setdefault((phrase_stems(_phrase)[0], _phrase.lower()), []).append(_spec.name)
+# Each tool's keyword phrases, a (stem, as written) pair per word: a phrase the message spells with a
+# typo or two — its words in order in one clause, each by its stem, a word ``similar`` to it
+# ("deplpy", "maintenace") or one that starts with it ("деплойни") — names the tool, guessed.
+_SPELLINGS = sorted(
+    {
+        (spec.name, tuple((word.stem, word.text.lower()) for word in words(phrase)))
+        for spec in TOOLS
+        for phrase in spec.keywords
+    }
+)
+
+
+def _spells(word: Word, wanted: tuple[str, str]) -> bool:
+    stem, written = wanted
+    text = word.text.lower()
+    if word.stem == stem:
+        return True
+    if word.stem in _KEYWORD_STEMS:  # another tool's word is no typo of this one's
+        return False
+    started = len(written) >= 5 and text.startswith(written)
+    return similar(word.stem, stem) or similar(text, written) or started
+
+
+@dataclass
+class _Named:
+    """Where the words name one tool: first where, which words, whether as declared."""
+
+    at: int
+    words: set[int]
+    exact: bool = False
+    acts: bool = False  # by more than the noun of its object ("dashboards" names only a search)
+
+
+def _named(message: Sequence[Word], said: Sequence[int], refused: Collection[str]) -> dict[str, _Named]:
+    """The tools whose phrases the words spell, affirmed, as declared or with typos."""
+    named: dict[str, _Named] = {}
+    for name, phrase in _SPELLINGS:
+        for start in said if name not in refused else ():
+            if not _spells(message[start], phrase[0]):
+                continue
+            used, clause = [start], message[start].clause
+            for wanted in phrase[1:]:
+                window = [i for i in said if used[-1] < i <= used[-1] + 2 and message[i].clause == clause]
+                found = next((i for i in window if _spells(message[i], wanted)), None)
+                if found is None:
+                    break
+                used.append(found)
+            if len(used) < len(phrase) or negated(message, start, used[-1]):
+                continue
+            entry = named.setdefault(name, _Named(start, set()))
+            entry.at = min(entry.at, start)
+            entry.words.update(used)
+            entry.exact |= all(message[i].stem == stem for i, (stem, _) in zip(used, phrase, strict=True))
+            entry.acts |= len(phrase) > 1 or phrase[0][0] not in OBJECT_NOUNS
+    return named
 
 
 @dataclass(frozen=True)
@@ -221,11 +257,6 @@ def _ids(text: str, message: Sequence[Word]) -> tuple[tuple[int, ...], tuple[int
     return tuple(dict.fromkeys(beside)), tuple(dict.fromkeys(bare))
 
 
-@cache
-def _tool_names() -> frozenset[str]:
-    return frozenset(spec.name for spec in TOOLS)
-
-
 def read(text: str, environments: Sequence[Environment]) -> Reading:
     plain, sql = split_sql(text.replace("ё", "е").replace("Ё", "Е"))
     aliases = env_aliases(environments)
@@ -244,29 +275,16 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
     # a quoted name asks for nothing ("create the branch 'release-7'")
     unquoted = _QUOTES.sub(lambda found: " " * len(found[0]), plain)
     keywords = _KEYWORDS.match(unquoted)
-    # A tool named only by the noun of its object ("dashboards with errors") follows one named
-    # by what is asked of it.
-    spoken = [word for word in message if unquoted[word.start : word.end].strip()]
-    blanked = " ".join("" if word.stem in OBJECT_NOUNS else word.text for word in spoken)
-    nouns = " ".join(word.text for word in spoken if word.stem in OBJECT_NOUNS)
-    only_nouns = set(_KEYWORDS.match(nouns).tools) - set(_KEYWORDS.match(blanked).tools)
-    acts = set(keywords.tools) - (only_nouns - set(_PHRASES.match(unquoted).tools))
+    said = [index for index, word in enumerate(message) if unquoted[word.start : word.end].strip()]
+    # most words named first; a tool named only by the noun of its object follows one named by
+    # what is asked of it
+    named = sorted(
+        _named(message, said, keywords.negated).items(),
+        key=lambda item: (-len(item[1].words), not item[1].acts, item[1].at),
+    )
     task = _UUID.search(plain)
     beside, bare = _ids(_UUID.sub(" ", plain), message)
     target, source, unknown = _envs(message, aliases)
-    misspelt = {
-        name: index
-        for index, word in reversed(list(enumerate(message)))
-        if word.stem not in _KEYWORD_STEMS
-        and unquoted[word.start : word.end].strip()
-        and not negated(message, index)
-        for (stem, written), names in _ONE_WORD.items()
-        if similar(word.stem, stem)
-        or similar(word.text.lower(), written)
-        or (len(written) >= 5 and word.text.lower().startswith(written))  # "деплойни"
-        for name in names
-        if name not in keywords.tools
-    }
     return Reading(
         text=plain,
         words=message,
@@ -278,14 +296,10 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
         target_env=target,
         source_env=source,
         unknown_env=unknown,
-        named={
-            match.tool: match.hits
-            for match in sorted(keywords.matches, key=lambda match: match.tool not in acts)
-        }
-        | dict.fromkeys(misspelt, 1),
-        acts=frozenset(acts | set(misspelt)),
-        guessed=frozenset(misspelt),
-        named_at={match.tool: match.first_position for match in keywords.matches} | misspelt,
+        named={name: len(entry.words) for name, entry in named},
+        acts=frozenset(name for name, entry in named if entry.acts),
+        guessed=frozenset(name for name, entry in named if not entry.exact),
+        named_at={name: entry.at for name, entry in named},
         refused=frozenset(keywords.negated),
         asks=asks(plain),
         envs=frozenset(aliases),

@@ -204,6 +204,15 @@ class Planner:
                     else json.dumps(call.result, ensure_ascii=False)
                 )
                 said.append(rendered(call.tool, content, self.lang))
+        found = tuple(
+            board["id"]
+            for call in done
+            if isinstance(call.result, dict) and isinstance(call.result.get("dashboards"), list)
+            for board in call.result["dashboards"]
+            if isinstance(board, dict) and isinstance(board.get("id"), int)
+        )
+        if found:  # "deploy it" after a search: the dashboards it found
+            self.kept = replace(self.kept, dashboards=found)
         if (
             self.kept.question
             and any(call.args.get("sql") == self.kept.question.statement() for call in done)
@@ -284,8 +293,13 @@ class Planner:
             for name in reading.named
         }
         named = sorted(
-            (name for name in reading.named if name != ALWAYS_OFFERED and name not in reading.guessed),
-            key=lambda name: (-reading.named[name], not fits[name], reading.named_at[name]),
+            (name for name in reading.named if name != ALWAYS_OFFERED),
+            key=lambda name: (
+                -reading.named[name],
+                name in reading.guessed,
+                not fits[name],
+                reading.named_at[name],
+            ),
         )
         acts = [name for name in named if name in reading.acts]
         typed = sorted(
@@ -307,14 +321,15 @@ class Planner:
         typed = [name for name in typed if reading.sql or reading.task_id or spelt or data_only]
         last = self.thread.last
         follow = [last.tool] if last and self._follows(last.tool) else []
-        guessed = [name for name in reading.named if name in reading.guessed]
         ordered = [*typed] if (reading.task_id or reading.sql) else []
         ordered += follow if follow and await self._about_last_table() else []
         if in_order(reading.words):  # "check it, then deploy": what is said first is done first
             ordered += sorted(acts, key=lambda name: reading.named_at[name])
-        ordered += [name for name in acts if not _reads(name)] + spelt + acts + typed
+        # changes asked together are all made, in the order said
+        ordered += sorted((name for name in acts if not _reads(name)), key=reading.named_at.__getitem__)
+        ordered += spelt + acts + typed
         ordered += [name for name in named if name not in acts]
-        ordered += [*follow, *guessed] if self.thread.question else [*guessed, *follow]
+        ordered += follow
         ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
         ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
         return [
@@ -521,8 +536,9 @@ class Planner:
             and (needed or reading.stems & _REFERS_BACK)
         ):
             return (focus.id,)
+        one = _takes_many(name) or len(self.thread.dashboards) == 1  # of several, which is asked
         if needed or reading.stems & _REFERS_BACK:
-            return self.thread.dashboards
+            return self.thread.dashboards if one else ()
         return ()
 
     def _titles_said(self) -> str | None:
