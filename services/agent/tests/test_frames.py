@@ -207,6 +207,15 @@ async def test_the_word_after_by_is_the_column_it_means(model_ground: ModelGroun
     )
 
 
+async def test_a_word_meaning_a_numeric_column_is_summed_not_counted(model_ground: ModelGround) -> None:
+    """ "часов" spells no column; it means ``hours_spent`` more than anything else of the table."""
+    (call,) = await _calls("сколько часов ушло на тикеты по командам", ground=model_ground)
+    assert call[1]["sql"] == (
+        'SELECT "team", SUM("hours_spent") FROM "support"."tickets" '
+        'GROUP BY "team" ORDER BY 2 DESC NULLS LAST'
+    )
+
+
 @pytest.mark.parametrize(
     "text",
     ["how many tickets are stuck?", "сколько тикетов у Пети", "what is the average of critical tickets?"],
@@ -346,6 +355,31 @@ async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
             "deplyo Churn Radra to prod",
             ("deploy_dashboard", {"dashboard_id": 11, "source_env": "dev", "env_id": "prod"}),
         ),
+        # a phrase of two words, one of them misspelt
+        ("finish maintenanse on prod", ("end_maintenance", {"env_id": "prod"})),
+        ("заверши обслуживаене на prod", ("end_maintenance", {"env_id": "prod"})),
+        # the action refused, the noun of its object is still a read's ("maintenance" of windows)
+        (
+            "do not begin maintenance, which windows are planned for prod?",
+            ("list_maintenance_events", {"env_id": "prod"}),
+        ),
+        # a word of another tool between a phrase's words splits it: a state, not an LLM review
+        (
+            "проверь здоровье дашборда Churn Radar",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
+        ),
+        # why, said in a clause of its own that names only an object
+        (
+            "start maintenance on prod, the database gets new disks",
+            ("start_maintenance", {"reason": "the database gets new disks", "env_id": "prod"}),
+        ),
+        # a function word between a phrase's words ("create a dashboard")
+        (
+            "create a dashboard called 'Pager Load'",
+            ("superset_create_dashboard", {"title": "Pager Load", "env_id": "dev"}),
+        ),
+        # a question about a dashboard and nothing else: how it is
+        ("Churn Radar сегодня нормально?", ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]})),
     ],
 )
 async def test_a_plain_request_is_its_frame_filled_from_the_words_and_the_live_system(
@@ -362,6 +396,21 @@ async def test_a_follow_up_takes_the_object_the_conversation_named() -> None:
     assert await _calls("задеплой его на прод", *earlier) == [
         ("deploy_dashboard", {"dashboard_id": 12, "source_env": "dev", "env_id": "prod"})
     ]
+
+
+@pytest.mark.parametrize(("found", "then"), [([12], [("deploy_dashboard", 12)]), ([11, 13], [])])
+async def test_it_after_a_search_is_the_dashboard_it_found_of_several_it_asks(
+    found: list[int], then: list[tuple[str, int]]
+) -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("find dashboards tagged ops")]
+    planned = await _plan(messages)
+    boards = [{"id": board, "title": TITLES[board]} for board in found]
+    answered = _answered(messages, planned, {"env_id": "dev", "count": len(found), "dashboards": boards})
+    answer = await _plan(answered)
+    deployed = await _plan([*answered, answer, HumanMessage("now deploy it to prod")])
+    assert [(call["name"], call["args"]["dashboard_id"]) for call in deployed.tool_calls] == then
+    if not then:
+        assert "Which dashboard?" in str(deployed.content)
 
 
 async def test_that_branch_is_the_one_the_last_call_named() -> None:

@@ -44,9 +44,11 @@ CLAUSE_WORDS = frozenset(
     {"а", "но", "зато", "лучше", "просто", "только", "сначала", "затем", "потом", "but", "just", "then"}
     | {"first", "instead", "only", "и", "and"}
 )
-# Words that put requests in order: "check it, then deploy", "сначала проверь, потом задеплой".
+# Words that put requests in order: "check it, then deploy", "сначала проверь, потом задеплой",
+# "if it is up, validate".
 _SEQUENCE = _stems(
-    *("then", "after", "afterwards", "next", "first"), *("сначала", "потом", "затем", "после", "далее")
+    *("then", "after", "afterwards", "next", "first", "if"),
+    *("сначала", "потом", "затем", "после", "далее", "если"),
 )
 NEGATIONS = _stems(
     *("не", "нет", "без", "никаких", "вместо", "отмена", "отмени", "отменить", "пропусти", "забей", "отбой"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 from sqlglot import exp
 
-from sstools.agent.frames.grounded import Found, Relate, cyrillic, find, spoken
+from sstools.agent.frames.grounded import RELATED, Found, Relate, cyrillic, find, spoken
 from sstools.agent.frames.reading import Reading, content
 from sstools.common.language import Word, negated, phrase_stems
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
@@ -466,6 +466,28 @@ async def _measured(
     return measures[best[1]] if best[0] - second >= _VALUE_LEAD else None
 
 
+async def _meant_measure(
+    table: OutlineTable, words: Sequence[str], relate: Relate | None
+) -> tuple[str, int] | None:
+    """The numeric column a word means more than anything else of the table ("выручка",
+    "money" of an ``amount``) — what a count by a column, or a ranking, sums instead —, and
+    which word."""
+    columns = [column for column in table.columns if not _KEY.search(column.name)]
+    measures = {column.name for column in columns if _typed(column, _NUMBER_TYPES)}
+    if not words or not measures or relate is None:
+        return None
+    labels = [*(column.name for column in columns), table.name]
+    scores = await relate(words, [spoken(label) for label in labels])
+    meant = []
+    for at, row in enumerate(scores or ()):
+        ranked = sorted(zip(row, labels, strict=True), reverse=True)
+        score, label = ranked[0]
+        other = max((value for value, name in ranked if name not in measures), default=0.0)
+        if label in measures and score >= RELATED and score - other >= _VALUE_LEAD:
+            meant.append((score, label, at))
+    return max(meant)[1:] if meant else None
+
+
 async def _shaped(
     reading: Reading, question: DataQuestion, place: Place, relate: Relate | None
 ) -> DataQuestion | Unclear | None:
@@ -509,10 +531,18 @@ async def _shaped(
         negated(message, i) for i, word in enumerate(message) if word.stem in _SHAPES["delete"]
     ):
         measure = None  # "не удаляй": nothing deleted
+    unread = [i for i in usable if not any(i in found.words for found in found_all)]
+    spare = [message[i].text for i in unread]
+    ranked = bool(stems & (_DESCENDING | _ASCENDING))
+    summed = None
+    if not numeric and (measure in ("count", "avg", "sum", "max", "min") or grouped or ranked):
+        summed = await _meant_measure(table, spare, relate)
+        numeric = [summed[0]] if summed else []
+    if measure == "count" and numeric:  # "how much time went on tickets": a sum, not a count
+        measure = "sum"
     if measure is None and grouped and any(name != grouped for name in numeric):
         measure = "sum"  # "amount per region"
         numeric = [name for name in numeric if name != grouped]
-    spare = [message[i].text for i in usable if not any(i in found.words for found in found_all)]
     if measure in ("avg", "sum", "max", "min"):
         measured = await _measured(table, numeric, spare, relate)
     else:
@@ -521,7 +551,6 @@ async def _shaped(
         # of which column: asked, never an aggregate of nothing
         said = tuple(word.text for word in message if _shape_stem(word) in _SHAPES[measure])
         return Unclear(table.name, said, columns=tuple(columns))
-    ranked = bool(stems & (_DESCENDING | _ASCENDING))
     limit = next(
         (int(word.text) for word in message if word.text.isdigit() and not 1900 <= int(word.text) <= 2100),
         None,
@@ -551,7 +580,7 @@ async def _shaped(
         and _number_after(message, found) is not None
         for i in found.words
     ]  # "amount 100": a comparison not read
-    left = [i for i in usable if not any(i in found.words for found in found_all)]
+    left = [i for i in unread if not (summed and i == unread[summed[1]])]
     asked, meant = await _idle(reading, left, place, filters.keys(), relate)
     filters |= meant
     if idle or asked:

@@ -3,15 +3,14 @@ refused), the environments, ids, quotes and statement it holds, and the free tex
 tools' frames mark. Nothing here knows a tool by name: each frame is the catalogue's."""
 
 import re
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from sstools.agent.context import KIND_WORDS, Environment, env_aliases
 from sstools.agent.frames.grounded import similar
 from sstools.agent.sqltext import split_sql
 from sstools.common.catalogue import TOOLS
 from sstools.common.language import FUNCTION_STEMS, Word, asks, negated, phrase_stems, quoted, words
-from sstools.common.routing.keywords import KeywordIndex
 
 _QUOTES = re.compile(r"(?<!\w)[«\"“”'`][^«»\"“”'`\n]{1,200}[»\"“”'`](?!\w)")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
@@ -27,7 +26,7 @@ OBJECT_NOUNS = DASHBOARD_NOUNS | frozenset(
     phrase_stems(
         "table tables таблица таблицы база базе database db бд schema схема column колонки maintenance"
         " window windows обслуживание обслуживания техработы окно окна environment environments окружение"
-        " окружения среда стенд branch ветка ветку ветке бранч"
+        " окружения среда стенд branch ветка ветку ветке бранч техобслуживание мейнтенанс downtime даунтайм"
     )
 )
 _JOINS = frozenset({"and", "и", "or", "или", "&"})
@@ -35,11 +34,19 @@ _JOINS = frozenset({"and", "и", "or", "или", "&"})
 _COUNTING = frozenset(
     phrase_stems("top топ first last первые последние rows строк строки записей records limit лимит")
 )
-# Spelt as declared; a word a typo from a keyword is read by ``similar`` (one rule for names too).
-_KEYWORDS = KeywordIndex(typos=False)
-
+# Every stem of a tool's phrases: a word that is one is read as declared, never as another's typo.
 _KEYWORD_STEMS = frozenset(
     stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
+)
+# Each tool's own words; a word that alone names another tool splits a phrase it stands in.
+_OWN_STEMS = {
+    spec.name: frozenset(stem for phrase in spec.keywords for stem in phrase_stems(phrase)) for spec in TOOLS
+}
+_NAMING_STEMS = (
+    frozenset(
+        stems[0] for spec in TOOLS for phrase in spec.keywords if len(stems := phrase_stems(phrase)) == 1
+    )
+    - FUNCTION_STEMS
 )
 # Each tool's keyword phrases, a (stem, as written) pair per word: a phrase the message spells with a
 # typo or two — its words in order in one clause, each by its stem, a word ``similar`` to it
@@ -74,28 +81,37 @@ class _Named:
     acts: bool = False  # by more than the noun of its object ("dashboards" names only a search)
 
 
-def _named(message: Sequence[Word], said: Sequence[int], refused: Collection[str]) -> dict[str, _Named]:
-    """The tools whose phrases the words spell, affirmed, as declared or with typos."""
+def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Named], set[str]]:
+    """The tools whose phrases the words spell, affirmed, as declared or with typos; and those
+    refused ("don't deploy"), never by the noun of their object alone ("don't start maintenance,
+    which windows are set?" refuses no list of windows)."""
     named: dict[str, _Named] = {}
+    refused: set[str] = set()
     for name, phrase in _SPELLINGS:
-        for start in said if name not in refused else ():
+        acts = len(phrase) > 1 or phrase[0][0] not in OBJECT_NOUNS
+        for start in said:
             if not _spells(message[start], phrase[0]):
                 continue
             used, clause = [start], message[start].clause
             for wanted in phrase[1:]:
+                # one word may stand between, not another tool's ("проверь состояние дашборда")
                 window = [i for i in said if used[-1] < i <= used[-1] + 2 and message[i].clause == clause]
                 found = next((i for i in window if _spells(message[i], wanted)), None)
-                if found is None:
+                between = [message[i].stem for i in window if i < found] if found is not None else []
+                if found is None or any(stem in _NAMING_STEMS - _OWN_STEMS[name] for stem in between):
                     break
                 used.append(found)
-            if len(used) < len(phrase) or negated(message, start, used[-1]):
+            if len(used) < len(phrase):
+                continue
+            if negated(message, start, used[-1]):
+                refused.update([name] if acts else [])
                 continue
             entry = named.setdefault(name, _Named(start, set()))
             entry.at = min(entry.at, start)
             entry.words.update(used)
             entry.exact |= all(message[i].stem == stem for i, (stem, _) in zip(used, phrase, strict=True))
-            entry.acts |= len(phrase) > 1 or phrase[0][0] not in OBJECT_NOUNS
-    return named
+            entry.acts |= acts
+    return {name: entry for name, entry in named.items() if name not in refused}, refused
 
 
 @dataclass(frozen=True)
@@ -114,10 +130,23 @@ class Reading:
     acts: frozenset[str]  # those named by more than the noun of their object
     guessed: frozenset[str]  # those named only by a word one typo from theirs
     named_at: Mapping[str, int]  # where the words name each
+    named_by: Mapping[str, frozenset[int]]  # which words name each
     refused: frozenset[str]  # tools named only to be refused
     asks: bool  # a question ("?", "ли")
     envs: frozenset[str]  # the words that name an environment
     taken: frozenset[int] = frozenset()  # words a dashboard's title took: no data, no tool
+
+    def titled(self, taken: frozenset[int]) -> "Reading":
+        """This reading once a dashboard's title took ``taken``: a tool only they named ("Queue
+        Health") is not named."""
+        gone = {name for name, by in self.named_by.items() if by <= taken}
+        return replace(
+            self,
+            taken=taken,
+            named={name: hits for name, hits in self.named.items() if name not in gone},
+            acts=self.acts - gone,
+            guessed=self.guessed - gone,
+        )
 
     @property
     def many(self) -> bool:
@@ -177,18 +206,21 @@ class Reading:
         return None
 
     def untold(self) -> list[str]:
-        """The clauses that name no tool, no environment and no number: why something is asked,
-        when the message says so in a clause of its own ("закрой стенд на обслуживание, меняем
-        диски")."""
-        clauses: dict[int, list[Word]] = {}
-        for word in self.words:
-            clauses.setdefault(word.clause, []).append(word)
+        """The clauses that ask for nothing — no tool's action, no environment, no number —: why
+        something is asked, when the message says so in a clause of its own ("закрой стенд на
+        обслуживание, меняем диски", "we're moving the database")."""
+        clauses: dict[int, list[int]] = {}
+        for index, word in enumerate(self.words):
+            clauses.setdefault(word.clause, []).append(index)
         return [
-            self.text[clause[0].start : clause[-1].end]
+            self.text[self.words[clause[0]].start : self.words[clause[-1]].end]
             for clause in clauses.values()
             if len(clause) > 1
-            and not _KEYWORDS.match(" ".join(word.text for word in clause)).tools
-            and not any(word.text.isdigit() or word.text.lower() in self.envs for word in clause)
+            and not any(entry.acts for entry in _named(self.words, clause)[0].values())
+            and not any(
+                word.text.isdigit() or word.text.lower() in self.envs
+                for word in map(self.words.__getitem__, clause)
+            )
         ]
 
     def flag(self, markers: Sequence[str]) -> bool:
@@ -274,12 +306,12 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
     message = tuple(words(plain))
     # a quoted name asks for nothing ("create the branch 'release-7'")
     unquoted = _QUOTES.sub(lambda found: " " * len(found[0]), plain)
-    keywords = _KEYWORDS.match(unquoted)
     said = [index for index, word in enumerate(message) if unquoted[word.start : word.end].strip()]
+    naming, refused = _named(message, said)
     # most words named first; a tool named only by the noun of its object follows one named by
     # what is asked of it
     named = sorted(
-        _named(message, said, keywords.negated).items(),
+        naming.items(),
         key=lambda item: (-len(item[1].words), not item[1].acts, item[1].at),
     )
     task = _UUID.search(plain)
@@ -300,7 +332,8 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
         acts=frozenset(name for name, entry in named if entry.acts),
         guessed=frozenset(name for name, entry in named if not entry.exact),
         named_at={name: entry.at for name, entry in named},
-        refused=frozenset(keywords.negated),
+        named_by={name: frozenset(entry.words) for name, entry in named},
+        refused=frozenset(refused),
         asks=asks(plain),
         envs=frozenset(aliases),
     )

@@ -31,7 +31,7 @@ from sstools.agent.markdown import markdown_text
 
 # the phrase book's steps and their reading of a turn's calls, shared until it is gone
 from sstools.agent.planner.steps import Call, Done, Reply
-from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, Tier, tool
+from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, ASKED_OF_A_DASHBOARD, Tier, tool
 from sstools.common.language import in_order, is_negation, phrase_stems
 from sstools.common.outline import EnvOutline
 
@@ -231,11 +231,14 @@ class Planner:
                 f"There is no “{unknown}” environment; there are: {known}. Which one?",
             )
         question: Reply | None = None
+        asked_change = False
         await self._read_titles()
         follow = self.thread.last.tool if self.thread.last and self._follows(self.thread.last.tool) else None
         for name in await self._candidates():
-            if question is not None and name not in reading.acts and name != follow:
-                break  # a question about what the words asked outranks a guess at something else
+            # a question about what the words asked outranks a guess at something else; about a
+            # change they asked, the last read again too ("deploy it" of several found)
+            if question is not None and name not in reading.acts and (name != follow or asked_change):
+                break
             slots = await self._fill(name)
             if slots is None:
                 continue
@@ -251,6 +254,7 @@ class Planner:
             if question is None:
                 asked = _MISSING.get(slots.missing)
                 question = self._ask(*asked) if asked else Reply(slots.missing, asks_back=True)
+                asked_change = name in reading.acts and not _reads(name)
         if question is not None:
             return question
         if reading.refused and not reading.named:
@@ -276,6 +280,11 @@ class Planner:
         self.boards = await self._titled(self._env_for_data)
         if not self.reading.taken and self.context.env and self.context.env != self._env_for_data:
             await self._titled(self.context.env)
+
+    @property
+    def _asks_of_dashboard(self) -> bool:
+        """A question of a dashboard by its title and of nothing else ("Sales Overview норм?")."""
+        return self.reading.asks and bool(self.boards) and not self.reading.acts
 
     def _ask(self, ru: str, en: str) -> Reply:
         return Reply(self.say(ru, en), asks_back=True)
@@ -328,8 +337,8 @@ class Planner:
         # changes asked together are all made, in the order said
         ordered += sorted((name for name in acts if not _reads(name)), key=reading.named_at.__getitem__)
         ordered += spelt + acts + typed
-        ordered += [name for name in named if name not in acts]
-        ordered += follow
+        ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
+        ordered += [name for name in named if name not in acts] + follow
         ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
         ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
         return [
@@ -375,6 +384,7 @@ class Planner:
         evidence = (
             name in reading.named
             or (self.thread.last is not None and name == self.thread.last.tool)
+            or (name == ASKED_OF_A_DASHBOARD and self._asks_of_dashboard)
             or (
                 not reading.named
                 and not reading.refused  # "ничего не меняй, я только читаю" asks for nothing
@@ -504,6 +514,8 @@ class Planner:
             production = [env.id for env in self.context.environments if env.production]
             if production and self.context.env not in production:
                 return production[0]
+        if self.thread.env and reading.stems & _REFERS_BACK:  # "bring it back": where the last call was
+            return self.thread.env
         return self.context.env
 
     def _source(self, target: str | None) -> str | None:
@@ -551,7 +563,7 @@ class Planner:
         titles = await self.ground.titles(env) if self.ground and env else None
         usable = [index for index, word in enumerate(self.reading.words) if len(word.text) > 1]
         found = await find(self.reading.words, usable, list((titles or {}).values()), None)
-        self.reading = replace(self.reading, taken=frozenset(i for item in found for i in item.words))
+        self.reading = self.reading.titled(frozenset(i for item in found for i in item.words))
         at = {item.label: min(item.words) for item in found}
         return tuple(
             board
@@ -577,8 +589,8 @@ class Planner:
             return False
         if self.reading.sql:
             return self._statement_place(outline, slots)
-        if not _needs(name, "sql"):  # a table to look at or to register
-            place = await place_named(self.reading, outline, self.ground.relate)
+        if not _needs(name, "sql"):  # a table to look at, or to register: that one spelt, never a guess
+            place = await place_named(self.reading, outline, self.ground.relate if _reads(name) else None)
             if place is None and (database := await self._database(outline)):
                 slots.args["database_id"] = database
                 return True
