@@ -207,9 +207,10 @@ async def test_the_word_after_by_is_the_column_it_means(model_ground: ModelGroun
     )
 
 
-async def test_a_word_meaning_a_numeric_column_is_summed_not_counted(model_ground: ModelGround) -> None:
-    """ "часов" spells no column; it means ``hours_spent`` more than anything else of the table."""
-    (call,) = await _calls("сколько часов ушло на тикеты по командам", ground=model_ground)
+async def test_a_word_meaning_a_numeric_column_is_what_a_grouping_sums(model_ground: ModelGround) -> None:
+    """ "часы" spells no column; it means ``hours_spent`` more than anything else of the table (a
+    count asked in words stays a count)."""
+    (call,) = await _calls("часы по каждой команде", ground=model_ground)
     assert call[1]["sql"] == (
         'SELECT "team", SUM("hours_spent") FROM "support"."tickets" '
         'GROUP BY "team" ORDER BY 2 DESC NULLS LAST'

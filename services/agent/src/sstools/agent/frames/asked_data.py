@@ -535,11 +535,9 @@ async def _shaped(
     spare = [message[i].text for i in unread]
     ranked = bool(stems & (_DESCENDING | _ASCENDING))
     summed = None
-    if not numeric and (measure in ("count", "avg", "sum", "max", "min") or grouped or ranked):
+    if not numeric and (measure in ("avg", "sum", "max", "min") or (measure is None and (grouped or ranked))):
         summed = await _meant_measure(table, spare, relate)
         numeric = [summed[0]] if summed else []
-    if measure == "count" and numeric:  # "how much time went on tickets": a sum, not a count
-        measure = "sum"
     if measure is None and grouped and any(name != grouped for name in numeric):
         measure = "sum"  # "amount per region"
         numeric = [name for name in numeric if name != grouped]
