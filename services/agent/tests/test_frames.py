@@ -18,10 +18,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCa
 from langchain_core.tools import StructuredTool
 
 from sstools.agent.context import Environment, Focus, TurnContext
+from sstools.agent.frames.grounded import find
 from sstools.agent.frames.model import GROUND, FramePlanner
 from sstools.agent.limits import MAX_MESSAGE_CHARS
 from sstools.agent.tools import tool_schema
 from sstools.common.catalogue import ARGS
+from sstools.common.language import words
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
 
 ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
@@ -593,3 +595,15 @@ async def test_a_question_names_the_tables_columns_as_text_never_as_markup() -> 
     assert planned.tool_calls == []
     assert "[reset](https://evil.example)" not in str(planned.content)
     assert "\\[reset\\]" in str(planned.content)
+
+
+@pytest.mark.parametrize(
+    ("said", "named"),
+    [("хирургические приёмы", ["хирургия"]), ("late parcels", []), ("заказов", ["заказ"])],
+)
+async def test_a_name_is_spelt_by_a_longer_word_of_its_root_never_by_a_shorter_one(
+    said: str, named: list[str]
+) -> None:
+    message = words(said)
+    found = await find(message, list(range(len(message))), ["хирургия", "latest", "заказ"], None)
+    assert [item.label for item in found] == named

@@ -515,7 +515,12 @@ async def _shaped(
     values = [found for found in found_all if found.label in held]
     named = dates + [found for found in found_all if found.label not in held]
     filters: dict[str, str | int | bool] = {held[found.label].name: found.label for found in values}
-    numeric = [found.label for found in named if _typed(columns[found.label], _NUMBER_TYPES)]
+    # a key is counted by, never summed or ranked ("vets" spells ``vet_id`` by its part)
+    numeric = [
+        found.label
+        for found in named
+        if _typed(columns[found.label], _NUMBER_TYPES) and not _KEY.search(found.label)
+    ]
     texts = [
         found.label for found in named if not _typed(columns[found.label], (*_NUMBER_TYPES, *_DATE_TYPES))
     ]
@@ -555,7 +560,7 @@ async def _shaped(
     )
     for found in named:
         number = _number_after(message, found)
-        if number is not None and found.label in numeric:  # "user 42": a filter, not a limit
+        if number is not None and _typed(columns[found.label], _NUMBER_TYPES):  # "user 42": a filter
             filters[found.label], limit = number, None if limit == number else limit
         elif "bool" in (columns[found.label].type or "").lower() and found.label != grouped:
             filters[found.label] = not negated(message, found.words[0])  # "neutered pets"

@@ -77,8 +77,8 @@ def similar(written: str, part: str) -> bool:
 def _spelt(word: Word, part: str) -> bool:
     """The word is the name's part: by stem, with one typo in a long word, or written in Cyrillic
     letters ("тикетов" of ``tickets``)."""
-    if word.stem == part or similar(word.stem, part):
-        return True
+    if word.stem == part or similar(word.stem, part) or (len(part) >= 5 and word.stem.startswith(part)):
+        return True  # or a longer word of the same root: "хирургические" of "хирургия"
     if not part.isascii() or word.text.isascii():
         return False
     heard = _HEARD.sub(lambda found: _SOUNDS[found[0]], part)
