@@ -515,12 +515,10 @@ async def _shaped(
     values = [found for found in found_all if found.label in held]
     named = dates + [found for found in found_all if found.label not in held]
     filters: dict[str, str | int | bool] = {held[found.label].name: found.label for found in values}
-    # a key is counted by, never summed or ranked ("vets" spells ``vet_id`` by its part)
-    numeric = [
-        found.label
-        for found in named
-        if _typed(columns[found.label], _NUMBER_TYPES) and not _KEY.search(found.label)
-    ]
+    # a key is counted by ("how many distinct customers"), never summed or ranked ("vets" spells
+    # ``vet_id`` by its part)
+    numbers = [found.label for found in named if _typed(columns[found.label], _NUMBER_TYPES)]
+    numeric = [name for name in numbers if not _KEY.search(name)]
     texts = [
         found.label for found in named if not _typed(columns[found.label], (*_NUMBER_TYPES, *_DATE_TYPES))
     ]
@@ -549,7 +547,7 @@ async def _shaped(
     if measure in ("avg", "sum", "max", "min"):
         measured = await _measured(table, numeric, spare, relate)
     else:
-        measured = next(iter(texts or numeric), None) if measure == "distinct" else None
+        measured = next(iter(texts or numbers), None) if measure == "distinct" else None
     if measure in ("avg", "sum", "max", "min", "distinct") and measured is None:
         # of which column: asked, never an aggregate of nothing
         said = tuple(word.text for word in message if _shape_stem(word) in _SHAPES[measure])
@@ -560,7 +558,7 @@ async def _shaped(
     )
     for found in named:
         number = _number_after(message, found)
-        if number is not None and _typed(columns[found.label], _NUMBER_TYPES):  # "user 42": a filter
+        if number is not None and found.label in numbers:  # "user 42": a filter, not a limit
             filters[found.label], limit = number, None if limit == number else limit
         elif "bool" in (columns[found.label].type or "").lower() and found.label != grouped:
             filters[found.label] = not negated(message, found.words[0])  # "neutered pets"
