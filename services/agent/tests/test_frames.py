@@ -113,6 +113,10 @@ SQL = "superset_execute_sql"
             "how many tickets are open?",
             """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'open'""",
         ),
+        (  # a word of the question a typo away
+            "сколко тикетов в статусе open?",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'open'""",
+        ),
         (
             "how many critical tickets do we have?",
             """SELECT COUNT(*) FROM "support"."tickets" WHERE "priority" = 'critical'""",
@@ -297,6 +301,10 @@ async def test_columns_of_a_table_are_explored_where_it_is() -> None:
             ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
         ),
         ("бэкап не делай, покажи окружения", ("list_environments", {})),
+        (
+            "не выполняй, только перепиши аккуратно: select subject from support.tickets",
+            ("superset_format_sql", {"sql": "select subject from support.tickets"}),
+        ),
     ],
 )
 async def test_russian_a_negated_action_is_not_proposed_and_the_rest_is_done(
@@ -313,6 +321,10 @@ async def test_russian_a_negated_action_is_not_proposed_and_the_rest_is_done(
             ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
         ),
         ("do not back up prod, list the environments instead", ("list_environments", {})),
+        (
+            "don't execute it, just prettify: select subject from support.tickets",
+            ("superset_format_sql", {"sql": "select subject from support.tickets"}),
+        ),
     ],
 )
 async def test_english_a_negated_action_is_not_proposed_and_the_rest_is_done(

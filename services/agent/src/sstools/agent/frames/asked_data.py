@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 from sqlglot import exp
 
-from sstools.agent.frames.grounded import RELATED, Found, Relate, cyrillic, find, spoken
+from sstools.agent.frames.grounded import RELATED, Found, Relate, cyrillic, find, similar, spoken
 from sstools.agent.frames.reading import Reading, content
-from sstools.common.language import Word, negated, phrase_stems
+from sstools.common.language import FUNCTION_STEMS, Word, negated, phrase_stems
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
 from sstools.common.sql import dialect_for_backend
 
@@ -40,6 +40,7 @@ _SUPERLATIVE = frozenset({"самый", "самая", "самые", "самых"
 _ASCENDING = _stems("smallest lowest cheapest least shortest меньше дешевые")
 _LATEST = _stems("last latest newest recent последних последние свежих новых")
 _ROWS = _stems("rows row records строк строки записей записи first первые")
+_SHAPE_STEMS = frozenset().union(*_SHAPES.values(), _GROUP, _DESCENDING, _ASCENDING, _LATEST, _ROWS)
 _DATA_NOUNS = _stems(
     "table tables таблица таблице таблицы database db base база базе бд data данные данных sql query запрос"
     " column columns колонка колонки столбец поле значение схема schema all все всё"
@@ -165,13 +166,17 @@ def _typed(column: OutlineColumn, kinds: Sequence[str]) -> bool:
 
 
 def _shape_stem(word: Word) -> str:
-    return "top" if word.text.lower() in _SUPERLATIVE else word.stem
+    """The word's stem, or the shape word it is a typo of ("сколко" of "сколько")."""
+    if word.text.lower() in _SUPERLATIVE:
+        return "top"
+    if word.stem in _SHAPE_STEMS or word.stem in FUNCTION_STEMS:
+        return word.stem
+    # a long word only: "list" is no typo of "last"
+    return next((shape for shape in _SHAPE_STEMS if len(shape) >= 5 and similar(word.stem, shape)), word.stem)
 
 
 def _shape_word(stem: str) -> bool:
-    return any(
-        stem in words for words in (*_SHAPES.values(), _GROUP, _DESCENDING, _ASCENDING, _LATEST, _ROWS)
-    )
+    return stem in _SHAPE_STEMS
 
 
 def _usable(reading: Reading) -> list[int]:
