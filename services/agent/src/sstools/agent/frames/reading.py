@@ -34,14 +34,12 @@ _JOINS = frozenset({"and", "и", "or", "или", "&"})
 _COUNTING = frozenset(
     phrase_stems("top топ first last первые последние rows строк строки записей records limit лимит")
 )
-# Every stem of a tool's phrases: a word that is one is read as declared, never as another's typo.
-_KEYWORD_STEMS = frozenset(
-    stem for spec in TOOLS for phrase in spec.keywords for stem in phrase_stems(phrase)
-)
 # Each tool's own words; a word that alone names another tool splits a phrase it stands in.
 _OWN_STEMS = {
     spec.name: frozenset(stem for phrase in spec.keywords for stem in phrase_stems(phrase)) for spec in TOOLS
 }
+# Every stem of a tool's phrases: a word that is one is read as declared, never as another's typo.
+_KEYWORD_STEMS = frozenset().union(*_OWN_STEMS.values())
 _NAMING_STEMS = (
     frozenset(
         stems[0] for spec in TOOLS for phrase in spec.keywords if len(stems := phrase_stems(phrase)) == 1
@@ -126,11 +124,10 @@ class Reading:
     target_env: str | None
     source_env: str | None
     unknown_env: str | None  # a kind of environment none of the configured ones is
-    named: Mapping[str, int]  # tool → affirmed keyword hits, the first asked first
     acts: frozenset[str]  # those named by more than the noun of their object
     guessed: frozenset[str]  # those named only by a word one typo from theirs
     named_at: Mapping[str, int]  # where the words name each
-    named_by: Mapping[str, frozenset[int]]  # which words name each
+    named_by: Mapping[str, frozenset[int]]  # tool → the words that name it, affirmed; most first
     refused: frozenset[str]  # tools named only to be refused
     asks: bool  # a question ("?", "ли")
     envs: frozenset[str]  # the words that name an environment
@@ -140,13 +137,15 @@ class Reading:
         """This reading once a dashboard's title took ``taken``: a tool only they named ("Queue
         Health") is not named."""
         gone = {name for name, by in self.named_by.items() if by <= taken}
+        named_by = {name: by for name, by in self.named_by.items() if name not in gone}
         return replace(
-            self,
-            taken=taken,
-            named={name: hits for name, hits in self.named.items() if name not in gone},
-            acts=self.acts - gone,
-            guessed=self.guessed - gone,
+            self, taken=taken, named_by=named_by, acts=self.acts - gone, guessed=self.guessed - gone
         )
+
+    @property
+    def named(self) -> Mapping[str, int]:
+        """The tools the words name, affirmed, and how many words name each: most first."""
+        return {name: len(by) for name, by in self.named_by.items()}
 
     @property
     def many(self) -> bool:
@@ -328,7 +327,6 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
         target_env=target,
         source_env=source,
         unknown_env=unknown,
-        named={name: len(entry.words) for name, entry in named},
         acts=frozenset(name for name, entry in named if entry.acts),
         guessed=frozenset(name for name, entry in named if not entry.exact),
         named_at={name: entry.at for name, entry in named},
