@@ -52,6 +52,8 @@ def test_english_a_refused_action_is_negated_and_the_one_asked_after_it_is_not(
     ("text", "word"),
     [
         ("почему не работает дашборд", "дашборд"),  # a state, not a refusal
+        ("найди дашборды не на проде, а на деве", "дашборды"),  # a place refused, not the action
+        ("deploy it not to prod but to dev", "deploy"),
         ("нет ли ошибок на проде?", "ошибок"),  # "не … ли" asks
         ("the dashboard doesn't load, what is wrong", "wrong"),
         ("why is the dashboard not working", "dashboard"),

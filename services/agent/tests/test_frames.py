@@ -213,6 +213,26 @@ async def test_the_word_after_by_is_the_column_it_means(model_ground: ModelGroun
     )
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["посчитай часы по каждой команде", "count hours_spent per team", "Sum of hours by team? Use tickets."],
+)
+async def test_a_verb_of_counting_with_a_measure_sums_it(model_ground: ModelGround, text: str) -> None:
+    """ "посчитай часы": the hours, summed; a capital at a sentence's start is no name asked about."""
+    (call,) = await _calls(text, ground=model_ground)
+    assert call[1]["sql"] == (
+        'SELECT "team", SUM("hours_spent") FROM "support"."tickets" '
+        'GROUP BY "team" ORDER BY 2 DESC NULLS LAST'
+    )
+
+
+async def test_tools_named_alike_are_told_apart_by_the_whole_messages_meaning(
+    model_ground: ModelGround,
+) -> None:
+    """ "provider" names the list of providers as much as "up" names their state."""
+    assert await _calls("is the LLM provider up?", ground=model_ground) == [("get_llm_status", {})]
+
+
 async def test_a_word_meaning_a_numeric_column_is_what_a_grouping_sums(model_ground: ModelGround) -> None:
     """ "часы" spells no column; it means ``hours_spent`` more than anything else of the table (a
     count asked in words stays a count)."""
@@ -395,6 +415,50 @@ async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
         ),
         # a question about a dashboard and nothing else: how it is
         ("Churn Radar сегодня нормально?", ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]})),
+        # a free text ends before the function words that lead the next argument
+        (
+            "create a dashboard called Pager Load with slug pager-load",
+            ("superset_create_dashboard", {"title": "Pager Load", "slug": "pager-load", "env_id": "dev"}),
+        ),
+        # the noun of a dashboard in the other language
+        (
+            "создай dashboard «Pager Load»",
+            ("superset_create_dashboard", {"title": "Pager Load", "env_id": "dev"}),
+        ),
+        # a word of the language is no typo of an action ("skipping" of "ship")
+        (
+            "re-run the charts of Queue Health skipping the cache: do any fail?",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12], "force": True}),
+        ),
+        # a negation before a place refuses the place, not the action
+        ("найди дашборды не на проде, а на деве", ("search_dashboards", {"env_id": "dev"})),
+        # a mapping of databases, the marker either side of the first name
+        (
+            "migrate Queue Health from dev to prod mapping helpdesk to helpdesk_v2",
+            (
+                "execute_migration",
+                {
+                    "source_env": "dev",
+                    "dashboard_ids": [12],
+                    "database_mapping": {"helpdesk": "helpdesk_v2"},
+                    "env_id": "prod",
+                },
+            ),
+        ),
+        (
+            "перенеси Churn Radar с dev на prod, базу helpdesk замапь на helpdesk_v2",
+            (
+                "execute_migration",
+                {
+                    "source_env": "dev",
+                    "dashboard_ids": [11],
+                    "database_mapping": {"helpdesk": "helpdesk_v2"},
+                    "env_id": "prod",
+                },
+            ),
+        ),
+        # a statement of no table runs in the environment's first database
+        ("run SELECT 1", (SQL, {"sql": "SELECT 1", "env_id": "dev", "database_id": 1})),
     ],
 )
 async def test_a_plain_request_is_its_frame_filled_from_the_words_and_the_live_system(
@@ -411,6 +475,47 @@ async def test_a_follow_up_takes_the_object_the_conversation_named() -> None:
     assert await _calls("задеплой его на прод", *earlier) == [
         ("deploy_dashboard", {"dashboard_id": 12, "source_env": "dev", "env_id": "prod"})
     ]
+
+
+async def test_an_action_said_of_it_is_the_one_on_the_last_calls_object() -> None:
+    """ "end it" after maintenance was started ends the maintenance; said refused, nothing."""
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("start maintenance on prod")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"env_id": "prod", "active": True})[1:], AIMessage("started")]
+    for text in ("upgrade is done, end it", "сними его, мы закончили"):
+        assert await _calls(text, *earlier) == [("end_maintenance", {"env_id": "prod"})]
+    assert await _calls("don't end it yet", *earlier) == []
+
+
+async def test_run_it_after_a_statement_was_formatted_runs_that_statement() -> None:
+    statement = "select subject from support.tickets"
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage(f"format this: {statement}")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"sql": statement})[1:], AIMessage(statement)]
+    assert await _calls("теперь выполни его", *earlier) == [
+        (SQL, {"sql": statement, "env_id": "dev", "database_id": 7})
+    ]
+
+
+async def test_a_table_to_register_is_one_the_words_spell_not_one_holding_a_word() -> None:
+    """ "open" is a value of tickets, not the table: which one is asked."""
+    planned = await _plan([CONTEXT.message(), HumanMessage("add a dataset of the open ones in helpdesk")])
+    assert planned.tool_calls == []
+    assert planned.response_metadata["needs_clarification"] is True
+
+
+async def test_a_change_named_only_by_the_noun_of_its_object_is_never_asked_for() -> None:
+    """A branch of the business is no git branch to create: the question is about data."""
+    planned = await _plan([CONTEXT.message(), HumanMessage("ветка с наибольшим числом доставленных посылок")])
+    assert planned.tool_calls == []
+    assert "таблиц" in str(planned.content)
+
+
+async def test_small_talk_with_a_word_of_data_asks_no_data() -> None:
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("haha nice, you are quicker than the last intern")]
+    )
+    assert planned.tool_calls == []
 
 
 @pytest.mark.parametrize(("found", "then"), [([12], [("deploy_dashboard", 12)]), ([11, 13], [])])

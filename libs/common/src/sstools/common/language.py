@@ -70,6 +70,8 @@ _STATE_WORDS = _stems(
     *("work", "works", "working", "load", "loading", "respond", "show", "showing", "know"),
     *("sure", "understand", "remember", "find", "found", "exist", "exists", "broken", "fail", "failing"),
 )
+# The prepositions of a place: a negation before one refuses the place ("не на проде, а на деве").
+_PLACES = _stems("на", "в", "во", "из", "с", "со", "on", "in", "at", "to", "from")
 # "не … ли", "isn't it": a question, not a refusal; "ли" stands within a few words of what it asks.
 _QUESTION_REACH = 6
 _QUESTION_WORDS = _stems("ли", "разве", "неужели")
@@ -146,13 +148,14 @@ def negated(message: Sequence[Word], first: int, last: int | None = None) -> boo
             others += 1
             if others > 1:
                 break
-    following = [word for word in message[last + 1 : last + 4] if word.clause == message[last].clause]
-    following = [word for word in following if word.stem not in _FILLER or word.stem in NEGATIONS]
-    return (
-        bool(following)
-        and following[0].stem in NEGATIONS
-        and (len(following) == 1 or following[1].stem not in _STATE_WORDS)
-    )
+    near = [word for word in message[last + 1 : last + 4] if word.clause == message[last].clause]
+    following = [word for word in near if word.stem not in _FILLER or word.stem in NEGATIONS]
+    if following and following[0].stem in NEGATIONS:  # "дашборды не на деве": not there, not them
+        after = near[near.index(following[0]) + 1 :]
+        return not (after and after[0].stem in _PLACES) and (
+            len(following) == 1 or following[1].stem not in _STATE_WORDS
+        )
+    return False
 
 
 def in_order(message: Sequence[Word]) -> bool:

@@ -33,6 +33,8 @@ _SHAPES = {
     "delete": _stems("delete remove wipe truncate clear очисти удали удалить очистить сотри"),
     "count": _stems("сколько count количество число посчитай подсчитай many"),
 }
+# "посчитай выручку": a verb of counting asks for a sum where a word means a measure
+_COMPUTE = _stems("count посчитай подсчитай calculate compute")
 _GROUP = _stems("per by each every по каждому каждой разбивке разрезе group breakdown помесячно")
 _DESCENDING = _stems("top топ largest biggest highest most longest больше крупные дорогие")
 # "самый" stems as "сам" (oneself): the superlative is read as written
@@ -398,7 +400,7 @@ async def _idle(
     clearly means ("попугаев" of a ``parrot``). A value written in the word's own script is
     matched by spelling alone. With no model to ask, every word is asked about."""
     table, message = place.table, reading.words
-    names = [index for index in left if index and message[index].text[:1].isupper()]
+    names = [index for index in left if _capitalised_inside(reading, index)]
     others = [index for index in left if index not in names]
     open_columns = [column for column in table.columns if column.name not in filtered]
     means: dict[str, tuple[str, str | bool]] = {
@@ -446,6 +448,13 @@ async def _idle(
         else:
             asked.append(index)
     return asked, applied
+
+
+def _capitalised_inside(reading: Reading, index: int) -> bool:
+    """A capital letter inside a sentence, not at its start ("Use the sales table"): a name."""
+    word = reading.words[index]
+    before = reading.text[: word.start].rstrip()
+    return word.text[:1].isupper() and bool(before) and before[-1] not in ".?!:;"
 
 
 async def _measured(
@@ -543,11 +552,14 @@ async def _shaped(
     spare = [message[i].text for i in unread]
     ranked = bool(stems & (_DESCENDING | _ASCENDING))
     summed = None
-    if not numeric and (measure in ("avg", "sum", "max", "min") or (measure is None and (grouped or ranked))):
+    computed = measure == "count" and not stems & (_SHAPES["count"] - _COMPUTE)
+    if not numeric and (
+        measure in ("avg", "sum", "max", "min") or (measure is None and (grouped or ranked)) or computed
+    ):
         summed = await _meant_measure(table, spare, relate)
         numeric = [summed[0]] if summed else []
-    if measure is None and grouped and any(name != grouped for name in numeric):
-        measure = "sum"  # "amount per region"
+    if (computed or (measure is None and grouped)) and any(name != grouped for name in numeric):
+        measure = "sum"  # "amount per region", "посчитай часы по командам"
         numeric = [name for name in numeric if name != grouped]
     if measure in ("avg", "sum", "max", "min"):
         measured = await _measured(table, numeric, spare, relate)

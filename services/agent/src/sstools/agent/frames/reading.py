@@ -10,7 +10,16 @@ from sstools.agent.context import KIND_WORDS, Environment, env_aliases
 from sstools.agent.frames.grounded import similar
 from sstools.agent.sqltext import split_sql
 from sstools.common.catalogue import TOOLS
-from sstools.common.language import FUNCTION_STEMS, Word, asks, negated, phrase_stems, quoted, words
+from sstools.common.language import (
+    FUNCTION_STEMS,
+    Word,
+    asks,
+    negated,
+    phrase_stems,
+    quoted,
+    vocabulary,
+    words,
+)
 
 _QUOTES = re.compile(r"(?<!\w)[«\"“”'`][^«»\"“”'`\n]{1,200}[»\"“”'`](?!\w)")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
@@ -40,6 +49,8 @@ _OWN_STEMS = {
 }
 # Every stem of a tool's phrases: a word that is one is read as declared, never as another's typo.
 _KEYWORD_STEMS = frozenset().union(*_OWN_STEMS.values())
+# The language layer's own words (negations, filler, states): read as themselves, never as typos.
+_LANGUAGE = vocabulary()
 _NAMING_STEMS = (
     frozenset(
         stems[0] for spec in TOOLS for phrase in spec.keywords if len(stems := phrase_stems(phrase)) == 1
@@ -61,9 +72,9 @@ _SPELLINGS = sorted(
 def _spells(word: Word, wanted: tuple[str, str]) -> bool:
     stem, written = wanted
     text = word.text.lower()
-    if word.stem == stem:
-        return True
-    if word.stem in _KEYWORD_STEMS:  # another tool's word is no typo of this one's
+    if word.stem == stem or (word.stem in DASHBOARD_NOUNS and stem in DASHBOARD_NOUNS):
+        return True  # a dashboard by its noun in either language ("создай dashboard")
+    if word.stem in _KEYWORD_STEMS or word.stem in _LANGUAGE:  # "skipping" is no "ship"
         return False
     started = len(written) >= 5 and text.startswith(written)
     return similar(word.stem, stem) or similar(text, written) or started
@@ -79,12 +90,12 @@ class _Named:
     acts: bool = False  # by more than the noun of its object ("dashboards" names only a search)
 
 
-def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Named], set[str]]:
+def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Named], dict[str, set[int]]]:
     """The tools whose phrases the words spell, affirmed, as declared or with typos; and those
     refused ("don't deploy"), never by the noun of their object alone ("don't start maintenance,
     which windows are set?" refuses no list of windows)."""
     named: dict[str, _Named] = {}
-    refused: set[str] = set()
+    refused: dict[str, set[int]] = {}  # tool → the words that name it, refused
     for name, phrase in _SPELLINGS:
         acts = len(phrase) > 1 or phrase[0][0] not in OBJECT_NOUNS
         for start in said:
@@ -102,7 +113,8 @@ def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Nam
             if len(used) < len(phrase):
                 continue
             if negated(message, start, used[-1]):
-                refused.update([name] if acts else [])
+                if acts:
+                    refused.setdefault(name, set()).update(used)
                 continue
             entry = named.setdefault(name, _Named(start, set()))
             entry.at = min(entry.at, start)
@@ -128,7 +140,7 @@ class Reading:
     guessed: frozenset[str]  # those named only by a word one typo from theirs
     named_at: Mapping[str, int]  # where the words name each
     named_by: Mapping[str, frozenset[int]]  # tool → the words that name it, affirmed; most first
-    refused: frozenset[str]  # tools named only to be refused
+    refused_by: Mapping[str, frozenset[int]]  # tool → the words that name it to refuse it
     asks: bool  # a question ("?", "ли")
     envs: frozenset[str]  # the words that name an environment
     taken: frozenset[int] = frozenset()  # words a dashboard's title took: no data, no tool
@@ -138,8 +150,48 @@ class Reading:
         Health") is not named."""
         gone = {name for name, by in self.named_by.items() if by <= taken}
         named_by = {name: by for name, by in self.named_by.items() if name not in gone}
+        refused_by = {name: by for name, by in self.refused_by.items() if not by <= taken}
         return replace(
-            self, taken=taken, named_by=named_by, acts=self.acts - gone, guessed=self.guessed - gone
+            self,
+            taken=taken,
+            named_by=named_by,
+            refused_by=refused_by,
+            acts=self.acts - gone,
+            guessed=self.guessed - gone,
+        )
+
+    @property
+    def refused(self) -> frozenset[str]:
+        """The tools named only to be refused ("don't deploy")."""
+        return frozenset(self.refused_by)
+
+    def of_last(self, last: str, pointing: frozenset[str]) -> "Reading":
+        """This reading where words point back (``pointing``: "end it", "сними его") at the last
+        call's tool: a tool whose phrase is an action said here and the last tool's object ("end
+        maintenance" after a start of maintenance) is named by the action's word."""
+        if not self.stems & pointing:
+            return self
+        objects = _OWN_STEMS[last] & OBJECT_NOUNS
+        named_by, acts = dict(self.named_by), set(self.acts)
+        for name, phrase in _SPELLINGS:
+            rest = {stem for stem, _ in phrase[1:]}
+            if name == last or name in named_by or len(phrase) < 2 or not rest <= objects:
+                continue
+            at = next(
+                (
+                    index
+                    for index, word in enumerate(self.words)
+                    if word.stem == phrase[0][0] and not negated(self.words, index)
+                ),
+                None,
+            )
+            if at is not None:
+                named_by[name], acts = frozenset({at}), acts | {name}
+        return replace(
+            self,
+            named_by=named_by,
+            acts=frozenset(acts),
+            named_at={**{name: min(by) for name, by in named_by.items()}, **self.named_at},
         )
 
     @property
@@ -200,7 +252,12 @@ class Reading:
                 start + len(found[1]),
             )
             text = self.text[start : min(stop, start + len(found[1]))].strip()
-            if any(word.stem not in FUNCTION_STEMS for word in words(text)):  # not "branch with …"
+            said = words(text)
+            if said and said[-1].stem in FUNCTION_STEMS:  # "called X with slug y": X
+                while said and said[-1].stem in FUNCTION_STEMS:
+                    said.pop()
+                text = text[: said[-1].end] if said else ""
+            if said:  # not "branch with …"
                 return text
         return None
 
@@ -331,7 +388,7 @@ def read(text: str, environments: Sequence[Environment]) -> Reading:
         guessed=frozenset(name for name, entry in named if not entry.exact),
         named_at={name: entry.at for name, entry in named},
         named_by={name: frozenset(entry.words) for name, entry in named},
-        refused=frozenset(refused),
+        refused_by={name: frozenset(by) for name, by in refused.items()},
         asks=asks(plain),
         envs=frozenset(aliases),
     )

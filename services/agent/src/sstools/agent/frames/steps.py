@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, get_origin
 
 import sqlglot
 from langchain_core.messages import AIMessage, BaseMessage
@@ -39,18 +39,23 @@ THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn
 _FOLLOW_UP_WORDS = 8
 _REFERS_BACK = frozenset(
     phrase_stems(
-        "it its them their this that these those same again also too его него ему их этот эти этого этому тот"
+        "it its them their this that these those same again also too его него ему их он она оно они этот эти"
+        " этого этому тот"
         " тем там туда тоже также теперь снова"
     )
 )
 _SMALL_TALK = frozenset(
-    phrase_stems("hi hello hey thanks thank cool great ok okay привет спасибо пасиб здравствуй ок")
+    phrase_stems(
+        "hi hello hey thanks thank cool great nice haha lol ok okay привет спасибо пасиб здравствуй ок"
+        " круто класс хаха"
+    )
 )
 _TITLES_SHOWN = 10
 # The argument a search's words go to when no marker leads them.
 _SEARCH_TEXT = "query"
 # A read the router finds on meaning alone is made when it is among its first few.
 _ROUTED_ON_MEANING = 3
+_DESCRIBED_CHARS = 200  # the router's bound on a text it relates
 
 
 class Ground(Protocol):
@@ -123,7 +128,7 @@ class Planner:
         thread: Thread,
         ground: Ground | None,
     ) -> None:
-        self.reading = reading
+        self.reading = reading.of_last(thread.last.tool, _REFERS_BACK) if thread.last else reading
         self.context = context
         self.lang = lang
         self.routed = routed
@@ -301,12 +306,14 @@ class Planner:
             name: _needs(name, "dashboard_ids") == reading.many or not _needs_dashboards(name)
             for name in reading.named
         }
+        nearness = await self._nearness(fits)
         named = sorted(
             (name for name in reading.named if name != ALWAYS_OFFERED),
             key=lambda name: (
                 -reading.named[name],
                 name in reading.guessed,
                 not fits[name],
+                -nearness.get(name, 0.0),
                 reading.named_at[name],
             ),
         )
@@ -326,7 +333,12 @@ class Planner:
         ]
         # a question about data in words, of no table the words spell, where no action is named
         # and nothing but data ("сколько собак в базе?")
-        data_only = not acts and all(_takes(name, "database_id") for name in named)
+        data_only = (
+            not acts
+            and not reading.stems & _SMALL_TALK
+            # a change named only by the noun of its object is never proposed ("which branch …")
+            and all(_takes(name, "database_id") or not _reads(name) for name in named)
+        )
         typed = [name for name in typed if reading.sql or reading.task_id or spelt or data_only]
         last = self.thread.last
         follow = [last.tool] if last and self._follows(last.tool) else []
@@ -346,8 +358,23 @@ class Planner:
             for name in dict.fromkeys(ordered)
             if name in ARGS
             and name not in reading.refused
-            and (name in reading.named or _reads(name) or name in follow)
+            and (_reads(name) or name in reading.acts or name in follow)
         ]
+
+    async def _nearness(self, fits: Mapping[str, bool]) -> dict[str, float]:
+        """For tools the words name alike (as many words, as surely), how near the whole message
+        is to each one's description by meaning ("is the LLM provider up?": its state, not the
+        list of providers)."""
+        reading = self.reading
+        alike: dict[tuple[int, bool, bool], list[str]] = {}
+        for name in reading.named:
+            alike.setdefault((reading.named[name], name in reading.guessed, fits[name]), []).append(name)
+        tied = [name for names in alike.values() if len(names) > 1 for name in names]
+        if not tied or self.ground is None:
+            return {}
+        described = [say(self.lang, tool(name).description_ru, tool(name).description_en) for name in tied]
+        scores = await self.ground.relate([reading.text[:_DESCRIBED_CHARS]], described)
+        return dict(zip(tied, scores[0], strict=True)) if scores else {}
 
     async def _about_last_table(self) -> bool:
         """Whether the words spell a column or value of the last question's table ("what about
@@ -419,6 +446,8 @@ class Planner:
             elif field_name in spec.frame.texts:
                 others = [m for key, marks in spec.frame.texts.items() if key != field_name for m in marks]
                 value = _fitted(reading.after(spec.frame.texts[field_name], others), info.metadata)
+                if get_origin(info.annotation) is dict:  # "map a to b", "базу a замапь на b"
+                    value = _mapping(reading, spec.frame.texts[field_name])
                 evidence = evidence or bool(value)
                 if value is None and field_name == _SEARCH_TEXT:  # what is looked for: quoted, or a title
                     value = next(iter(reading.quoted), None) or self._titles_said() or _before_noun(reading)
@@ -426,8 +455,11 @@ class Planner:
                     said = (
                         _named_like(reading, info.metadata)
                         or self._named_before(info.metadata)
-                        or reading.quoted[:1]
-                        or reading.untold()[-1:]
+                        or [
+                            text
+                            for text in (*reading.quoted[:1], *reading.untold()[-1:])
+                            if _fits(text, _patterns(info.metadata))
+                        ][:1]
                     )
                     default = spec.frame.defaults.get(field_name)
                     value = said[0] if said else self.say(*default) if default else None
@@ -587,10 +619,12 @@ class Planner:
         the words named any of it."""
         if self.ground is None or env is None or (outline := await self.ground.outline(env)) is None:
             return False
-        if self.reading.sql:
-            return self._statement_place(outline, slots)
+        if statement := self.reading.sql or self._carried_statement(name):
+            return self._statement_place(statement, outline, slots)
         if not _needs(name, "sql"):  # a table to look at, or to register: that one spelt, never a guess
             place = await place_named(self.reading, outline, self.ground.relate if _reads(name) else None)
+            if isinstance(place, Place) and not (place.by_name or _reads(name)):
+                place = None  # "add a new dataset": a value's word ("new") names no table to register
             if place is None and (database := await self._database(outline)):
                 slots.args["database_id"] = database
                 return True
@@ -651,14 +685,26 @@ class Planner:
             f"Which table do you mean: {listed}?",
         )
 
-    def _statement_place(self, outline: EnvOutline, slots: Slots) -> bool:
-        """The database a statement's tables are in, when exactly one has them all."""
+    def _carried_statement(self, name: str) -> str | None:
+        """The statement the person gave the last call, which the words point back at ("теперь
+        выполни его"); one written from a question is changed by what they add instead."""
+        last, question = self.thread.last, self.thread.question
+        if last is None or not _needs(name, "sql") or not self._follows(name):
+            return None
+        given = last.args.get("sql")
+        written = question is not None and given == question.statement()
+        return given if isinstance(given, str) and not written else None
+
+    def _statement_place(self, statement: str, outline: EnvOutline, slots: Slots) -> bool:
+        """The database a statement's tables are in, when exactly one has them all; of one that
+        names no table ("SELECT 1"), the environment's first."""
         try:
-            named = {
-                table.name.lower() for table in sqlglot.parse_one(self.reading.sql or "").find_all(exp.Table)
-            }
+            named = {table.name.lower() for table in sqlglot.parse_one(statement).find_all(exp.Table)}
         except SqlglotError:
             return False
+        if not named and outline.databases:
+            slots.args.setdefault("database_id", min(db.id for db in outline.databases))
+            return True
         holding = [
             db for db in outline.databases if named and named <= {table.name.lower() for table in db.tables}
         ]
@@ -711,6 +757,31 @@ def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
         return text
     first = text.split()[0].strip("«»\"'“”`,.")
     return first if _fits(first, patterns) else None
+
+
+# "a to b", "a → b", "a=b", "a на b": one name mapped to another
+_PAIR = re.compile(r"([\w.-]+)\s*(?:->|→|=>|=|\bto\b|\bonto\b|\binto\b|\bна\b|\bв\b)\s*([\w.-]+)", re.I)
+
+
+def _mapping(reading: Reading, markers: Sequence[str]) -> dict[str, str] | None:
+    """The pairs the clauses of a mapping's marker give, the marker either side ("map a to b",
+    "базу a замапь на b")."""
+    marking = {stem for marker in markers for stem in phrase_stems(marker)}
+    clauses = {word.clause for word in reading.words if word.stem in marking}
+    pairs: dict[str, str] = {}
+    for clause in sorted(clauses):
+        said = [word for word in reading.words if word.clause == clause]
+        text = reading.text[said[0].start : said[-1].end]
+        for word in said:  # the marker's words out, so that "замапь на b" pairs no verb
+            if word.stem in marking:
+                start, end = word.start - said[0].start, word.end - said[0].start
+                text = text[:start] + " " * (end - start) + text[end:]
+        pairs |= {
+            source: target
+            for source, target in _PAIR.findall(text)
+            if not {source.lower(), target.lower()} & reading.envs  # "from dev to prod" maps no database
+        }
+    return pairs or None
 
 
 def _before_noun(reading: Reading) -> str | None:
