@@ -383,6 +383,8 @@ async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
         # a free text ends where an environment is named, and starts past the words that lead it
         ("find dashboards tagged ops on prod", ("search_dashboards", {"env_id": "prod", "tag": "ops"})),
         ("create a branch named team/q1-radar", ("create_branch", {"name": "team/q1-radar"})),
+        # a change by the noun of its object, where the words give the object's name
+        ("сздай ветку team/q2-load", ("create_branch", {"name": "team/q2-load"})),
         # what is looked for: the words right before the noun
         ("look up the churn dashbaords", ("search_dashboards", {"query": "churn", "env_id": "dev"})),
         # an action word a typo away, a title with two letters swapped
@@ -509,6 +511,15 @@ async def test_a_change_named_only_by_the_noun_of_its_object_is_never_asked_for(
     planned = await _plan([CONTEXT.message(), HumanMessage("ветка с наибольшим числом доставленных посылок")])
     assert planned.tool_calls == []
     assert "таблиц" in str(planned.content)
+
+
+async def test_a_dangerous_change_of_an_environment_nobody_named_asks_which() -> None:
+    for text in ("start maintenance, we are moving disks", "закончи техработы"):
+        planned = await _plan([CONTEXT.message(), HumanMessage(text)])  # dev is only the default
+        assert planned.tool_calls == []
+        assert planned.response_metadata["needs_clarification"] is True
+    on_page = TurnContext(ENVIRONMENTS, "dev", "page")
+    assert await _calls("закончи техработы", context=on_page) == [("end_maintenance", {"env_id": "dev"})]
 
 
 async def test_small_talk_with_a_word_of_data_asks_no_data() -> None:

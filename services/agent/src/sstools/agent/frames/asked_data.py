@@ -553,8 +553,11 @@ async def _shaped(
     ranked = bool(stems & (_DESCENDING | _ASCENDING))
     summed = None
     computed = measure == "count" and not stems & (_SHAPES["count"] - _COMPUTE)
+    # a measure by meaning of a table the words spell: else the word meaning the table may be it
     if not numeric and (
-        measure in ("avg", "sum", "max", "min") or (measure is None and (grouped or ranked)) or computed
+        measure in ("avg", "sum", "max", "min")
+        or (measure is None and (grouped or ranked))
+        or (computed and place.by_name)
     ):
         summed = await _meant_measure(table, spare, relate)
         numeric = [summed[0]] if summed else []

@@ -56,6 +56,7 @@ _SEARCH_TEXT = "query"
 # A read the router finds on meaning alone is made when it is among its first few.
 _ROUTED_ON_MEANING = 3
 _DESCRIBED_CHARS = 200  # the router's bound on a text it relates
+_ENV_ARGS = ("env_id", "source_env")  # an environment, never a name "that branch" points back to
 
 
 class Ground(Protocol):
@@ -358,7 +359,7 @@ class Planner:
             for name in dict.fromkeys(ordered)
             if name in ARGS
             and name not in reading.refused
-            and (_reads(name) or name in reading.acts or name in follow)
+            and (_reads(name) or name in reading.acts or name in follow or _object_spelt(reading, name))
         ]
 
     async def _nearness(self, fits: Mapping[str, bool]) -> dict[str, float]:
@@ -503,9 +504,11 @@ class Planner:
         last = self.thread.last
         if not patterns or last is None or not self.reading.stems & _REFERS_BACK:
             return []
-        return [value for value in last.args.values() if isinstance(value, str) and _fits(value, patterns)][
-            :1
-        ]
+        return [
+            value
+            for key, value in last.args.items()
+            if key not in _ENV_ARGS and isinstance(value, str) and _fits(value, patterns)
+        ][:1]
 
     def _follows(self, name: str) -> bool:
         """Whether the message goes on from the last call: its tool again in a few words, or
@@ -548,6 +551,12 @@ class Planner:
                 return production[0]
         if self.thread.env and reading.stems & _REFERS_BACK:  # "bring it back": where the last call was
             return self.thread.env
+        if (
+            tool(name).policy.tier is Tier.DANGEROUS
+            and self.context.env_source == "default"
+            and not (_takes(name, "source_env") or _takes_many(name) or _takes(name, "dashboard_id"))
+        ):
+            return None  # a dangerous change of an environment nobody named: asked, not the default
         return self.context.env
 
     def _source(self, target: str | None) -> str | None:
@@ -810,6 +819,15 @@ def _named_like(reading: Reading, constraints: Sequence[Any]) -> list[str]:
         if patterns and re.search(r"\w[/._-]\w", word) and _fits(word, patterns)
     ]
     return found[:1] if len(found) == 1 else []
+
+
+def _object_spelt(reading: Reading, name: str) -> bool:
+    """Whether the words give a name of the very pattern the tool's object takes, beside its noun
+    ("ветку feature/x", its verb misspelt past reading): what a change named by its noun acts on."""
+    return name in reading.named and any(
+        info.is_required() and _named_like(reading, info.metadata)
+        for info in ARGS[name].model_fields.values()
+    )
 
 
 def _needs(name: str, field_name: str) -> bool:
