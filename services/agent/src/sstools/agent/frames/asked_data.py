@@ -77,7 +77,7 @@ DEFAULT_ROWS = 10
 _ABOUT_TABLE = 0.76
 _TABLE_MARGIN = 0.01
 _TABLES_ASKED = 3
-_LABEL_CHARS = 200  # the router's bound on a text it relates
+LABEL_CHARS = 200  # the router's bound on a text it relates
 _WORDS_READ = 64  # a question about data is a sentence: words past these are not read for names
 # A word this near a value (or a yes/no column), and this much nearer it than any name, may be a condition.
 _CONDITION_AT = 0.82
@@ -243,7 +243,7 @@ async def _nearest(
     most = max(spelt, default=0)
     places = [place for place, count in zip(places, spelt, strict=True) if count == most]
     scores = (
-        await relate([reading.text[:_LABEL_CHARS]], [_described(table) for _, table in places])
+        await relate([reading.text[:LABEL_CHARS]], [_described(table) for _, table in places])
         if relate and places
         else None
     )
@@ -295,7 +295,7 @@ def _described(table: OutlineTable) -> str:
     """A table as the model reads it: its name, its columns, some of its values."""
     columns = " ".join(column.name for column in table.columns)
     values = " ".join(value for column in table.columns for value in (column.values or ())[:4])
-    return f"{table.name}: {columns}; {values}".replace("_", " ")[:_LABEL_CHARS]
+    return f"{table.name}: {columns}; {values}".replace("_", " ")[:LABEL_CHARS]
 
 
 async def data_question(

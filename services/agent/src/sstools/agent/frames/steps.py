@@ -17,6 +17,7 @@ from sqlglot.errors import SqlglotError
 from sstools.agent.answers import examples, failure, found_issues, rendered
 from sstools.agent.context import TurnContext
 from sstools.agent.frames.asked_data import (
+    LABEL_CHARS,
     DataQuestion,
     Place,
     Unclear,
@@ -55,7 +56,6 @@ _TITLES_SHOWN = 10
 _SEARCH_TEXT = "query"
 # A read the router finds on meaning alone is made when it is among its first few.
 _ROUTED_ON_MEANING = 3
-_DESCRIBED_CHARS = 200  # the router's bound on a text it relates
 _ENV_ARGS = ("env_id", "source_env")  # an environment, never a name "that branch" points back to
 
 
@@ -374,7 +374,7 @@ class Planner:
         if not tied or self.ground is None:
             return {}
         described = [say(self.lang, tool(name).description_ru, tool(name).description_en) for name in tied]
-        scores = await self.ground.relate([reading.text[:_DESCRIBED_CHARS]], described)
+        scores = await self.ground.relate([reading.text[:LABEL_CHARS]], described)
         return dict(zip(tied, scores[0], strict=True)) if scores else {}
 
     async def _about_last_table(self) -> bool:
