@@ -6,18 +6,20 @@ bare addresses made links) and the HTML must hold no link or image but the agent
 import html
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
 from markdown_it import MarkdownIt
 
 from sstools.agent.answers import VIEWS, failure, rendered
 from sstools.agent.context import Environment, TurnContext
 from sstools.agent.language import Lang, language_of
 from sstools.agent.markdown import link, markdown_text
-from sstools.agent.planner import OfflinePlanner
+from sstools.agent.planner import GROUND, OfflinePlanner
 from sstools.common.catalogue import TOOLS
+from sstools.common.outline import EnvOutline
 
 # what the page's renderer does with an answer (web/src/lib/markdown.ts)
 PAGE = MarkdownIt("commonmark", {"html": False, "linkify": True, "breaks": True}).enable(
@@ -189,24 +191,27 @@ def test_formatted_sql_cannot_close_its_code_block() -> None:
     assert IMAGE in _shown(answer)
 
 
-def test_the_planners_question_lists_hostile_titles_as_text() -> None:
+class _Titles:
+    """A live system of two dashboards whose titles carry markup."""
+
+    async def titles(self, env_id: str) -> dict[int, str]:
+        return {1: f"Sales {LINK}", 2: f"Sales {IMAGE}"}
+
+    async def outline(self, env_id: str) -> EnvOutline:
+        return EnvOutline(env_id=env_id, databases=[])
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> list[list[float]] | None:
+        return None
+
+
+async def test_the_planners_question_lists_hostile_titles_as_text() -> None:
     context = TurnContext(
         (Environment("dev", "dev", False), Environment("prod", "prod", True)), "dev", "default", "en"
     )
-    boards = [
-        {"id": 1, "title": f"Sales {LINK}", "url": "http://superset/1", "tags": []},
-        {"id": 2, "title": f"Sales {IMAGE}", "url": "http://superset/2", "tags": []},
-    ]
-    found = json.dumps({"env_id": "dev", "count": 2, "dashboards": boards})
-    messages = [context.message(), HumanMessage("deploy dashboard Sales from dev to prod")]
-    for number in range(2):  # it searches by the name, then lists every title
-        (call,) = OfflinePlanner().plan(messages).tool_calls
-        messages += [
-            AIMessage("", tool_calls=[{**call, "id": f"call_{number}"}]),
-            ToolMessage(found, tool_call_id=f"call_{number}", name=call["name"]),
-        ]
-    asked = str(OfflinePlanner().plan(messages).content)
-    assert asked.startswith("Several dashboards in dev match")
+    GROUND.set(_Titles())
+    answer = await OfflinePlanner().ainvoke([context.message(), HumanMessage("deploy dashboard Sales")])
+    asked = str(answer.content)
+    assert asked.startswith("Which dashboard?")
     _no_link_or_image(asked)
     assert f"Sales {LINK}" in _shown(asked)
     assert f"Sales {IMAGE}" in _shown(asked)

@@ -51,7 +51,7 @@ def _code() -> dict[Path, str]:
 
 def test_the_sets_are_read_from_their_files() -> None:
     assert len(_requests()) > 300
-    assert ROOT.joinpath("services/agent/src/sstools/agent/planner/reading.py") in _code()
+    assert ROOT.joinpath("services/agent/src/sstools/agent/planner/steps.py") in _code()
 
 
 def test_no_run_of_an_eval_request_appears_in_the_code() -> None:

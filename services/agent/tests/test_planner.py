@@ -1,170 +1,581 @@
-"""The offline model's pace: unpaced it answers at once; paced, its words come one by one, so
-an answer can be stopped halfway (the browser test's Stop relies on it). What it makes of
-"this dashboard" asked from a dashboard (the drawer inside Superset). And that the longest
-message anyone may send is read in about a second, whatever it repeats."""
+"""The offline model, over a live system it has never seen: a helpdesk database with tables and
+values no code names, dashboards titled as nobody's demo. What it proposes for plain requests in
+Russian and English — the tool the words name affirmed, its arguments from the words, the live
+system and the conversation — and what it asks when it cannot tell; that it reads the live system
+through one cached outline; its pace; and that it reads the longest message fast.
+
+The live system here is data (``Ground`` serves it as the agent's grounding does); the same
+readers run against real Superset instances in ``test_understanding.py`` and the eval sets."""
 
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from sstools.agent.context import Environment, Focus, TurnContext
 from sstools.agent.limits import MAX_MESSAGE_CHARS
-from sstools.agent.planner import OfflinePlanner
+from sstools.agent.planner import GROUND, OfflinePlanner
+from sstools.agent.planner.grounded import find
 from sstools.agent.tools import tool_schema
 from sstools.common.catalogue import ARGS
+from sstools.common.language import words
+from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
 
-BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
-RESULT = json.dumps({"env_id": "dev", "count": 3, "dashboards": BOARDS})
-CONTEXT = TurnContext((Environment("dev", "dev", False),), "dev", "default")
-MESSAGES = [
-    CONTEXT.message(),
-    HumanMessage("покажи дашборды"),
-    AIMessage("", tool_calls=[{"name": "search_dashboards", "args": {"env_id": "dev"}, "id": "call_1"}]),
-    ToolMessage(RESULT, tool_call_id="call_1", name="search_dashboards"),
-]
-
-
-async def _words(model: OfflinePlanner) -> list[str]:
-    return [str(chunk.content) async for chunk in model.astream(MESSAGES) if chunk.content]
-
-
-async def test_the_paced_offline_model_streams_the_same_answer_word_by_word() -> None:
-    answer = str(OfflinePlanner().plan(MESSAGES).content)
-    unpaced = await _words(OfflinePlanner())
-    started = time.perf_counter()
-    paced = await _words(OfflinePlanner(words_per_second=40).bind_tools([]))
-    elapsed = time.perf_counter() - started
-    assert "".join(unpaced) == "".join(paced) == answer
-    assert answer.startswith("Дашборды в dev: 3.")
-    assert len(paced) >= 5
-    assert elapsed >= len(paced) / 40  # each word waits its turn
-
-
-async def test_a_paced_answer_stops_halfway_when_cancelled() -> None:
-    received: list[str] = []
-    first_word = asyncio.Event()
-
-    async def read() -> None:
-        async for chunk in OfflinePlanner(words_per_second=20).astream(MESSAGES):
-            received.append(str(chunk.content))
-            if chunk.content:
-                first_word.set()
-
-    reading = asyncio.create_task(read())
-    await first_word.wait()
-    reading.cancel()
-    await asyncio.gather(reading, return_exceptions=True)
-    answer = str(OfflinePlanner().plan(MESSAGES).content)
-    assert 0 < len("".join(received)) < len(answer)
-    assert answer.startswith("".join(received))
+ENVIRONMENTS = (Environment("dev", "dev", False), Environment("prod", "prod", True))
+CONTEXT = TurnContext(ENVIRONMENTS, "dev", "default")
+C = OutlineColumn
+HELPDESK = OutlineDatabase(
+    id=7,
+    name="helpdesk",
+    backend="postgresql",
+    tables=[
+        OutlineTable(
+            schema_name="support",
+            name="tickets",
+            columns=[
+                C(name="ticket_no", type="INTEGER"),
+                C(name="subject", type="TEXT"),
+                C(name="status", type="TEXT", values=["open", "closed", "waiting"]),
+                C(name="priority", type="TEXT", values=["critical", "normal"]),
+                C(name="team", type="TEXT", values=["core", "billing"]),
+                C(name="opened_on", type="DATE"),
+                C(name="hours_spent", type="NUMERIC(6,1)"),
+                C(name="escalated", type="BOOLEAN"),
+            ],
+        ),
+        OutlineTable(
+            schema_name="logistics",
+            name="shipments",
+            columns=[
+                C(name="parcel", type="INTEGER"),
+                C(name="state", type="VARCHAR(12)", values=["delivered", "lost"]),
+            ],
+        ),
+    ],
+)
+OUTLINE = EnvOutline(
+    env_id="dev", databases=[OutlineDatabase(id=1, name="scratch", backend="sqlite", tables=[]), HELPDESK]
+)
+TITLES = {11: "Churn Radar", 12: "Queue Health", 13: "Churn Radar Archive"}
 
 
-def test_this_dashboard_is_the_one_on_screen_and_the_answer_names_it() -> None:
-    on_screen = TurnContext(
-        (Environment("dev", "dev", False),), "dev", "page", "en", Focus("dashboard", 1, "Sales Overview")
-    )
-    asked = [on_screen.message(), HumanMessage("Is this dashboard healthy?")]
-    (planned,) = OfflinePlanner().plan(asked).tool_calls
-    assert (planned["name"], planned["args"]) == (
-        "get_health_summary",
-        {"env_id": "dev", "dashboard_ids": [1]},
-    )
-    checked = {
-        "env_id": "dev",
-        "charts_checked": 3,
-        "broken_charts": [],
-        "dashboards_with_problems": [],
-        "dashboards_checked": 1,
-        "only": [{"dashboard_id": 1, "title": "Sales Overview"}],
-    }
-    answered = [
-        *asked,
-        AIMessage("", tool_calls=[{**planned, "id": "call_1"}]),
-        ToolMessage(json.dumps(checked), tool_call_id="call_1", name="get_health_summary"),
+class Ground:
+    """The live system as one person sees it, counting what was read."""
+
+    def __init__(self, titles: dict[int, str] = TITLES, outline: EnvOutline = OUTLINE) -> None:
+        self._titles, self._outline = titles, outline
+        self.reads: list[str] = []
+
+    async def titles(self, env_id: str) -> dict[int, str]:
+        return self._titles
+
+    async def outline(self, env_id: str) -> EnvOutline:
+        self.reads.append(env_id)
+        return self._outline
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> list[list[float]] | None:
+        return None  # spelling alone: the router's model is the stack tests' part
+
+
+async def _plan(
+    messages: list[BaseMessage], ground: Any = None, model: OfflinePlanner | None = None
+) -> AIMessage:
+    GROUND.set(ground or Ground())
+    answer = await (model or OfflinePlanner()).ainvoke(messages)
+    assert isinstance(answer, AIMessage)
+    return answer
+
+
+async def _calls(
+    text: str, *earlier: BaseMessage, context: TurnContext = CONTEXT, ground: Any = None
+) -> list[tuple[str, dict[str, Any]]]:
+    planned = await _plan([context.message(), *earlier, HumanMessage(text)], ground)
+    return [(call["name"], call["args"]) for call in planned.tool_calls]
+
+
+def _answered(messages: list[BaseMessage], planned: AIMessage, result: Any) -> list[BaseMessage]:
+    call = planned.tool_calls[0]
+    return [*messages, planned, ToolMessage(json.dumps(result), tool_call_id=call["id"], name=call["name"])]
+
+
+SQL = "superset_execute_sql"
+
+
+@pytest.mark.parametrize(
+    ("text", "statement"),
+    [
+        (
+            "how many tickets are open?",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'open'""",
+        ),
+        (  # a word of the question a typo away
+            "сколко тикетов в статусе open?",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'open'""",
+        ),
+        (
+            "how many critical tickets do we have?",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "priority" = 'critical'""",
+        ),
+        (
+            "count tickets per team",
+            """SELECT "team", COUNT(*) FROM "support"."tickets" GROUP BY "team" ORDER BY 2 DESC NULLS LAST""",
+        ),
+        (
+            "сколько тикетов по статусу",
+            'SELECT "status", COUNT(*) FROM "support"."tickets" GROUP BY "status" ORDER BY 2 DESC NULLS LAST',
+        ),
+        (
+            "how many shipments were delivered?",
+            """SELECT COUNT(*) FROM "logistics"."shipments" WHERE "state" = 'delivered'""",
+        ),
+        (
+            "average hours spent on critical tickets",
+            """SELECT AVG("hours_spent") FROM "support"."tickets" WHERE "priority" = 'critical'""",
+        ),
+        (  # a column by a part of its name no other column has
+            "average hours on critical tickets",
+            """SELECT AVG("hours_spent") FROM "support"."tickets" WHERE "priority" = 'critical'""",
+        ),
+        (
+            "top 3 tickets by hours spent",
+            """SELECT * FROM "support"."tickets" ORDER BY "hours_spent" DESC NULLS LAST LIMIT 3""",
+        ),
+        ("show 5 shipments", """SELECT * FROM "logistics"."shipments" LIMIT 5"""),
+        (
+            "сколько эскалированных тикетов",
+            """SELECT COUNT(*) FROM "support"."tickets" WHERE "escalated" = TRUE""",
+        ),
+        (
+            "how many tickets were opened in 2025?",
+            """SELECT COUNT(*) FROM "support"."tickets" """
+            """WHERE "opened_on" >= '2025-01-01' AND "opened_on" < '2026-01-01'""",
+        ),
+    ],
+)
+async def test_a_question_in_words_is_a_statement_over_the_table_it_names(text: str, statement: str) -> None:
+    ground = Ground()
+    assert await _calls(text, ground=ground) == [
+        (
+            SQL,
+            {
+                "env_id": "dev",
+                "database_id": 7,
+                "sql": statement,
+                "schema": statement.split('"')[-4] if False else _schema(statement),
+            },
+        )
     ]
-    assert OfflinePlanner().plan(answered).content == "All 3 charts in «Sales Overview» (dev) work."
-    # a title is a Superset editor's words: it is named, never made into a link of theirs
-    checked["only"] = [{"dashboard_id": 1, "title": "[Reset your password](https://evil.example)"}]
-    answered[-1] = ToolMessage(json.dumps(checked), tool_call_id="call_1", name="get_health_summary")
-    assert OfflinePlanner().plan(answered).content == (
-        "All 3 charts in «\\[Reset your password\\]\\(https\\:\\/\\/evil\\.example\\)» (dev) work."
+    assert set(ground.reads) == {"dev"}  # its outline (read once: the grounding keeps it); the statement
+
+
+def _schema(statement: str) -> str:
+    return statement.split('FROM "')[1].split('"')[0]
+
+
+class ModelGround(Ground):
+    """The same system, words related to names by the router's own model, in process."""
+
+    def __init__(self, relater: Any) -> None:
+        super().__init__()
+        self._relater = relater
+
+    async def relate(self, queries: Sequence[str], labels: Sequence[str]) -> list[list[float]]:
+        return [list(map(float, row)) for row in self._relater.relate(queries, labels).scores]
+
+
+@pytest.fixture(scope="module")
+def model_ground() -> ModelGround:
+    from sstools.router.embedding.backends import load_embedder
+    from sstools.router.embedding.relate import Relater
+
+    return ModelGround(Relater(load_embedder("onnx-e5", 1)))
+
+
+async def test_a_question_naming_its_table_in_another_language_is_about_the_nearest_table(
+    model_ground: ModelGround,
+) -> None:
+    """No word spells ``shipments``: the whole question is nearest to it, and its value
+    ("доставленных" of ``delivered``) is read by meaning too."""
+    (call,) = await _calls("сколько доставленных отправлений?", ground=model_ground)
+    assert call[1]["sql"] == """SELECT COUNT(*) FROM "logistics"."shipments" WHERE "state" = 'delivered'"""
+
+
+async def test_the_word_after_by_is_the_column_it_means(model_ground: ModelGround) -> None:
+    """The word "department" spells no column: after "per" it is the one it means, ``team``."""
+    (call,) = await _calls("count tickets per department", ground=model_ground)
+    assert call[1]["sql"] == (
+        """SELECT "team", COUNT(*) FROM "support"."tickets" GROUP BY "team" ORDER BY 2 DESC NULLS LAST"""
     )
-
-
-# Each of these, repeated, was once read from every one of its characters again: a pattern that
-# can start anywhere in a long run (an address, a name with a dash, a number of rows), or a name
-# looked for over the whole message after each "dashboard". At the longest message allowed that
-# took 1.5 to 3 minutes of the agent's CPU for one turn; read in one pass it takes about a second.
-# So was the start of the word naming a change asked after another, found before a long word.
-def _longest(unit: str, head: str = "", tail: str = "") -> str:
-    """The longest message allowed: ``unit`` repeated between ``head`` and ``tail``."""
-    run = MAX_MESSAGE_CHARS - len(head) - len(tail)
-    return head + (unit * run)[:run] + tail
 
 
 @pytest.mark.parametrize(
     "text",
-    [
-        *(_longest(unit) for unit in ("a", "1", "a-", "dashboard ")),
-        _longest("a", "сделай бэкап prod ", " потом начни техработы"),
-    ],
-    ids=["a", "1", "a-", "dashboard", "a change after a long word"],
+    ["посчитай часы по каждой команде", "count hours_spent per team", "Sum of hours by team? Use tickets."],
 )
-def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(text: str) -> None:
-    started = time.perf_counter()
-    OfflinePlanner().plan([CONTEXT.message(), HumanMessage(text)])
-    assert time.perf_counter() - started < 20
+async def test_a_verb_of_counting_with_a_measure_sums_it(model_ground: ModelGround, text: str) -> None:
+    """ "посчитай часы": the hours, summed; a capital at a sentence's start is no name asked about."""
+    (call,) = await _calls(text, ground=model_ground)
+    assert call[1]["sql"] == (
+        'SELECT "team", SUM("hours_spent") FROM "support"."tickets" '
+        'GROUP BY "team" ORDER BY 2 DESC NULLS LAST'
+    )
 
 
-def _planned(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(call["name"], call["args"]) for call in OfflinePlanner().plan(messages).tool_calls]
+async def test_tools_named_alike_are_told_apart_by_the_whole_messages_meaning(
+    model_ground: ModelGround,
+) -> None:
+    """ "provider" names the list of providers as much as "up" names their state."""
+    assert await _calls("is the LLM provider up?", ground=model_ground) == [("get_llm_status", {})]
 
 
-def _answered(messages: list[Any], name: str, args: dict[str, Any], result: dict[str, Any]) -> list[Any]:
-    """The thread after the planner's ``name`` call and its result."""
-    number = f"call_{len(messages)}"
-    call = AIMessage("", tool_calls=[{"name": name, "args": args, "id": number}])
-    return [*messages, call, ToolMessage(json.dumps(result), tool_call_id=number, name=name)]
-
-
-DATABASES = {"env_id": "dev", "databases": [{"id": 1, "name": "examples"}, {"id": 2, "name": "warehouse"}]}
-EXPLORE = "superset_explore_database"
+async def test_a_word_meaning_a_numeric_column_is_what_a_grouping_sums(model_ground: ModelGround) -> None:
+    """ "часы" spells no column; it means ``hours_spent`` more than anything else of the table (a
+    count asked in words stays a count)."""
+    (call,) = await _calls("часы по каждой команде", ground=model_ground)
+    assert call[1]["sql"] == (
+        'SELECT "team", SUM("hours_spent") FROM "support"."tickets" '
+        'GROUP BY "team" ORDER BY 2 DESC NULLS LAST'
+    )
 
 
 @pytest.mark.parametrize(
-    ("tables", "asked"),
-    [({1: ["sales"], 2: ["orders", "accounts"]}, False), ({1: ["orders"], 2: ["orders"]}, True)],
+    "text",
+    ["how many tickets are stuck?", "сколько тикетов у Пети", "what is the average of critical tickets?"],
 )
-def test_a_query_runs_in_the_one_database_that_has_its_table_else_it_asks(
-    tables: dict[int, list[str]], asked: bool
+async def test_a_condition_it_cannot_read_is_asked_about_never_dropped(text: str) -> None:
+    planned = await _plan([CONTEXT.message(), HumanMessage(text)])
+    assert planned.tool_calls == []
+    assert planned.response_metadata["needs_clarification"] is True
+    assert "tickets" in str(planned.content)
+    assert "status" in str(planned.content)
+
+
+async def test_the_answer_says_which_conditions_it_applied() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("how many tickets are open?")]
+    planned = await _plan(messages)
+    answered = await _plan(
+        _answered(messages, planned, {"columns": ["count"], "rows": [{"count": 4}], "row_count": 1})
+    )
+    assert str(answered.content).startswith("Conditions: status \\= open")  # Markdown-escaped
+
+
+async def test_a_follow_up_changes_the_last_question() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("how many tickets are open?")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"rows": [{"count": 4}]})[1:], AIMessage("4")]
+    assert await _calls("and closed?", *earlier) == [
+        (
+            SQL,
+            {
+                "env_id": "dev",
+                "database_id": 7,
+                "sql": """SELECT COUNT(*) FROM "support"."tickets" WHERE "status" = 'closed'""",
+                "schema": "support",
+            },
+        )
+    ]
+    assert (await _calls("а по приоритету?", *earlier))[0][1]["sql"] == (
+        """SELECT "priority", COUNT(*) FROM "support"."tickets" WHERE "status" = 'open' """
+        """GROUP BY "priority" ORDER BY 2 DESC NULLS LAST"""
+    )
+
+
+async def test_a_statement_runs_in_the_database_named_else_the_one_that_has_its_tables_else_it_asks() -> None:
+    assert await _calls("SELECT count(*) FROM shipments") == [
+        (SQL, {"env_id": "dev", "sql": "SELECT count(*) FROM shipments", "database_id": 7})
+    ]
+    twice = EnvOutline(
+        env_id="dev", databases=[HELPDESK, HELPDESK.model_copy(update={"id": 8, "name": "replica"})]
+    )
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("SELECT count(*) FROM shipments")], Ground(outline=twice)
+    )
+    assert planned.tool_calls == []
+    assert "7 — helpdesk" in str(planned.content)
+    assert "8 — replica" in str(planned.content)
+    named = "run this in the replica database: SELECT count(*) FROM shipments"
+    assert await _calls(named, ground=Ground(outline=twice)) == [
+        (SQL, {"env_id": "dev", "sql": "SELECT count(*) FROM shipments", "database_id": 8})
+    ]
+    own = "WITH n AS (SELECT 1 AS x) SELECT count(*) FROM n"  # a table of its own: no database's
+    assert await _calls(f"run {own}") == [(SQL, {"env_id": "dev", "sql": own, "database_id": 1})]
+
+
+async def test_columns_of_a_table_are_explored_where_it_is() -> None:
+    assert await _calls("what columns does the tickets table have?") == [
+        (
+            "superset_explore_database",
+            {"env_id": "dev", "database_id": 7, "table": "tickets", "schema": "support"},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        (
+            "не надо ничего деплоить, просто скажи, есть ли ошибки в Queue Health",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
+        ),
+        (
+            "пока ничего не выкатывай, сначала посмотри, нет ли ошибок в Churn Radar",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
+        ),
+        ("бэкап не делай, покажи окружения", ("list_environments", {})),
+        (
+            "не выполняй, только перепиши аккуратно: select subject from support.tickets",
+            ("superset_format_sql", {"sql": "select subject from support.tickets"}),
+        ),
+    ],
+)
+async def test_russian_a_negated_action_is_not_proposed_and_the_rest_is_done(
+    text: str, call: tuple[str, Any]
 ) -> None:
-    messages: list[Any] = [CONTEXT.message(), HumanMessage("SELECT count(*) FROM orders")]
-    assert _planned(messages) == [(EXPLORE, {"env_id": "dev"})]
-    messages = _answered(messages, EXPLORE, {"env_id": "dev"}, DATABASES)
-    for database, schema in ((1, "main"), (2, "public")):
-        listed = {"env_id": "dev", "database_id": database}
-        assert _planned(messages) == [(EXPLORE, listed)]
-        # a system schema is never looked in for a person's table
-        schemas = {"env_id": "dev", "schemas": ["information_schema", schema]}
-        messages = _answered(messages, EXPLORE, listed, schemas)
-        assert _planned(messages) == [(EXPLORE, {**listed, "schema": schema})]
-        messages = _answered(messages, EXPLORE, {**listed, "schema": schema}, {"tables": tables[database]})
-    planned = OfflinePlanner().plan(messages)
-    if asked:
+    assert await _calls(text) == [call]
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        (
+            "don't deploy anything, just tell me if Queue Health has errors",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
+        ),
+        ("do not back up prod, list the environments instead", ("list_environments", {})),
+        (
+            "don't execute it, just prettify: select subject from support.tickets",
+            ("superset_format_sql", {"sql": "select subject from support.tickets"}),
+        ),
+    ],
+)
+async def test_english_a_negated_action_is_not_proposed_and_the_rest_is_done(
+    text: str, call: tuple[str, Any]
+) -> None:
+    assert await _calls(text) == [call]
+
+
+@pytest.mark.parametrize(
+    "text", ["не деплой Churn Radar на прод", "don't deploy Churn Radar to prod", "no backup today"]
+)
+async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
+    planned = await _plan([CONTEXT.message(), HumanMessage(text)])
+    assert planned.tool_calls == []
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        (
+            "migrate dashboards 11 and 12 from dev to prod",
+            ("execute_migration", {"source_env": "dev", "dashboard_ids": [11, 12], "env_id": "prod"}),
+        ),
+        (
+            "deploy Churn Radar to prod",
+            ("deploy_dashboard", {"dashboard_id": 11, "source_env": "dev", "env_id": "prod"}),
+        ),
+        ("list maintenance windows of all environments", ("list_maintenance_events", {})),
+        (
+            "start maintenance on prod because of the nightly upgrade",
+            ("start_maintenance", {"reason": "the nightly upgrade", "env_id": "prod"}),
+        ),
+        ("are there dashboards with errors in dev?", ("get_health_summary", {"env_id": "dev"})),
+        # what the listed object is said to have names the read, not the listing's verb
+        ("покажи дашборды с проблемами на проде", ("get_health_summary", {"env_id": "prod"})),
+        ("покажи дашборды с тегом ops", ("search_dashboards", {"env_id": "dev", "tag": "ops"})),
+        ("какие дашборды есть на проде?", ("search_dashboards", {"env_id": "prod"})),
+        ("find dashboards tagged finance", ("search_dashboards", {"env_id": "dev", "tag": "finance"})),
+        # a free text ends where an environment is named, and starts past the words that lead it
+        ("find dashboards tagged ops on prod", ("search_dashboards", {"env_id": "prod", "tag": "ops"})),
+        ("create a branch named team/q1-radar", ("create_branch", {"name": "team/q1-radar"})),
+        # a change by the noun of its object, where the words give the object's name
+        ("сздай ветку team/q2-load", ("create_branch", {"name": "team/q2-load"})),
+        # what is looked for: the words right before the noun
+        ("look up the churn dashbaords", ("search_dashboards", {"query": "churn", "env_id": "dev"})),
+        # an action word a typo away, a title with two letters swapped
+        (
+            "deplyo Churn Radra to prod",
+            ("deploy_dashboard", {"dashboard_id": 11, "source_env": "dev", "env_id": "prod"}),
+        ),
+        # a phrase of two words, one of them misspelt
+        ("finish maintenanse on prod", ("end_maintenance", {"env_id": "prod"})),
+        ("заверши обслуживаене на prod", ("end_maintenance", {"env_id": "prod"})),
+        # the action refused, the noun of its object is still a read's ("maintenance" of windows)
+        (
+            "do not begin maintenance, which windows are planned for prod?",
+            ("list_maintenance_events", {"env_id": "prod"}),
+        ),
+        # a word of another tool between a phrase's words splits it: a state, not an LLM review
+        (
+            "проверь здоровье дашборда Churn Radar",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
+        ),
+        # why, said in a clause of its own that names only an object
+        (
+            "start maintenance on prod, the database gets new disks",
+            ("start_maintenance", {"reason": "the database gets new disks", "env_id": "prod"}),
+        ),
+        # a function word between a phrase's words ("create a dashboard")
+        (
+            "create a dashboard called 'Pager Load'",
+            ("superset_create_dashboard", {"title": "Pager Load", "env_id": "dev"}),
+        ),
+        # a question about a dashboard and nothing else: how it is
+        ("Churn Radar сегодня нормально?", ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]})),
+        # a free text ends before the function words that lead the next argument
+        (
+            "create a dashboard called Pager Load with slug pager-load",
+            ("superset_create_dashboard", {"title": "Pager Load", "slug": "pager-load", "env_id": "dev"}),
+        ),
+        # the noun of a dashboard in the other language
+        (
+            "создай dashboard «Pager Load»",
+            ("superset_create_dashboard", {"title": "Pager Load", "env_id": "dev"}),
+        ),
+        # a word of the language is no typo of an action ("skipping" of "ship")
+        (
+            "re-run the charts of Queue Health skipping the cache: do any fail?",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12], "force": True}),
+        ),
+        # a negation before a place refuses the place, not the action
+        ("найди дашборды не на проде, а на деве", ("search_dashboards", {"env_id": "dev"})),
+        # a mapping of databases, the marker either side of the first name
+        (
+            "migrate Queue Health from dev to prod mapping helpdesk to helpdesk_v2",
+            (
+                "execute_migration",
+                {
+                    "source_env": "dev",
+                    "dashboard_ids": [12],
+                    "database_mapping": {"helpdesk": "helpdesk_v2"},
+                    "env_id": "prod",
+                },
+            ),
+        ),
+        (
+            "перенеси Churn Radar с dev на prod, базу helpdesk замапь на helpdesk_v2",
+            (
+                "execute_migration",
+                {
+                    "source_env": "dev",
+                    "dashboard_ids": [11],
+                    "database_mapping": {"helpdesk": "helpdesk_v2"},
+                    "env_id": "prod",
+                },
+            ),
+        ),
+        # a statement of no table runs in the environment's first database
+        ("run SELECT 1", (SQL, {"sql": "SELECT 1", "env_id": "dev", "database_id": 1})),
+    ],
+)
+async def test_a_plain_request_is_its_frame_filled_from_the_words_and_the_live_system(
+    text: str, call: tuple[str, Any]
+) -> None:
+    assert await _calls(text) == [call]
+
+
+async def test_a_follow_up_takes_the_object_the_conversation_named() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("is Queue Health ok?")]
+    planned = await _plan(messages)
+    assert [call["args"] for call in planned.tool_calls] == [{"env_id": "dev", "dashboard_ids": [12]}]
+    earlier = [*_answered(messages, planned, {"broken_charts": []})[1:], AIMessage("ok")]
+    assert await _calls("задеплой его на прод", *earlier) == [
+        ("deploy_dashboard", {"dashboard_id": 12, "source_env": "dev", "env_id": "prod"})
+    ]
+
+
+async def test_an_action_said_of_it_is_the_one_on_the_last_calls_object() -> None:
+    """ "end it" after maintenance was started ends the maintenance; said refused, nothing."""
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("start maintenance on prod")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"env_id": "prod", "active": True})[1:], AIMessage("started")]
+    for text in ("upgrade is done, end it", "сними его, мы закончили"):
+        assert await _calls(text, *earlier) == [("end_maintenance", {"env_id": "prod"})]
+    assert await _calls("don't end it yet", *earlier) == []
+
+
+async def test_run_it_after_a_statement_was_formatted_runs_that_statement() -> None:
+    statement = "select subject from support.tickets"
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage(f"format this: {statement}")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"sql": statement})[1:], AIMessage(statement)]
+    assert await _calls("теперь выполни его", *earlier) == [
+        (SQL, {"sql": statement, "env_id": "dev", "database_id": 7})
+    ]
+
+
+async def test_a_table_to_register_is_one_the_words_spell_not_one_holding_a_word() -> None:
+    """ "open" is a value of tickets, not the table: which one is asked."""
+    planned = await _plan([CONTEXT.message(), HumanMessage("add a dataset of the open ones in helpdesk")])
+    assert planned.tool_calls == []
+    assert planned.response_metadata["needs_clarification"] is True
+
+
+async def test_a_change_named_only_by_the_noun_of_its_object_is_never_asked_for() -> None:
+    """A branch of the business is no git branch to create: the question is about data."""
+    planned = await _plan([CONTEXT.message(), HumanMessage("ветка с наибольшим числом доставленных посылок")])
+    assert planned.tool_calls == []
+    assert "таблиц" in str(planned.content)
+
+
+async def test_a_dangerous_change_of_an_environment_nobody_named_asks_which() -> None:
+    for text in ("start maintenance, we are moving disks", "закончи техработы"):
+        planned = await _plan([CONTEXT.message(), HumanMessage(text)])  # dev is only the default
         assert planned.tool_calls == []
-        assert planned.response_metadata == {"needs_clarification": True}
-        assert "| 1 | examples |" in str(planned.content)
-        assert "| 2 | warehouse |" in str(planned.content)
-    else:
-        sql = {"env_id": "dev", "database_id": 2, "sql": "SELECT count(*) FROM orders"}
-        assert [(call["name"], call["args"]) for call in planned.tool_calls] == [
-            ("superset_execute_sql", sql)
-        ]
+        assert planned.response_metadata["needs_clarification"] is True
+    on_page = TurnContext(ENVIRONMENTS, "dev", "page")
+    assert await _calls("закончи техработы", context=on_page) == [("end_maintenance", {"env_id": "dev"})]
+
+
+async def test_small_talk_with_a_word_of_data_asks_no_data() -> None:
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("haha nice, you are quicker than the last intern")]
+    )
+    assert planned.tool_calls == []
+
+
+@pytest.mark.parametrize(("found", "then"), [([12], [("deploy_dashboard", 12)]), ([11, 13], [])])
+async def test_it_after_a_search_is_the_dashboard_it_found_of_several_it_asks(
+    found: list[int], then: list[tuple[str, int]]
+) -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("find dashboards tagged ops")]
+    planned = await _plan(messages)
+    boards = [{"id": board, "title": TITLES[board]} for board in found]
+    answered = _answered(messages, planned, {"env_id": "dev", "count": len(found), "dashboards": boards})
+    answer = await _plan(answered)
+    deployed = await _plan([*answered, answer, HumanMessage("now deploy it to prod")])
+    assert [(call["name"], call["args"]["dashboard_id"]) for call in deployed.tool_calls] == then
+    if not then:
+        assert "Which dashboard?" in str(deployed.content)
+
+
+async def test_that_branch_is_the_one_the_last_call_named() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("create a branch named team/q1-radar")]
+    planned = await _plan(messages)
+    earlier = [*_answered(messages, planned, {"name": "team/q1-radar"})[1:], AIMessage("ok")]
+    assert await _calls("commit Churn Radar to that branch with message 'radar tweaks'", *earlier) == [
+        (
+            "commit_changes",
+            {"branch": "team/q1-radar", "env_id": "dev", "dashboard_ids": [11], "message": "radar tweaks"},
+        )
+    ]
+
+
+async def test_an_ambiguous_title_or_no_dashboard_is_asked_about() -> None:
+    planned = await _plan([CONTEXT.message(), HumanMessage("deploy to prod")])
+    assert planned.tool_calls == []
+    assert "11 — Churn Radar" in str(planned.content)
+
+
+async def test_this_dashboard_is_the_one_on_screen() -> None:
+    on_screen = TurnContext(ENVIRONMENTS, "dev", "page", "en", Focus("dashboard", 12, "Queue Health"))
+    assert await _calls("Is this dashboard broken?", context=on_screen) == [
+        ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]})
+    ]
 
 
 def _routed(*names: str) -> OfflinePlanner:
@@ -185,190 +596,170 @@ def _routed(*names: str) -> OfflinePlanner:
 @pytest.mark.parametrize(
     "text", ["thanks, that's all for now", "Привет! Как настроение?", "never mind, cancel that"]
 )
-def test_a_change_the_router_suggests_on_meaning_alone_is_never_proposed(text: str) -> None:
-    """The embedding tier finds small talk near the tuning set's examples of ending maintenance:
-    the planner proposes a change only when the message's words name it."""
-    planned = _routed("end_maintenance", "show_capabilities").plan([CONTEXT.message(), HumanMessage(text)])
-    assert planned.tool_calls == []
+async def test_a_change_the_router_suggests_on_meaning_alone_is_never_proposed(text: str) -> None:
+    model = _routed("end_maintenance", "show_capabilities")
+    assert (await _plan([CONTEXT.message(), HumanMessage(text)], model=model)).tool_calls == []
 
 
-def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
-    asked = [CONTEXT.message(), HumanMessage("Есть ли у нас запланированные простои?")]
-    planned = _routed("list_maintenance_events", "show_capabilities").plan(asked)
+async def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
+    model = _routed("list_maintenance_events", "show_capabilities")
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("Есть ли у нас запланированные простои?")], model=model
+    )
     assert [call["name"] for call in planned.tool_calls] == ["list_maintenance_events"]
-    named = [CONTEXT.message(), HumanMessage("end the maintenance on dev")]
-    assert [call["name"] for call in _routed("end_maintenance").plan(named).tool_calls] == ["end_maintenance"]
 
 
-def test_a_table_outside_the_default_schema_is_looked_for_in_the_others_and_its_values_read() -> None:
-    """A question in words about a table of a second schema: the default schema first, then the
-    next; the values the question may name are read from the table before the query is written."""
-    one_database = {"env_id": "dev", "databases": [{"id": 2, "name": "warehouse"}]}
-    messages: list[Any] = [CONTEXT.message(), HumanMessage("how many overdue bills are there?")]
-    assert _planned(messages) == [(EXPLORE, {"env_id": "dev"})]
-    messages = _answered(messages, EXPLORE, {"env_id": "dev"}, one_database)
-    listed = {"env_id": "dev", "database_id": 2}
-    assert _planned(messages) == [(EXPLORE, listed)]
-    messages = _answered(messages, EXPLORE, listed, {"schemas": ["pg_toast", "public", "billing"]})
-    for schema, tables in (("public", ["accounts"]), ("billing", ["bills", "payments"])):
-        assert _planned(messages) == [(EXPLORE, {**listed, "schema": schema})]
-        messages = _answered(messages, EXPLORE, {**listed, "schema": schema}, {"tables": tables})
-    table = {**listed, "schema": "billing", "table": "bills"}
-    assert _planned(messages) == [(EXPLORE, table)]
-    columns = [{"name": "id", "type": "INTEGER"}, {"name": "state", "type": "VARCHAR(12)"}]
-    messages = _answered(messages, EXPLORE, table, {"columns": columns})
-    ((tool, probe),) = _planned(messages)
-    assert tool == "superset_execute_sql"
-    assert "SELECT DISTINCT state FROM bills" in probe["sql"]
-    held = {"rows": [{"column_name": "state", "column_value": value} for value in ("open", "Overdue")]}
-    messages = _answered(messages, tool, probe, held)
-    assert _planned(messages) == [
-        (
-            tool,
-            {"env_id": "dev", "database_id": 2, "sql": "SELECT COUNT(*) FROM bills WHERE state = 'Overdue'"},
-        )
-    ]
-
-
-def _turn(text: str, name: str, args: dict[str, Any], result: dict[str, Any]) -> list[Any]:
-    """An earlier turn: its message, the call it made and what came back."""
-    return _answered([HumanMessage(text)], name, args, result)
-
-
-COPY = {"env_id": "dev", "dashboard_id": 4, "title": "Ops (draft)"}
-
-
-@pytest.mark.parametrize(
-    ("text", "call"),
-    [
-        # a switch said after a call: the same call, with it
-        ("and the charts too, please", ("superset_copy_dashboard", {**COPY, "duplicate_charts": True})),
-        ("только вместе с чартами", ("superset_copy_dashboard", {**COPY, "duplicate_charts": True})),
-    ],
-)
-def test_a_follow_up_adding_a_switch_is_the_last_call_with_it(text: str, call: tuple[str, Any]) -> None:
-    earlier = _turn("copy Ops as «Ops (draft)»", "superset_copy_dashboard", COPY, {"status": "rejected"})
-    assert _planned([CONTEXT.message(), *earlier, HumanMessage(text)]) == [call]
-
-
-def test_another_one_is_the_last_tool_with_what_the_follow_up_names() -> None:
-    one_database = {"env_id": "dev", "databases": [{"id": 2, "name": "warehouse"}]}
-    registered = {"env_id": "dev", "database_id": 2, "table_name": "accounts", "schema": "public"}
-    earlier = _turn("register accounts as a dataset", "superset_create_dataset", registered, {"id": 9})
-    messages: list[Any] = [CONTEXT.message(), *earlier, HumanMessage("and one more from bills")]
-    for where, result in (
-        ({"env_id": "dev"}, one_database),
-        ({"env_id": "dev", "database_id": 2}, {"schemas": ["public"]}),
-        ({"env_id": "dev", "database_id": 2, "schema": "public"}, {"tables": ["accounts", "bills"]}),
-    ):
-        assert _planned(messages) == [(EXPLORE, where)]
-        messages = _answered(messages, EXPLORE, where, result)
-    assert _planned(messages) == [("superset_create_dataset", {**registered, "table_name": "bills"})]
-
-
-def test_a_follow_up_naming_no_value_the_table_holds_asks_instead_of_running_the_query_again() -> None:
-    counted = {"env_id": "dev", "database_id": 2, "sql": "SELECT COUNT(*) FROM bills"}
-    earlier = _turn("how many bills are there?", "superset_execute_sql", counted, {"rows": [{"n": 3}]})
-    where = {"env_id": "dev", "database_id": 2, "schema": "public", "table": "bills"}
-    reads: list[tuple[dict[str, Any], dict[str, Any]]] = [
-        ({"env_id": "dev"}, {"databases": [{"id": 2, "name": "warehouse"}]}),
-        ({"env_id": "dev", "database_id": 2}, {"schemas": ["public"]}),
-        ({"env_id": "dev", "database_id": 2, "schema": "public"}, {"tables": ["bills"]}),
-        (where, {"columns": [{"name": "state", "type": "TEXT"}]}),
-    ]
-    for text, value, filtered in (
-        ("looks good", "open", None),
-        ("only Overdue", "Overdue", "SELECT COUNT(*) FROM bills WHERE state = 'Overdue'"),
-    ):
-        messages: list[Any] = [CONTEXT.message(), *earlier, HumanMessage(text)]
-        for where_read, result in reads:
-            messages = _answered(messages, EXPLORE, where_read, result)
-        ((tool, probe),) = _planned(messages)
-        assert tool == "superset_execute_sql"
-        rows = {"rows": [{"column_name": "state", "column_value": held} for held in ("open", value)]}
-        planned = OfflinePlanner().plan(_answered(messages, tool, probe, rows))
-        if filtered is None:
-            assert planned.tool_calls == []
-            assert planned.response_metadata == {"needs_clarification": True}
-        else:
-            assert [(call["name"], call["args"]["sql"]) for call in planned.tool_calls] == [(tool, filtered)]
-
-
-WITH_PROD = TurnContext(
-    (Environment("dev", "dev", False), Environment("prod", "prod", True)), "dev", "default"
-)
-
-
-def _done(messages: list[Any], call: ToolCall, result: dict[str, Any], *, failed: bool = False) -> None:
-    messages.append(AIMessage("", tool_calls=[{**call, "id": call["id"]}]))
+def _done(
+    messages: list[BaseMessage], call: ToolCall, result: dict[str, Any], *, failed: bool = False
+) -> None:
+    messages.append(AIMessage("", tool_calls=[call]))
+    status = "error" if failed else "success"
     messages.append(
-        ToolMessage(
-            json.dumps(result),
-            tool_call_id=call["id"],
-            name=call["name"],
-            status="error" if failed else "success",
-        )
+        ToolMessage(json.dumps(result), tool_call_id=call["id"], name=call["name"], status=status)
     )
 
 
-def test_changes_asked_at_once_are_made_one_after_another_and_each_outcome_said() -> None:
-    messages: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod и начни техработы")]
-    (backup,) = OfflinePlanner().plan(messages).tool_calls
+async def test_changes_asked_at_once_are_made_one_after_another_and_each_outcome_said() -> None:
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage("сделай бэкап prod и начни техработы")]
+    (backup,) = (await _plan(messages)).tool_calls
     assert (backup["name"], backup["args"]) == ("run_backup", {"env_id": "prod"})
     _done(messages, backup, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
-    (window,) = OfflinePlanner().plan(messages).tool_calls  # the next one, once the backup is made
-    assert (window["name"], window["args"]["env_id"]) == ("start_maintenance", "prod")
-    _done(
-        messages, window, {"id": "w1", "env_id": "prod", "reason": "r", "started_by": "adam", "active": True}
+    (window,) = (await _plan(messages)).tool_calls  # the next one, once the backup is made
+    assert (window["name"], window["args"]) == (
+        "start_maintenance",
+        {"reason": "Плановые работы", "env_id": "prod"},
     )
-    answer = OfflinePlanner().plan(messages)
-    assert answer.tool_calls == []
-    said = str(answer.content).split("\n\n")
-    assert len(said) == 2, said
-    assert "backup" in said[0], said
-    assert "| prod |" in said[1], said
 
 
-def test_a_change_that_failed_stops_the_ones_after_it_and_the_answer_says_what_was_not_done() -> None:
-    messages: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod и начни техработы")]
-    (backup,) = OfflinePlanner().plan(messages).tool_calls
+async def test_a_change_that_failed_stops_the_ones_after_it_and_the_answer_says_what_was_not_done() -> None:
+    asked = "сделай бэкап prod и начни техработы на prod по причине переезда"
+    messages: list[BaseMessage] = [CONTEXT.message(), HumanMessage(asked)]
+    (backup,) = (await _plan(messages)).tool_calls
     _done(messages, backup, {"error": {"code": "rejected", "message": "nothing was run"}}, failed=True)
-    answer = OfflinePlanner().plan(messages)
+    answer = await _plan(messages)
     assert answer.tool_calls == []
     assert str(answer.content).endswith(
         "Остальное из запроса не сделано; попросите отдельно, например: «Начни регламентные работы в prod»."
     )
-    # a change that still runs as a task when its call answered: the next waits for its end
-    running: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod и начни техработы")]
-    (started,) = OfflinePlanner().plan(running).tool_calls
+    running: list[BaseMessage] = [CONTEXT.message(), HumanMessage(asked)]
+    (started,) = (await _plan(running)).tool_calls
     _done(running, started, {"id": "b1", "kind": "backup", "status": "queued", "result": None})
-    waits = OfflinePlanner().plan(running)
-    assert waits.tool_calls == []
-    assert str(waits.content).endswith(
-        "Остальное из запроса не сделано — попросите, когда задача закончится, например: "
-        "«Начни регламентные работы в prod»."
-    )
-    # one change asked, one made: its outcome alone, as ever
-    single: list[Any] = [WITH_PROD.message(), HumanMessage("сделай бэкап prod")]
-    (alone,) = OfflinePlanner().plan(single).tool_calls
-    _done(single, alone, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
-    assert "\n\n" not in str(OfflinePlanner().plan(single).content)
+    assert "когда задача закончится" in str((await _plan(running)).content)
+    done: list[BaseMessage] = [CONTEXT.message(), HumanMessage(asked)]
+    (made,) = (await _plan(done)).tool_calls
+    _done(done, made, {"id": "b1", "kind": "backup", "status": "success", "result": {"env_id": "prod"}})
+    (window,) = (await _plan(done)).tool_calls
+    assert (window["name"], window["args"]) == ("start_maintenance", {"reason": "переезда", "env_id": "prod"})
 
 
-def test_a_check_that_finds_errors_stops_the_deploy_asked_after_it() -> None:
-    messages: list[Any] = [
-        WITH_PROD.message(),
-        HumanMessage("Сначала проверь Sales Overview через LLM, потом задеплой его в прод"),
+async def test_a_check_that_finds_errors_stops_the_deploy_asked_after_it() -> None:
+    messages: list[BaseMessage] = [
+        CONTEXT.message(),
+        HumanMessage("Сначала проверь Queue Health через LLM, потом задеплой его в прод"),
     ]
-    found = {"env_id": "dev", "count": 1, "dashboards": [{"id": 7, "title": "Sales Overview", "tags": []}]}
-    for _ in range(3):  # the name resolved, then the check itself
-        (call,) = OfflinePlanner().plan(messages).tool_calls
-        if call["name"] != "search_dashboards":
-            break
-        _done(messages, call, found)
-    assert (call["name"], call["args"]["dashboard_id"]) == ("run_llm_validation", 7)
-    invalid = {"title": "Sales Overview", "valid": False, "errors": 1, "findings": []}
-    _done(messages, call, {"id": "v1", "kind": "llm_validation", "status": "success", "result": invalid})
-    answer = OfflinePlanner().plan(messages)
+    (check,) = (await _plan(messages)).tool_calls
+    assert (check["name"], check["args"]["dashboard_id"]) == ("run_llm_validation", 12)
+    invalid = {"title": "Queue Health", "valid": False, "errors": 1, "findings": []}
+    _done(messages, check, {"id": "v1", "kind": "llm_validation", "status": "success", "result": invalid})
+    answer = await _plan(messages)
     assert answer.tool_calls == []  # no deploy card after a check that failed
     assert "Остальное из запроса не сделано" in str(answer.content)
+
+
+async def test_requests_put_in_order_are_done_in_that_order_a_read_first() -> None:
+    messages: list[BaseMessage] = [
+        CONTEXT.message(),
+        HumanMessage("check Churn Radar's health, then make a backup"),
+    ]
+    (check,) = (await _plan(messages)).tool_calls
+    assert (check["name"], check["args"]) == ("get_health_summary", {"dashboard_ids": [11], "env_id": "dev"})
+    healthy = {"env_id": "dev", "dashboards": [{"id": 11, "title": "Churn Radar", "charts": 2, "errors": 0}]}
+    _done(messages, check, healthy)
+    (backup,) = (await _plan(messages)).tool_calls  # the backup, once the check found nothing
+    assert (backup["name"], backup["args"]) == ("run_backup", {"env_id": "dev"})
+
+
+BOARDS = [{"id": i, "title": f"Board {i}", "url": f"http://superset/{i}", "tags": []} for i in range(1, 4)]
+LISTED = [
+    CONTEXT.message(),
+    HumanMessage("покажи дашборды"),
+    AIMessage("", tool_calls=[{"name": "search_dashboards", "args": {"env_id": "dev"}, "id": "call_1"}]),
+    ToolMessage(
+        json.dumps({"env_id": "dev", "count": 3, "dashboards": BOARDS}),
+        tool_call_id="call_1",
+        name="search_dashboards",
+    ),
+]
+
+
+async def test_it_streams_the_answer_it_gives_whole_at_its_pace() -> None:
+    whole = str((await OfflinePlanner().ainvoke(LISTED)).content)
+    started = time.perf_counter()
+    words = [str(chunk.content) async for chunk in OfflinePlanner(words_per_second=40).astream(LISTED)]
+    assert whole.startswith("Дашборды в dev: 3.")
+    assert "".join(words) == whole
+    assert time.perf_counter() - started >= len([word for word in words if word]) / 40
+
+
+async def test_a_paced_answer_stops_halfway_when_cancelled() -> None:
+    received: list[str] = []
+    first_word = asyncio.Event()
+
+    async def read() -> None:
+        async for chunk in OfflinePlanner(words_per_second=20).astream(LISTED):
+            received.append(str(chunk.content))
+            if chunk.content:
+                first_word.set()
+
+    reading = asyncio.create_task(read())
+    await first_word.wait()
+    reading.cancel()
+    await asyncio.gather(reading, return_exceptions=True)
+    whole = str((await OfflinePlanner().ainvoke(LISTED)).content)
+    assert 0 < len("".join(received)) < len(whole)
+    assert whole.startswith("".join(received))
+
+
+def _longest(unit: str, head: str = "", tail: str = "") -> str:
+    """The longest message allowed: ``unit`` repeated between ``head`` and ``tail``."""
+    run = MAX_MESSAGE_CHARS - len(head) - len(tail)
+    return head + (unit * run)[:run] + tail
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *(_longest(unit) for unit in ("a", "1", "a-", "dashboard ", "tickets ")),
+        _longest("a", "сделай бэкап prod ", " потом начни техработы"),
+    ],
+    ids=["a", "1", "a-", "dashboard", "a table's name", "a change after a long word"],
+)
+async def test_the_longest_message_is_read_in_one_pass_whatever_it_repeats(text: str) -> None:
+    started = time.perf_counter()
+    await _plan([CONTEXT.message(), HumanMessage(text)])
+    assert time.perf_counter() - started < 20
+
+
+async def test_a_question_names_the_tables_columns_as_text_never_as_markup() -> None:
+    """A column is named by whoever made the table: the question shows its name, escaped."""
+    hostile = HELPDESK.model_copy(deep=True)
+    hostile.tables[0].columns.append(C(name="[reset](https://evil.example)", type="TEXT"))
+    outline = EnvOutline(env_id="dev", databases=[hostile])
+    planned = await _plan(
+        [CONTEXT.message(), HumanMessage("how many tickets are stuck?")], Ground(outline=outline)
+    )
+    assert planned.tool_calls == []
+    assert "[reset](https://evil.example)" not in str(planned.content)
+    assert "\\[reset\\]" in str(planned.content)
+
+
+@pytest.mark.parametrize(
+    ("said", "named"),
+    [("хирургические приёмы", ["хирургия"]), ("late parcels", []), ("заказов", ["заказ"])],
+)
+async def test_a_name_is_spelt_by_a_longer_word_of_its_root_never_by_a_shorter_one(
+    said: str, named: list[str]
+) -> None:
+    message = words(said)
+    found = await find(message, list(range(len(message))), ["хирургия", "latest", "заказ"], None)
+    assert [item.label for item in found] == named

@@ -72,6 +72,8 @@ _STATE_WORDS = _stems(
 )
 # The prepositions of a place: a negation before one refuses the place ("не на проде, а на деве").
 _PLACES = _stems("на", "в", "во", "из", "с", "со", "on", "in", "at", "to", "from")
+# The words that give a thing what it has ("dashboards with errors", "дашборды с ошибками").
+_HAVING = _stems("with", "having", "containing", "с", "со")
 # "не … ли", "isn't it": a question, not a refusal; "ли" stands within a few words of what it asks.
 _QUESTION_REACH = 6
 _QUESTION_WORDS = _stems("ли", "разве", "неужели")
@@ -156,6 +158,17 @@ def negated(message: Sequence[Word], first: int, last: int | None = None) -> boo
             len(following) == 1 or following[1].stem not in _STATE_WORDS
         )
     return False
+
+
+def qualifies(message: Sequence[Word], first: int, thing: int) -> bool:
+    """Whether the words from ``first`` on say what the word at ``thing`` has: "with" stands
+    right after it, in its clause, and before them ("dashboards with errors": errors)."""
+    having = thing + 1
+    return (
+        having < first
+        and message[having].stem in _HAVING
+        and all(word.clause == message[thing].clause for word in message[thing : first + 1])
+    )
 
 
 def in_order(message: Sequence[Word]) -> bool:

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from langchain_core.messages import ToolCall
 
 from sstools.agent.context import Environment, TurnContext
-from sstools.agent.frames.reading import read
-from sstools.agent.frames.steps import Planner, Thread
+from sstools.agent.planner.reading import read
+from sstools.agent.planner.steps import Planner, Thread
 from sstools.common.catalogue import ARGS, Tier, tool
 from sstools.common.language import FUNCTION_STEMS, is_negation
 

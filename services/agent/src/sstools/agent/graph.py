@@ -41,9 +41,9 @@ from opentelemetry.trace import SpanKind, Tracer
 from sstools.agent.clients.ops import OpsError
 from sstools.agent.context import RunContext, run_context
 from sstools.agent.fence import OUTSIDE_DATA, model_view
-from sstools.agent.frames.model import GROUND
-from sstools.agent.frames.steps import Ground
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
+from sstools.agent.planner import GROUND
+from sstools.agent.planner.steps import Ground
 from sstools.agent.tools import Passes
 from sstools.common.metrics import GenAiClientMetrics
 

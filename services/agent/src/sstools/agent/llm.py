@@ -12,7 +12,6 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from sstools.agent.frames.model import FramePlanner
 from sstools.agent.planner import OFFLINE_MODEL_NAME, OfflinePlanner
 from sstools.agent.settings import AgentSettings
 from sstools.agent.toolcalls import ToolCallStream, bound_tool_names
@@ -118,8 +117,8 @@ def chat_model(
     without it langchain-openai shares one cached client per URL across the process, whose
     pooled connections outlive the event loop that opened them."""
     if not (settings.llm_base_url and settings.llm_model):
-        offline = FramePlanner if settings.planner == "frames" else OfflinePlanner
-        return offline(words_per_second=settings.offline_words_per_second), OFFLINE_MODEL_NAME, "sstools"
+        offline = OfflinePlanner(words_per_second=settings.offline_words_per_second)
+        return offline, OFFLINE_MODEL_NAME, "sstools"
     model = PlainPayloadChatOpenAI(
         base_url=settings.llm_base_url,
         # Local OpenAI-compatible servers often want no key; the client insists on one.

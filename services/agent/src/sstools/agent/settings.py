@@ -1,4 +1,4 @@
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
@@ -72,11 +72,6 @@ class AgentSettings(
     )
     tool_retry_backoff_seconds: float = Field(
         default=0.5, ge=0, le=30, description="First pause before a read tool is asked again (doubles)."
-    )
-    planner: Literal["phrases", "frames"] = Field(
-        default="phrases",
-        description="The offline model's planner: phrases (the phrase book) or frames (the tools' "
-        "frames over the live system; issue 55, not yet the default).",
     )
     grounding_seconds: float = Field(
         default=120.0,

@@ -1,10 +1,11 @@
 """The offline model: a deterministic planner that is a LangChain chat model, so a stack with no
 LLM endpoint runs through the very same graph, confirmation and persistence as with one.
 
-It reads the turn's message (:mod:`.reading`), decides the next step from what the turn's calls
-returned so far (:mod:`.steps`) — the request's own call, a read that resolves a name first, or
-one precise question — and once the request's call has a result, answers from it in the
-person's language (:mod:`.answers`), streamed word by word. Nothing here is learned or random.
+It reads the turn's message (:mod:`.reading`), decides the next step over the live system the graph
+hands it (:data:`GROUND`) and what the turn's calls returned so far (:mod:`.steps`) — the tool whose
+declared words the message affirms with its frame filled, or one precise question — and once the
+call has a result, answers from it in the person's language, streamed word by word. It reads the
+live system, so it answers asynchronously only. Nothing here is learned or random.
 """
 
 import asyncio
@@ -12,6 +13,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -26,11 +28,13 @@ from pydantic import Field
 from sstools.agent.context import TurnContext, context_in
 from sstools.agent.fence import DOCUMENT, OUTSIDE_DATA, unfenced
 from sstools.agent.language import language_of
-from sstools.agent.planner.reading import read_request
-from sstools.agent.planner.steps import Done, Planner, Reply, earlier_turns, turn_calls
+from sstools.agent.planner.reading import read
+from sstools.agent.planner.steps import THREAD_KEY, Done, Ground, Planner, Reply, earlier_thread, turn_calls
 
 NEEDS_CLARIFICATION = "needs_clarification"  # in response_metadata: the model asked back
 OFFLINE_MODEL_NAME = "sstools-offline-planner"
+# The live system as the turn's person sees it, for the model call the graph makes in this task.
+GROUND: ContextVar[Ground | None] = ContextVar("sstools_ground", default=None)
 DOCUMENT_EXCERPT_CHARS = 400
 # A message about its attachment ("что в этом документе?", "summarise the file", an image's
 # words) is answered from it.
@@ -97,29 +101,34 @@ class OfflinePlanner(BaseChatModel):
         offered = [item for item in tools if isinstance(item, BaseTool)]
         return OfflinePlanner(tools=offered, words_per_second=self.words_per_second)
 
-    def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
+    async def aplan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         turn = turn_of(messages)
         if isinstance(turn, AIMessage):
             return turn
         messages, context, start, text, documents, done = turn
+        lang = language_of(str(messages[start].content), language_of(text, context.lang))
+        routed = [tool.name for tool in self.tools]
         planner = Planner(
-            read_request(text, context.environments),
+            read(text, context.environments),
             context,
-            language_of(str(messages[start].content), language_of(text, context.lang)),
-            [tool.name for tool in self.tools],
-            done,
-            earlier_turns(messages[:start]),
+            lang,
+            routed,
+            earlier_thread(messages[:start]),
+            GROUND.get(),
         )
-        step = planner.next_step()
+        if done:  # what this turn's call was asked for, to say of its result
+            planner.kept = earlier_thread(messages)
+        step = await (planner.after(done) if done else planner.next_step())
         if isinstance(step, Reply):
-            if not done and documents:
+            if documents and not done:
                 return AIMessage(_document_answer(documents))
-            metadata = {NEEDS_CLARIFICATION: True} if step.asks_back else {}
-            return AIMessage(step.text, response_metadata=metadata)
+            kept = {THREAD_KEY: planner.kept.kept()}  # what the answer found, for a follow-up
+            asked = {NEEDS_CLARIFICATION: True} if step.asks_back else {}
+            return AIMessage(step.text, response_metadata=kept | asked)
         calls = [
             {"name": call.tool, "args": call.args, "id": f"call_{uuid.uuid4().hex[:16]}"} for call in step
         ]
-        return AIMessage("", tool_calls=calls)
+        return AIMessage("", tool_calls=calls, response_metadata={THREAD_KEY: planner.kept.kept()})
 
     def _generate(
         self,
@@ -128,19 +137,19 @@ class OfflinePlanner(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self.plan(messages)
-        message.id = f"run-{uuid.uuid4().hex}"
-        message.usage_metadata = _usage(messages, message)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        raise NotImplementedError("the offline planner reads the live system: call it asynchronously")
 
-    def _stream(
+    async def _agenerate(
         self,
         messages: list[BaseMessage],
         stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        yield from _chunks(messages, self.plan(messages))
+    ) -> ChatResult:
+        message = await self.aplan(messages)
+        message.id = f"run-{uuid.uuid4().hex}"
+        message.usage_metadata = _usage(messages, message)
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(
         self,
@@ -149,7 +158,7 @@ class OfflinePlanner(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in _chunks(messages, self.plan(messages)):
+        for chunk in _chunks(messages, await self.aplan(messages)):
             if chunk.text and self.words_per_second:
                 await asyncio.sleep(1 / self.words_per_second)
             if run_manager is not None and chunk.text:

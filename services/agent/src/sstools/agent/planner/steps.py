@@ -1,114 +1,41 @@
-"""The offline planner's next step in a turn: the call the request needs, the read that resolves
-a name it needs first, one precise question when something cannot be known, or the answer once
-the request's own call has a result.
+"""One turn's next step, by frames: the tool whose action words stand affirmed in the message (or,
+for a read, whose typed slots the message fills: a task's id, a statement, a table's words), its
+arguments read by each slot's reader from the words, the live system and the conversation's last
+objects; else one precise question. Once the call has its result, the answer from it."""
 
-Each step is decided afresh from the request's reading and what this turn's calls returned, so
-a resumed run (after a confirmation) continues where it was without any state of its own.
-"""
-
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, get_origin
 
+import sqlglot
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from pydantic import ValidationError
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
-from sstools.agent.answers import examples, failure, found_issues, rendered, table
+from sstools.agent.answers import examples, failure, found_issues, rendered
 from sstools.agent.context import TurnContext
 from sstools.agent.fence import TOOL_RESULT, unfenced
 from sstools.agent.language import Lang, say
 from sstools.agent.markdown import markdown_text
-from sstools.agent.planner.reading import (
-    ENDING,
-    PROBED_ROWS,
-    SQL_TOOL,
-    Request,
-    asks_anything,
-    described_sql,
-    first_table,
-    probed_values,
-    table_named_in,
-    value_words,
-    values_probe,
+from sstools.agent.planner.asked_data import (
+    LABEL_CHARS,
+    DataQuestion,
+    Place,
+    Unclear,
+    asks_data,
+    data_question,
+    place_named,
 )
-from sstools.agent.planner.refining import refined
-from sstools.common.catalogue import ARGS, tool
-from sstools.common.routing.keywords import KeywordIndex
-from sstools.common.sql import classify
+from sstools.agent.planner.grounded import find, similar
+from sstools.agent.planner.reading import DASHBOARD_NOUNS, Reading, unexplained
+from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, ASKED_OF_A_DASHBOARD, Tier, tool
+from sstools.common.language import in_order, is_negation, phrase_stems
+from sstools.common.outline import EnvOutline
 
-SEARCH = "search_dashboards"
-EXPLORE = "superset_explore_database"
-_LISTING_SIZE = 100
-# How much better the best fuzzy title match must be than the next to be taken without asking.
-_CLEAR_LEAD = 0.1
-_CLOSE_ENOUGH = 0.72
-_SPELLED = 0.85
-_NEARLY_SPELLED_WORDS = 60
+THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
 _FOLLOW_UP_WORDS = 8
-# A routed tool the planner acts on when its own reading found none: one the message's words
-# name, or one that only reads. A change is never proposed on the embedding tier's word alone:
-# near the tuning set's examples, small talk ("thanks, that's all") looks like ending maintenance.
-_KEYWORDS = KeywordIndex()
-_TABLES_WANTED = re.compile(r"\btables\b|таблиц[ыа]?\b|талиц\w*|what\s+tables|какие\s+табл\w*", re.I)
-_COLUMNS_WANTED = re.compile(r"columns?|колонк\w*|столбц\w*|\bfields\b|\bполя\b", re.I)
-# A request about a table in an environment with several databases: so many are explored (two
-# reads each, counted against the person's budget) to find the one that has it; more are asked.
-_DATABASES_SEARCHED = 3
-# and in a database, so many schemas for it when its default one does not have it
-_SCHEMAS_SEARCHED = 3
-_SYSTEM_SCHEMA = re.compile(r"information_schema$|pg_|sys$|mysql$|performance_schema$", re.I)
-
-
-def _other_clause(words: str) -> str | None:
-    """A clause of the message that names no tool: why it is asked, when it says so."""
-    clauses = [clause.strip() for clause in re.split(r"[,;:—–]|\s-\s", words) if clause.strip()]
-    return next(
-        (clause for clause in reversed(clauses[1:]) if not asks_anything(clause) and len(clause) > 3),
-        None,
-    )
-
-
-def _changed(done: "Done") -> bool:
-    """Whether a call of the turn may have changed something (a read-only statement did not)."""
-    if done.tool == SQL_TOOL:
-        return not classify(str(done.args.get("sql", ""))).read_only
-    return tool(done.tool).may_change
-
-
-def _running(done: "Done") -> bool:
-    """Whether a call answered with an ops task that has not ended (it outlived the tool's wait)."""
-    return isinstance(done.result, dict) and done.result.get("status") in ("queued", "running")
-
-
-def _default_schema(schemas: Sequence[str]) -> str:
-    return next((name for name in schemas if name in ("main", "public")), schemas[0])
-
-
-_ANOTHER = re.compile(
-    r"(?:ещё|еще)\s+(?:один|одну|одно|раз)\b|\banother\s+one\b|\bone\s+more\b|\bsame\s+for\b"
-    r"|то\s+же\s+(?:самое\s+)?(?:для|с)\b",
-    re.I,
-)
-_MAINTENANCE_SHOWN = {"start_maintenance", "list_maintenance_events"}
-_STATE_QUESTION = re.compile(
-    r"работа\w*|отвеча\w*|жив\w*|доступн\w*|respond\w*|working|alive|\bup\b|healthy|\bok\b", re.I
-)
-
-
-def _needs(tool_name: str, field: str) -> bool:
-    """Whether a call cannot do without an argument, as its declaration says: the field is
-    required, or one of the alternatives the model names (``ONE_OF``)."""
-    model = ARGS[tool_name]
-    found = model.model_fields.get(field)
-    return found is not None and (found.is_required() or field in getattr(model, "ONE_OF", ()))
-
-
-def _takes(tool_name: str, field: str) -> bool:
-    return field in ARGS[tool_name].model_fields
 
 
 @dataclass(frozen=True)
@@ -131,25 +58,6 @@ class Done:
     args: dict[str, Any]
     result: Any
     failed: bool
-
-
-@dataclass(frozen=True)
-class Earlier:
-    """What earlier turns leave for a follow-up: their last call and the dashboard last named."""
-
-    last_call: Call | None = None
-    dashboard_id: int | None = None
-    sql: str | None = None
-    table: str | None = None  # the table last explored, queried or registered
-
-
-@dataclass
-class _Needs:
-    """What one step found missing: a read to make first, or a question to ask."""
-
-    call: Call | None = None
-    question: str | None = None
-    details: list[str] = field(default_factory=list)
 
 
 def turn_calls(messages: Sequence[BaseMessage]) -> list[Done]:
@@ -175,770 +83,821 @@ def turn_calls(messages: Sequence[BaseMessage]) -> list[Done]:
     return done
 
 
-def earlier_turns(messages: Sequence[BaseMessage]) -> Earlier:
-    last_call: Call | None = None
-    dashboard: int | None = None
-    sql: str | None = None
-    table: str | None = None
-    for done in turn_calls(messages):
-        last_call = Call(done.tool, done.args)
-        sql = done.args.get("sql") or sql
-        table = (
-            done.args.get("table")
-            or done.args.get("table_name")
-            or first_table(done.args.get("sql"))
-            or table
-        )
-        ids = done.args.get("dashboard_ids") or []
-        dashboard = done.args.get("dashboard_id") or (ids[-1] if ids else None) or dashboard
-        if (
-            done.tool == SEARCH
-            and isinstance(done.result, dict)
-            and len(done.result.get("dashboards", [])) == 1
-        ):
-            dashboard = done.result["dashboards"][0]["id"]
-    return Earlier(last_call, dashboard, sql, table)
-
-
-def _titles(boards: Sequence[Mapping[str, Any]], lang: Lang) -> str:
-    return table(
-        ["id", say(lang, "название", "title")], [(board["id"], board["title"]) for board in boards[:10]]
+_REFERS_BACK = frozenset(
+    phrase_stems(
+        "it its them their this that these those same again also too его него ему их он она оно они этот эти"
+        " этого этому тот"
+        " тем там туда тоже также теперь снова"
     )
+)
+_SMALL_TALK = frozenset(
+    phrase_stems(
+        "hi hello hey thanks thank cool great nice haha lol ok okay привет спасибо пасиб здравствуй ок"
+        " круто класс хаха"
+    )
+)
+_TITLES_SHOWN = 10
+# The argument a search's words go to when no marker leads them.
+_SEARCH_TEXT = "query"
+# A read the router finds on meaning alone is made when it is among its first few.
+_ROUTED_ON_MEANING = 3
+_ENV_ARGS = ("env_id", "source_env")  # an environment, never a name "that branch" points back to
 
 
-def _spelled(written: str, title: str, *, nearly: bool) -> bool:
-    """Whether words of the message spell a title: exactly, or (``nearly``) close enough for a
-    typo in a long one."""
-    if written == title:
-        return True
-    return nearly and len(title) >= 8 and difflib.SequenceMatcher(None, written, title).ratio() >= _SPELLED
+class Ground(Protocol):
+    """The live system as the person sees it, cached (:mod:`sstools.agent.grounding`)."""
+
+    async def titles(self, env_id: str) -> dict[int, str] | None: ...
+    async def relate(
+        self, queries: Sequence[str], labels: Sequence[str]
+    ) -> Sequence[Sequence[float]] | None: ...
+    async def outline(self, env_id: str) -> EnvOutline | None: ...
 
 
-def _score(name: str, title: str) -> float:
-    name, title = name.casefold(), title.casefold()
-    if name == title:
-        return 1.0
-    whole = difflib.SequenceMatcher(None, name, title).ratio()
-    part = 0.9 if name in title or title in name else 0.0
-    return max(whole, part)
+@dataclass(frozen=True)
+class Thread:
+    """What earlier turns leave a follow-up: their last call and the objects they named."""
+
+    last: Call | None = None
+    env: str | None = None
+    dashboards: tuple[int, ...] = ()
+    question: DataQuestion | None = None
+
+    def kept(self) -> dict[str, Any]:
+        question = self.question.model_dump(mode="json") if self.question else None
+        return {"env": self.env, "dashboards": list(self.dashboards), "question": question}
+
+
+@dataclass
+class Slots:
+    """What filling one frame found: its arguments, or what is missing, and the objects named."""
+
+    args: dict[str, Any] = field(default_factory=dict)
+    missing: str | None = None
+    dashboards: tuple[int, ...] = ()
+    question: DataQuestion | None = None
+
+
+def earlier_thread(messages: Sequence[BaseMessage]) -> Thread:
+    """The last call of earlier turns, and the objects the planner kept with its messages."""
+    thread = Thread()
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            args = dict(call["args"])
+            ids = args.get("dashboard_ids") or ([args["dashboard_id"]] if args.get("dashboard_id") else [])
+            thread = Thread(
+                Call(call["name"], args),
+                args.get("env_id") or thread.env,
+                tuple(ids) or thread.dashboards,
+                thread.question,
+            )
+        if kept := message.response_metadata.get(THREAD_KEY):
+            question = kept.get("question")
+            thread = Thread(
+                thread.last,
+                kept.get("env") or thread.env,
+                tuple(kept.get("dashboards") or ()) or thread.dashboards,
+                DataQuestion.model_validate(question) if question else thread.question,
+            )
+    return thread
 
 
 class Planner:
-    """One turn's reasoning: the request, the context, and what the turn's calls returned."""
-
     def __init__(
         self,
-        request: Request,
+        reading: Reading,
         context: TurnContext,
         lang: Lang,
         routed: Sequence[str],
-        done: Sequence[Done],
-        earlier: Earlier,
+        thread: Thread,
+        ground: Ground | None,
     ) -> None:
-        self.request = request
+        self.reading = reading.of_last(thread.last.tool, _REFERS_BACK) if thread.last else reading
         self.context = context
         self.lang = lang
-        self.routed = [name for name in routed if name != "show_capabilities"]
-        self.done = done
-        self.earlier = earlier
+        self.routed = routed
+        self.thread = thread
+        self.ground = ground
+        self.kept = thread
 
     def say(self, ru: str, en: str) -> str:
         return say(self.lang, ru, en)
 
-    def _repeats(self) -> bool:
-        """A short message naming only another environment or object: the last call again."""
-        request = self.request
-        return (
-            not request.intent
-            and self.earlier.last_call is not None
-            and len(request.words.split()) <= _FOLLOW_UP_WORDS
-            and bool(
-                request.target_env or request.source_env or request.dashboard_name or request.dashboard_ids
+    async def after(self, done: Sequence[Done]) -> list[Call] | Reply:
+        """The next change the message asks for once the last one has succeeded (not failed,
+        rejected, still running as a task, or a check that found problems); else the outcomes,
+        and what was asked but not done, said, never dropped."""
+        reading, last = self.reading, done[-1]
+        # a change named inside a text a call took ("по причине переезда") was not asked for
+        texts = [
+            reading.after(markers) for name in reading.acts for markers in tool(name).frame.texts.values()
+        ]
+        spans = [
+            (start, start + len(text)) for text in texts if text and (start := reading.text.find(text)) >= 0
+        ]
+        inside = {
+            name
+            for name, at in reading.named_at.items()
+            if any(start <= reading.words[at].start < end for start, end in spans)
+        }
+        # changes asked together are made one after another; reads too, where the words order them
+        ordered = in_order(reading.words)
+        asked = sorted(
+            (name for name in reading.acts if (ordered or not _reads(name)) and name not in inside),
+            key=lambda name: reading.named_at[name],
+        )
+        left = [name for name in asked if name not in {call.tool for call in done}]
+        running = isinstance(last.result, dict) and last.result.get("status") in ("queued", "running")
+        chained = ordered or not _reads(last.tool)
+        if left and chained and not (last.failed or running or found_issues(last.result)):
+            await self._read_titles()
+            ids = last.args.get("dashboard_ids") or (
+                [last.args["dashboard_id"]] if "dashboard_id" in last.args else []
+            )
+            self.thread = Thread(self.thread.last, self.thread.env, tuple(ids) or self.thread.dashboards)
+            slots = await self._fill(left[0])
+            if slots is not None and slots.missing is None:
+                return [Call(left[0], slots.args)]
+            if slots is not None:  # what the next change lacks, asked after what was done
+                known = _MISSING.get(slots.missing or "")
+                asked_back = self.say(*known) if known else str(slots.missing)
+                return Reply(f"{(await self.answer(done)).text}\n\n{asked_back}", asks_back=True)
+        reply = await self.answer(done)
+        if not left or not chained:
+            return reply
+        examples_ru = ", ".join(f"«{tool(name).example[0]}»" for name in left)
+        examples_en = ", ".join(f"“{tool(name).example[1]}”" for name in left)
+        rest = (
+            self.say(
+                "Остальное из запроса не сделано — попросите, когда задача закончится, например: "
+                f"{examples_ru}.",
+                f"The rest of the request was not done — ask for it once the task ends, e.g. {examples_en}.",
+            )
+            if running
+            else self.say(
+                f"Остальное из запроса не сделано; попросите отдельно, например: {examples_ru}.",
+                f"The rest of the request was not done; ask for it on its own, e.g. {examples_en}.",
             )
         )
+        return Reply(f"{reply.text}\n\n{rest}")
 
-    def intent(self) -> str | None:
-        request = self.request
-        if request.intent:
-            return request.intent
-        last = self.earlier.last_call
-        if last is not None and last.tool in _MAINTENANCE_SHOWN and ENDING.search(request.words):
-            return "end_maintenance"  # the window just started or listed
-        if last is not None and last.tool == "list_llm_providers" and _STATE_QUESTION.search(request.words):
-            return "get_llm_status"  # whether the providers just listed answer
-        if self._earlier_sql != self.earlier.sql:
-            return SQL_TOOL  # "а shipped?": the last query, changed
-        if self._repeats() and last is not None:
-            return last.tool
-        if last is not None and (self._flags(last.tool) or _ANOTHER.search(request.words)):
-            return last.tool  # "and the charts too", "one more from bills": the last call again
-        if request.negated or request.small_talk:
-            return None
-        if self._names_values:
-            return SQL_TOOL  # "only the urgent ones": the last query, filtered by a value its table holds
-        named = _KEYWORDS.match(request.words).tools
-        return next((name for name in self.routed if name in named or not tool(name).may_change), None)
-
-    def next_step(self) -> list[Call] | Reply:
-        intent = self.intent()
-        if intent is None:
-            return self._without_a_tool()
-        if (
-            _needs(intent, "env_id")
-            and self.request.unknown_env
-            and not (self.request.target_env or self.request.source_env)
-        ):
-            known = ", ".join(markdown_text(env.id) for env in self.context.environments)
-            unknown = markdown_text(self.request.unknown_env)  # the person's words, shown as typed
-            return Reply(
-                self.say(
-                    f"Окружения «{unknown}» нет; есть: {known}. Какое имеется в виду?",
-                    f"There is no “{unknown}” environment; there are: {known}. Which one?",
-                ),
-                asks_back=True,
-            )
-        if changes := [done for done in self.done if _changed(done)]:
-            following = self._following(changes)
-            if following is None:
-                return self._outcomes(changes)  # the changes asked for are made: their outcomes
-            intent = following
-        needs = _Needs()
-        args = self._arguments(intent, needs)
-        if args is not None and needs.call is None and needs.question is None:
-            final = next((done for done in self.done if done.tool == intent and done.args == args), None)
-            return self._answer(final) if final is not None else [Call(intent, args)]
-        if failed := next((done for done in self.done if done.failed), None):  # a read it needed
-            return self._answer(failed)
-        if needs.call is not None:
-            if any(done.tool == needs.call.tool and done.args == needs.call.args for done in self.done):
-                return Reply(
-                    self.say(
-                        "Не удалось найти нужное. Уточните запрос.",
-                        "I could not find what is needed. Please be more specific.",
-                    ),
-                    asks_back=True,
+    async def answer(self, done: Sequence[Done]) -> Reply:
+        said = []
+        for call in done:
+            if call.failed and isinstance(call.result, dict):
+                said.append(failure(call.tool, call.result.get("error", {}), self.lang))
+            else:
+                content = (
+                    call.result
+                    if isinstance(call.result, str)
+                    else json.dumps(call.result, ensure_ascii=False)
                 )
-            return [needs.call]
-        question = needs.question or self.say("Уточните, что именно сделать.", "What exactly should I do?")
-        return Reply("\n\n".join([question, *needs.details]), asks_back=True)
+                said.append(rendered(call.tool, content, self.lang))
+        found = tuple(
+            board["id"]
+            for call in done
+            if isinstance(call.result, dict) and isinstance(call.result.get("dashboards"), list)
+            for board in call.result["dashboards"]
+            if isinstance(board, dict) and isinstance(board.get("id"), int)
+        )
+        if found:  # "deploy it" after a search: the dashboards it found
+            self.kept = replace(self.kept, dashboards=found)
+        if (
+            self.kept.question
+            and any(call.args.get("sql") == self.kept.question.statement() for call in done)
+            and (applied := self.kept.question.conditions())
+        ):
+            said.insert(0, self.say("Условия: ", "Conditions: ") + ", ".join(map(markdown_text, applied)))
+        return Reply("\n\n".join(said))
 
-    def _without_a_tool(self) -> Reply:
-        if self.request.negated:
+    async def next_step(self) -> list[Call] | Reply:
+        reading = self.reading
+        if reading.unknown_env and not (reading.target_env or reading.source_env):
+            known = ", ".join(markdown_text(env.id) for env in self.context.environments)
+            unknown = markdown_text(reading.unknown_env)
+            return self._ask(
+                f"Окружения «{unknown}» нет; есть: {known}. Какое имеется в виду?",
+                f"There is no “{unknown}” environment; there are: {known}. Which one?",
+            )
+        question: Reply | None = None
+        asked_change = False
+        await self._read_titles()
+        follow = self.thread.last.tool if self.thread.last and self._follows(self.thread.last.tool) else None
+        for name in await self._candidates():
+            # a question about what the words asked outranks a guess at something else; about a
+            # change they asked, the last read again too ("deploy it" of several found)
+            if question is not None and name not in reading.acts and (name != follow or asked_change):
+                break
+            slots = await self._fill(name)
+            if slots is None:
+                continue
+            if slots.missing is None:
+                boards = slots.dashboards or self.boards or self.thread.dashboards
+                self.kept = Thread(
+                    self.thread.last,
+                    slots.args.get("env_id") or self.thread.env,
+                    boards,
+                    slots.question or self.thread.question,
+                )
+                return [Call(name, slots.args)]
+            if question is None:
+                asked = _MISSING.get(slots.missing)
+                question = self._ask(*asked) if asked else Reply(slots.missing, asks_back=True)
+                asked_change = name in reading.acts and not _reads(name)
+        if question is not None:
+            return question
+        if reading.refused and not reading.named:
             return Reply(self.say("Хорошо, ничего не делаю.", "All right, I will not do anything."))
-        if self.request.small_talk:
+        if reading.stems & _SMALL_TALK:
             return Reply(
                 self.say(
                     "Пожалуйста! Спросите, например, «покажи дашборды» или «что сломано на проде?».",
                     "You are welcome! Ask, for example, “show dashboards” or “what is broken in prod?”.",
                 )
             )
-        return Reply(
-            self.say(
-                f"Не понял, что сделать. Например: {examples('ru')}.",
-                f"I did not understand what to do. For example: {examples('en')}.",
+        return self._ask(
+            f"Не понял, что сделать. Например: {examples('ru')}.",
+            f"I did not understand what to do. For example: {examples('en')}.",
+        )
+
+    async def _read_titles(self) -> None:
+        """The dashboards whose titles the words spell where the data is; a title is a name,
+        never words about data ("Sales Overview" of a sales table) — in the page's environment,
+        where dashboards come from, either."""
+        reading = self.reading
+        self._env_for_data = reading.target_env or reading.source_env or self.context.env
+        self.boards = await self._titled(self._env_for_data)
+        if not self.reading.taken and self.context.env and self.context.env != self._env_for_data:
+            await self._titled(self.context.env)
+
+    @property
+    def _asks_of_dashboard(self) -> bool:
+        """A question of a dashboard by its title and of nothing else ("Sales Overview норм?")."""
+        return self.reading.asks and bool(self.boards) and not self.reading.acts
+
+    def _ask(self, ru: str, en: str) -> Reply:
+        return Reply(self.say(ru, en), asks_back=True)
+
+    async def _candidates(self) -> list[str]:
+        """Tools the words name, first asked first: a change, then a question about data that
+        spells its table, then the reads named; the frames a typed thing of the message fills
+        (a task's id, a statement, a table or value of the data); the tools named only by the
+        noun of their object; the last call again for a short follow-up; the router's other
+        reads. A change is never proposed on words that do not name it affirmed."""
+        reading = self.reading
+        # named as often, the frame that takes as many dashboards as the message names leads
+        fits = {
+            name: _needs(name, "dashboard_ids") == reading.many or not _needs_dashboards(name)
+            for name in reading.named
+        }
+        nearness = await self._nearness(fits)
+        named = sorted(
+            (name for name in reading.named if name != ALWAYS_OFFERED),
+            key=lambda name: (
+                name not in reading.qualifying,
+                -reading.named[name],
+                name in reading.guessed,
+                not fits[name],
+                -nearness.get(name, 0.0),
+                reading.named_at[name],
             ),
-            asks_back=True,
         )
-
-    def _following(self, changes: Sequence[Done]) -> str | None:
-        """The next change the request asks for after those made, once the last one has
-        succeeded: not failed, rejected, still running as a task, or a check that found problems."""
-        last = changes[-1]
-        if last.failed or _running(last) or found_issues(last.result):
-            return None
-        made = {done.tool for done in changes}
-        return next((name for name in self.request.then if name not in made), None)
-
-    def _outcomes(self, changes: Sequence[Done]) -> Reply:
-        """Each change's outcome, in order; and what the request asked for that was not made —
-        after one that failed or was rejected, or that still runs — said, never dropped."""
-        said = [self._answer(done).text for done in changes]
-        made = {done.tool for done in changes}
-        if left := [name for name in self.request.then if name not in made]:
-            asked = ", ".join(f"«{tool(name).example[0]}»" for name in left)
-            asked_en = ", ".join(f"“{tool(name).example[1]}”" for name in left)
-            said.append(
-                self.say(
-                    "Остальное из запроса не сделано — попросите, когда задача закончится, "
-                    f"например: {asked}.",
-                    f"The rest of the request was not done — ask for it once the task ends, e.g. {asked_en}.",
-                )
-                if _running(changes[-1])
-                else self.say(
-                    f"Остальное из запроса не сделано; попросите отдельно, например: {asked}.",
-                    f"The rest of the request was not done; ask for it on its own, e.g. {asked_en}.",
-                )
-            )
-        return Reply("\n\n".join(said))
-
-    def _answer(self, final: Done) -> Reply:
-        if final.failed and isinstance(final.result, dict):
-            return Reply(failure(final.tool, final.result.get("error", {}), self.lang))
-        content = (
-            final.result if isinstance(final.result, str) else json.dumps(final.result, ensure_ascii=False)
+        acts = [name for name in named if name in reading.acts]
+        typed = sorted(
+            (
+                name
+                for name in ARGS
+                if (reading.task_id and _needs(name, "task_id"))
+                or (reading.sql and _needs(name, "sql"))
+                or (_takes(name, "database_id") and _needs(name, "sql"))
+            ),
+            key=lambda name: named.index(name) if name in named else len(named),
         )
-        return Reply(rendered(final.tool, content, self.lang))
-
-    # -- arguments ---------------------------------------------------------------------------
-
-    def _env(self) -> str | None:
-        return (
-            self.request.target_env
-            or self.request.source_env
-            or (
-                self.earlier.last_call.args.get("env_id")
-                if self.earlier.last_call and (self._repeats() or self._earlier_sql != self.earlier.sql)
-                else None
-            )
-            or self.context.env
+        spelt = [
+            name for name in typed if not reading.sql and asks_data(reading) and await self._spells_table()
+        ]
+        # a question about data in words, of no table the words spell, where no action is named
+        # and nothing but data ("сколько собак в базе?")
+        data_only = (
+            not acts
+            and not reading.stems & _SMALL_TALK
+            # a change named only by the noun of its object is never proposed ("which branch …")
+            and all(_takes(name, "database_id") or not _reads(name) for name in named)
         )
-
-    def _source_env(self, target: str | None) -> str | None:
-        if self.request.source_env:
-            return self.request.source_env
-        if self.context.env and self.context.env != target:
-            production = {env.id for env in self.context.environments if env.production}
-            if self.context.env not in production:
-                return self.context.env
-        return next(
-            (env.id for env in self.context.environments if not env.production and env.id != target), None
-        )
-
-    def _arguments(self, intent: str, needs: _Needs) -> dict[str, Any] | None:
-        request = self.request
-        last = self.earlier.last_call
-        if (
-            self._repeats()
-            and last is not None
-            and intent == last.tool
-            and not (request.dashboard_name or request.dashboard_ids)
-            and "env_id" in last.args
-        ):
-            return {**last.args, "env_id": request.target_env or request.source_env}
-        flags = self._flags(intent)
-        if (
-            flags
-            and last is not None
-            and intent == last.tool
-            and not (request.dashboard_name or request.dashboard_ids or request.title or request.sql)
-        ):
-            return {**last.args, **flags}  # "with charts too": the last call, with what this one adds
-        # What each argument is read from follows its declared type and whether it is required.
-        if not ARGS[intent].model_fields:
-            return {}
-        if not _needs(intent, "env_id"):
-            return self._simple(intent, {}, needs)
-        env = self._env()
-        if env is None:
-            needs.question = self.say("В каком окружении?", "In which environment?")
-            return None
-        args: dict[str, Any] = {"env_id": env}
-        if _takes(intent, "source_env"):
-            return self._between(intent, args, needs)
-        many = _needs(intent, "dashboard_ids")
-        if _takes(intent, "dashboard_id") or (_takes(intent, "dashboard_ids") and not many):
-            dashboard = self._dashboard(env, needs, required=_needs(intent, "dashboard_id"))
-            if needs.call or needs.question:
-                return None
-            args.update(flags)
-            if _takes(intent, "dashboard_ids"):  # some of the environment's dashboards, or all
-                return {**args, "dashboard_ids": [dashboard]} if dashboard else args
-            if dashboard:
-                args["dashboard_id"] = dashboard
-            if _needs(intent, "title"):  # a new dashboard made from this one
-                args["title"] = (
-                    request.title
-                    if request.title and request.title != request.dashboard_name
-                    else self._copy_title()
-                )
-            return args
-        if many:
-            return self._commit(args, needs)
-        if _needs(intent, "database_id"):
-            return self._with_database(intent, args, needs)
-        return self._simple(intent, args, needs)
-
-    def _flags(self, intent: str) -> dict[str, Any]:
-        """The switches the words set that the tool takes: charts copied too, no cache."""
-        request = self.request
-        said = {"duplicate_charts": request.with_charts, "force": request.uncached}
-        return {name: True for name, on in said.items() if on and _takes(intent, name)}
-
-    def _production(self) -> str | None:
-        """The one production environment, when there is exactly one."""
-        production = [env.id for env in self.context.environments if env.production]
-        return production[0] if len(production) == 1 else None
-
-    def _between(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        """Dashboards taken from one environment to another. To: the environment named, else the
-        production one; from: the one named, else the page's when it is not the target, else the
-        first non-production one; the dashboards, as they are called there."""
-        target = self.request.target_env or self._production()
-        source = self._source_env(target)
-        if target is None or source is None or source == target:
-            needs.question = self.say(
-                "Откуда и куда? Например: «из dev в prod».",
-                "From where to where? For example: “from dev to prod”.",
-            )
-            return None
-        moved: dict[str, Any] = {"env_id": target, "source_env": source}
-        if _takes(intent, "database_mapping") and self.request.database_mapping:
-            moved["database_mapping"] = dict(self.request.database_mapping)
-        if _takes(intent, "dashboard_ids"):
-            boards = self._dashboards(source, needs)
-            return {**args, **moved, "dashboard_ids": boards} if boards else None
-        dashboard = self._dashboard(source, needs, required=True)
-        return {**args, **moved, "dashboard_id": dashboard} if dashboard else None
-
-    def _copy_title(self) -> str:
-        named = self._named_title() or self.say("дашборда", "dashboard")
-        return self.say(f"{named} (копия)", f"{named} (copy)")
-
-    def _named_title(self) -> str | None:
-        for done in self.done:
-            if done.tool == SEARCH and isinstance(done.result, dict):
-                for board in done.result.get("dashboards", []):
-                    if (
-                        board["id"] in (self.request.dashboard_ids or ())
-                        or _score(self.request.dashboard_name or "", board["title"]) >= _CLOSE_ENOUGH
-                    ):
-                        return str(board["title"])
-        return self.request.dashboard_name
-
-    def _simple(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        request = self.request
-        last = self.earlier.last_call
-        last_started = last.args.get("env_id") if last and last.tool in _MAINTENANCE_SHOWN else None
-        if intent == SEARCH:
-            if request.search_query:
-                return {**args, "query": request.search_query}
-            query = (
-                request.dashboard_name
-                if request.dashboard_name and not request.tag and not request.owner
-                else None
-            )
-            return {
-                **args,
-                **{
-                    key: value
-                    for key, value in (("query", query), ("tag", request.tag), ("owner", request.owner))
-                    if value
-                },
-            }
-        if intent == "get_task_status":
-            if request.task_id is None:
-                needs.question = self.say("Какой задачи? Нужен её id.", "Which task? I need its id.")
-                return None
-            return {"task_id": request.task_id}
-        if intent == "list_maintenance_events":
-            return {"env_id": request.target_env} if request.target_env else {}
-        if intent == "start_maintenance":
-            reason = request.reason or _other_clause(request.words)
-            return {**args, "reason": reason or self.say("Плановые работы", "Planned maintenance")}
-        if intent == "end_maintenance" and last_started and not (request.target_env or request.source_env):
-            return {"env_id": last_started}
-        if intent == "superset_format_sql":
-            if request.sql is None:
-                needs.question = self.say("Какой SQL отформатировать?", "Which SQL should I format?")
-                return None
-            return {"sql": request.sql, **({"dialect": request.dialect.lower()} if request.dialect else {})}
-        if intent == "superset_create_dashboard":
-            title = request.title or request.colon_value
-            if not title:
-                needs.question = self.say(
-                    "Как назвать новый дашборд?", "What should the new dashboard be called?"
-                )
-                return None
-            published = {} if request.published is None else {"published": request.published}
-            return {
-                **args,
-                "title": title.strip(),
-                **({"slug": request.slug} if request.slug else {}),
-                **published,
-            }
-        if intent == "create_branch":
-            name = request.branch or request.title
-            if not name:
-                needs.question = self.say("Как назвать ветку?", "What should the branch be called?")
-                return None
-            start = re.search(
-                r"\b(?:from|off|от|из)\s+(?:(?:the\s+)?branch\s+|ветки\s+)?([A-Za-z0-9][\w./-]*)",
-                request.words,
-            )
-            return {"name": name, **({"start": start.group(1).rstrip("./")} if start else {})}
-        if intent == EXPLORE:
-            return self._explore(args, needs)
-        try:  # any other tool: called once what the words gave fills what it requires
-            ARGS[intent].model_validate(args)
-            return args
-        except ValidationError:
-            needs.question = self.say("Уточните, что сделать.", "What exactly should I do?")
-            return None
-
-    # -- resolving names -----------------------------------------------------------------------
-
-    def _searches(self, env: str) -> list[Done]:
+        typed = [name for name in typed if reading.sql or reading.task_id or spelt or data_only]
+        last = self.thread.last
+        follow = [last.tool] if last and self._follows(last.tool) else []
+        ordered = [*typed] if (reading.task_id or reading.sql) else []
+        ordered += follow if follow and await self._about_last_table() else []
+        if in_order(reading.words):  # "check it, then deploy": what is said first is done first
+            ordered += sorted(acts, key=lambda name: reading.named_at[name])
+        # changes asked together are all made, in the order said
+        ordered += sorted((name for name in acts if not _reads(name)), key=reading.named_at.__getitem__)
+        ordered += spelt + acts + typed
+        ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
+        ordered += [name for name in named if name not in acts] + follow
+        ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
+        ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
         return [
-            done
-            for done in self.done
-            if done.tool == SEARCH and done.args.get("env_id") == env and not done.failed
+            name
+            for name in dict.fromkeys(ordered)
+            if name in ARGS
+            and name not in reading.refused
+            and (_reads(name) or name in reading.acts or name in follow or _object_spelt(reading, name))
         ]
 
-    def _dashboard(self, env: str, needs: _Needs, *, required: bool) -> int | None:
-        """The dashboard the request means, in ``env``: by id, by the page's focus or the thread
-        ("it"), or by name through search; None when it must ask first (``needs`` says how)."""
-        request = self.request
-        if request.dashboard_ids:
-            return request.dashboard_ids[0]
-        focus = self.context.focus
-        if request.dashboard_name is None:
-            if focus is not None and focus.type == "dashboard" and focus.id is not None:
-                return focus.id
-            if self.earlier.dashboard_id is not None and (request.refers_back or request.intent is None):
-                return self.earlier.dashboard_id
-            if self.earlier.dashboard_id is not None and required:
-                return self.earlier.dashboard_id
-            if not required:
-                return None
-            # a title written the way its words are not read as one ("it" names none: asked at once)
-            if not request.refers_back:
-                listed = self._listed(env)
-                if listed is None:
-                    needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
-                    return None
-                if spelled := self._titles_in_words(listed):
-                    return int(spelled[0]["id"])
-                if listed:
-                    needs.details.append(_titles(listed, self.lang))
-            needs.question = self.say(
-                "Какой дашборд? Назовите его или дайте id.", "Which dashboard? Give its name or id."
+    async def _nearness(self, fits: Mapping[str, bool]) -> dict[str, float]:
+        """For tools the words name alike (as many words, as surely), how near the whole message
+        is to each one's description by meaning ("is the LLM provider up?": its state, not the
+        list of providers)."""
+        reading = self.reading
+        alike: dict[tuple[int, bool, bool], list[str]] = {}
+        for name in reading.named:
+            alike.setdefault((reading.named[name], name in reading.guessed, fits[name]), []).append(name)
+        tied = [name for names in alike.values() if len(names) > 1 for name in names]
+        if not tied or self.ground is None:
+            return {}
+        described = [say(self.lang, tool(name).description_ru, tool(name).description_en) for name in tied]
+        scores = await self.ground.relate([reading.text[:LABEL_CHARS]], described)
+        return dict(zip(tied, scores[0], strict=True)) if scores else {}
+
+    async def _about_last_table(self) -> bool:
+        """Whether the words spell a column or value of the last question's table ("what about
+        the closed ones?", "а по командам?"), and no table of their own."""
+        question, reading = self.thread.question, self.reading
+        if question is None or self.ground is None or reading.sql:
+            return False
+        outline = await self.ground.outline(self.thread.env or self._env_for_data or "")
+        tables = [table for db in outline.databases for table in db.tables] if outline else []
+        usable = [index for index, word in enumerate(reading.words) if index not in reading.taken]
+        if await find(reading.words, usable, [table.name for table in tables], None):
+            return False
+        last = next((table for table in tables if table.name == question.table), None)
+        labels = [column.name for column in last.columns] if last else []
+        labels += [value for column in (last.columns if last else ()) for value in column.values or ()]
+        return bool(await find(reading.words, usable, labels, None))
+
+    async def _spells_table(self) -> bool:
+        """Whether the words spell a table of the environment's data (read only when they hold
+        words no tool's declaration has)."""
+        if self.ground is None or not self._env_for_data or not unexplained(self.reading):
+            return False
+        outline = await self.ground.outline(self._env_for_data)
+        return outline is not None and isinstance(await place_named(self.reading, outline, None), Place)
+
+    async def _fill(self, name: str) -> Slots | None:
+        """The frame's arguments, each by its slot's reader; None when the message gives the
+        frame nothing of its own to go on (a read the words do not name, with no typed slot
+        the message fills)."""
+        reading, spec = self.reading, tool(name)
+        model = ARGS[name]
+        fields = model.model_fields
+        slots = Slots()
+        evidence = (
+            name in reading.named
+            or (self.thread.last is not None and name == self.thread.last.tool)
+            or (name == ASKED_OF_A_DASHBOARD and self._asks_of_dashboard)
+            or (
+                not reading.named
+                and not reading.refused  # "ничего не меняй, я только читаю" asks for nothing
+                and name in self.routed[:_ROUTED_ON_MEANING]
+                and not reading.stems & _SMALL_TALK
             )
+        )
+        target = self._env(name)
+        for field_name, info in fields.items():
+            key = info.alias or field_name
+            needed = info.is_required() or field_name in getattr(model, "ONE_OF", ())
+            value: Any = None
+            if field_name == "env_id":
+                value = target if needed or reading.target_env or reading.source_env else None
+            elif field_name == "source_env":
+                value = self._source(target)
+            elif field_name in ("dashboard_id", "dashboard_ids"):
+                ids = await self._dashboards(
+                    name,
+                    target,
+                    needed or (field_name == "dashboard_ids" and bool(self.reading.dashboard_ids)),
+                )
+                slots.dashboards = ids
+                value = (ids[0] if ids else None) if field_name == "dashboard_id" else (list(ids) or None)
+                evidence = evidence or bool(ids and reading.dashboard_ids)
+            elif field_name == "task_id":
+                value = reading.task_id
+                evidence = evidence or bool(value)
+            elif field_name == "sql":
+                value = reading.sql
+                evidence = evidence or bool(value)
+            elif field_name in spec.frame.texts:
+                others = [m for key, marks in spec.frame.texts.items() if key != field_name for m in marks]
+                value = _fitted(reading.after(spec.frame.texts[field_name], others), info.metadata)
+                if get_origin(info.annotation) is dict:  # "map a to b", "базу a замапь на b"
+                    value = _mapping(reading, spec.frame.texts[field_name])
+                evidence = evidence or bool(value)
+                if value is None and field_name == _SEARCH_TEXT:  # what is looked for: quoted, or a title
+                    value = next(iter(reading.quoted), None) or self._titles_said() or _before_noun(reading)
+                if value is None and needed:  # quoted, said in a clause of its own, or the default
+                    said = (
+                        _named_like(reading, info.metadata)
+                        or self._named_before(info.metadata)
+                        or [
+                            text
+                            for text in (*reading.quoted[:1], *reading.untold()[-1:])
+                            if _fits(text, _patterns(info.metadata))
+                        ][:1]
+                    )
+                    default = spec.frame.defaults.get(field_name)
+                    value = said[0] if said else self.say(*default) if default else None
+            elif field_name in spec.frame.flags:
+                value = True if reading.flag(spec.frame.flags[field_name]) else None
+            if value is not None:
+                slots.args[key] = value
+        if "database_id" in fields or "table" in fields or "table_name" in fields:
+            grounded = await self._data(name, target, slots)
+            if not grounded and not evidence and slots.missing is None:
+                return None
+            evidence = True
+        if not evidence:
             return None
-        return self._by_name(env, request.dashboard_name, needs)
-
-    def _listed(self, env: str) -> list[dict[str, Any]] | None:
-        """Every dashboard of ``env`` (its first hundred), once a listing was made this turn."""
-        listing = [done for done in self._searches(env) if not done.args.get("query")]
-        return listing[0].result.get("dashboards", []) if listing else None
-
-    def _titles_in_words(self, boards: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The dashboards whose whole title the message spells out, or nearly (a typo or two),
-        longest first, none inside another, in the order the message names them."""
-        words = re.findall(r"[\w&'-]+", self.request.words.casefold())
-        nearly = len(words) <= _NEARLY_SPELLED_WORDS  # each window of a message is compared to each title
-        found: list[tuple[int, dict[str, Any]]] = []
-        for board in sorted(boards, key=lambda item: len(item["title"]), reverse=True):
-            title = " ".join(re.findall(r"[\w&'-]+", board["title"].casefold()))
-            size = len(title.split())
-            at = next(
+        if self._follows(name):  # what the message does not say again, the last call said
+            slots.missing = None if slots.missing in _MISSING else slots.missing
+            await self._carried(fields, slots, target)
+        if slots.missing is None:
+            slots.missing = next(
                 (
-                    start
-                    for start in range(len(words) - size + 1)
-                    if _spelled(" ".join(words[start : start + size]), title, nearly=nearly)
+                    (info.alias or field_name)
+                    for field_name, info in fields.items()
+                    if (info.is_required() and (info.alias or field_name) not in slots.args)
                 ),
                 None,
             )
-            if title and at is not None and not any(title in other["title"].casefold() for _, other in found):
-                found.append((at, board))
-        return [board for _, board in sorted(found, key=lambda item: item[0])]
+            if (
+                slots.missing is None
+                and (one_of := getattr(model, "ONE_OF", ()))
+                and not set(one_of) & set(slots.args)
+            ):
+                slots.missing = one_of[0]
+        if slots.missing in ("dashboard_id", "dashboard_ids"):
+            slots.missing = await self._which_dashboard(target)
+        return slots
 
-    def _by_name(self, env: str, name: str, needs: _Needs) -> int | None:
-        searches = self._searches(env)
-        if not searches:
-            needs.call = Call(SEARCH, {"env_id": env, "query": name})
-            return None
-        boards = [board for done in searches for board in done.result.get("dashboards", [])]
-        unique = list({board["id"]: board for board in boards}.values())
-        ranked = sorted(unique, key=lambda board: _score(name, board["title"]), reverse=True)
-        scores = [_score(name, board["title"]) for board in ranked]
+    def _named_before(self, constraints: Sequence[Any]) -> list[str]:
+        """For an argument of a pattern the words point back to ("that branch", "туда"): the
+        last call's first text of that pattern."""
+        patterns = _patterns(constraints)
+        last = self.thread.last
+        if not patterns or last is None or not self.reading.stems & _REFERS_BACK:
+            return []
+        return [
+            value
+            for key, value in last.args.items()
+            if key not in _ENV_ARGS and isinstance(value, str) and _fits(value, patterns)
+        ][:1]
+
+    def _follows(self, name: str) -> bool:
+        """Whether the message goes on from the last call: its tool again in a few words, or
+        words that point back at it ("его", "the same", "теперь")."""
+        last = self.thread.last
+        if last is None or any(map(is_negation, self.reading.words)):  # "don't, cancel that" repeats nothing
+            return False
+        return (last.tool == name and len(self.reading.words) <= _FOLLOW_UP_WORDS) or bool(
+            self.reading.stems & _REFERS_BACK
+        )
+
+    async def _carried(self, fields: Mapping[str, Any], slots: Slots, target: str | None) -> None:
+        """The last call's arguments the frame takes and the message leaves unsaid; a database
+        of another environment by its name there."""
+        last = self.thread.last
+        assert last is not None
+        for key, value in last.args.items():
+            if key in fields or any(info.alias == key for info in fields.values()):
+                slots.args.setdefault(key, value)
+        database = last.args.get("database_id")
+        was = last.args.get("env_id")
+        if database and "database_id" in fields and was and target and was != target and self.ground:
+            before, after = await self.ground.outline(was), await self.ground.outline(target)
+            named = next((db.name for db in before.databases if db.id == database), None) if before else None
+            moved = next((db.id for db in after.databases if db.name == named), None) if after else None
+            if slots.args.get("database_id") == database and moved:
+                slots.args["database_id"] = moved
+
+    def _env(self, name: str) -> str | None:
+        reading = self.reading
+        if reading.target_env:
+            return reading.target_env
+        if reading.source_env and not _takes(name, "source_env"):
+            return reading.source_env
+        if self.thread.last is not None and name == self.thread.last.tool and self.thread.env:
+            return self.thread.env
+        if _takes(name, "source_env"):  # a change that moves something goes to production
+            production = [env.id for env in self.context.environments if env.production]
+            if production and self.context.env not in production:
+                return production[0]
+        if self.thread.env and reading.stems & _REFERS_BACK:  # "bring it back": where the last call was
+            return self.thread.env
         if (
-            ranked
-            and scores[0] >= _CLOSE_ENOUGH
-            and (len(ranked) == 1 or scores[0] - scores[1] >= _CLEAR_LEAD)
+            tool(name).policy.tier is Tier.DANGEROUS
+            and self.context.env_source == "default"
+            and not (_takes(name, "source_env") or _takes_many(name) or _takes(name, "dashboard_id"))
         ):
-            return int(ranked[0]["id"])
-        listed = self._listed(env)
-        if listed is None:  # then every title, to find the one the words spell or resemble
-            needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
-            return None
-        if spelled := self._titles_in_words(listed):
-            return int(spelled[0]["id"])
-        name, env = markdown_text(name), markdown_text(env)  # shown as typed, never as Markdown
-        if len(ranked) > 1 and scores[0] >= _CLOSE_ENOUGH:
-            close = [board for board, score in zip(ranked, scores, strict=True) if score >= _CLOSE_ENOUGH]
-            needs.question = self.say(
-                f"Под «{name}» подходят несколько дашбордов в {env}. Какой?",
-                f"Several dashboards in {env} match “{name}”. Which one?",
-            )
-            needs.details.append(_titles(close, self.lang))
-            return None
-        needs.question = self.say(
-            f"В {env} нет дашборда «{name}». Какой вы имели в виду?",
-            f"There is no dashboard “{name}” in {env}. Which one did you mean?",
-        )
-        if listed:
-            needs.details.append(_titles(listed, self.lang))
-        return None
+            return None  # a dangerous change of an environment nobody named: asked, not the default
+        return self.context.env
 
-    def _dashboards(self, env: str, needs: _Needs) -> list[int] | None:
-        """Several dashboards by id, or by the titles the message spells out."""
-        if self.request.dashboard_ids:
-            return list(self.request.dashboard_ids)
-        if self.request.dashboard_name is None:
-            single = self._dashboard(env, needs, required=True)
-            return [single] if single else None
-        listed = self._listed(env)
-        if listed is None:
-            needs.call = Call(SEARCH, {"env_id": env, "page_size": _LISTING_SIZE})
-            return None
-        if spelled := self._titles_in_words(listed):
-            return [int(board["id"]) for board in spelled]
-        single = self._by_name(env, self.request.dashboard_name, needs)
-        return [single] if single else None
-
-    def _commit(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        """Dashboards put on a branch with a message: the branch named, or the one just made."""
-        request = self.request
-        last = self.earlier.last_call
-        branch = request.branch or (last.args.get("name") if last and last.tool == "create_branch" else None)
-        if not (branch and request.reason):
-            needs.question = self.say(
-                "Для коммита нужны ветка, дашборды и сообщение: например «закоммить дашборд 3 в ветку "
-                "fixes, сообщение: …».",
-                "A commit needs a branch, the dashboards and a message: for example “commit dashboard 3 "
-                "on branch fixes, message: …”.",
-            )
-            return None
-        boards = self._dashboards(args["env_id"], needs)
-        return (
-            {**args, "branch": branch, "dashboard_ids": boards, "message": request.reason} if boards else None
-        )
-
-    def _database(self, env: str, needs: _Needs, about_table: bool = False) -> int | None:
-        """The database the request is about: the one it names; the only one; else, for a
-        request about a table, the one of a few whose default schema has a table the words name
-        (each explored first); else a question."""
-        listing = self._explored(env)
-        if listing is None:
-            needs.call = Call(EXPLORE, {"env_id": env})
-            return None
-        databases = listing["databases"]
-        named = (self.request.database_name or "").casefold()
-        words = set(re.findall(r"[\w.-]+", self.request.words.casefold()))
-        chosen = [db for db in databases if db["name"].casefold() == named or db["name"].casefold() in words]
-        if len(chosen) == 1:
-            return int(chosen[0]["id"])
-        if len(databases) == 1:
-            return int(databases[0]["id"])
-        if about_table and len(databases) <= _DATABASES_SEARCHED:
-            holding = []
-            for database in databases:
-                place = self._table_place(env, int(database["id"]), needs)
-                if needs.call is not None:
-                    return None  # a database is explored first
-                if place is not None and place[1] is not None:
-                    holding.append(int(database["id"]))
-            if len(holding) == 1:
-                return holding[0]
-        rows = [(db["id"], db["name"]) for db in databases]
-        shown = markdown_text(env)
-        needs.question = self.say(f"В какой базе данных {shown}?", f"Which database in {shown}?")
-        if rows:
-            needs.details.append(table(["id", say(self.lang, "база", "database")], rows))
-        return None
-
-    def _explored(self, env: str, **where: Any) -> dict[str, Any] | None:
-        """What this turn's exploration of exactly ``where`` (database, schema, table) returned."""
+    def _source(self, target: str | None) -> str | None:
+        if self.reading.source_env:
+            return self.reading.source_env
+        production = {env.id for env in self.context.environments if env.production}
+        if self.context.env and self.context.env != target and self.context.env not in production:
+            return self.context.env
         return next(
-            (
-                done.result
-                for done in self.done
-                if done.tool == EXPLORE
-                and not done.failed
-                and isinstance(done.result, dict)
-                and done.args.get("env_id") == env
-                and {key: done.args.get(key) for key in ("database_id", "schema", "table")}
-                == {key: where.get(key) for key in ("database_id", "schema", "table")}
-            ),
+            (env.id for env in self.context.environments if env.id not in production and env.id != target),
             None,
         )
 
-    def _table_place(self, env: str, database: int, needs: _Needs) -> tuple[str, str | None] | None:
-        """(schema, the table the words name or None) in ``database``: in the schema the words
-        name, else in its default one or, failing that, the next few; None while still to be
-        explored (``needs.call``) or when it has no such schema."""
-        schema_named = self.request.schema or (self.request.table or "").rpartition(".")[0]
-        schemas = (self._explored(env, database_id=database) or {}).get("schemas")
-        if schemas is None:
-            needs.call = Call(EXPLORE, {"env_id": env, "database_id": database})
-            return None
-        if not schemas or (schema_named and schema_named not in schemas):
-            return None
-        default = _default_schema(schemas)
-        others = [name for name in schemas if name != default and not _SYSTEM_SCHEMA.match(name)]
-        looked = [schema_named] if schema_named else [default, *others][:_SCHEMAS_SEARCHED]
-        for schema in looked:
-            tables = (self._explored(env, database_id=database, schema=schema) or {}).get("tables")
-            if tables is None:
-                needs.call = Call(EXPLORE, {"env_id": env, "database_id": database, "schema": schema})
-                return None
-            named = [str(name) for name in tables]
-            if found := table_named_in(self.request, named, self._statement, self.earlier.table):
-                return schema, found
-        return looked[0], None
+    async def _dashboards(self, name: str, target: str | None, needed: bool) -> tuple[int, ...]:
+        """Ids the words give; else titles the words spell in the environment the dashboards are
+        in; else, where the request needs one or refers back, the conversation's last."""
+        reading = self.reading
+        ids = reading.dashboard_ids or (reading.numbers if needed else ())
+        if ids:
+            return ids
+        env = self._source(target) if _takes(name, "source_env") else target
+        matched = await self._titled(env) if env != self._env_for_data else self.boards
+        if matched:
+            return matched if _takes_many(name) else matched[:1]
+        focus = self.context.focus  # "this dashboard", asked from the dashboard on screen
+        if (
+            focus is not None
+            and focus.type == "dashboard"
+            and focus.id
+            and (needed or reading.stems & _REFERS_BACK)
+        ):
+            return (focus.id,)
+        one = _takes_many(name) or len(self.thread.dashboards) == 1  # of several, which is asked
+        if needed or reading.stems & _REFERS_BACK:
+            return self.thread.dashboards if one else ()
+        return ()
 
-    @property
-    def _statement(self) -> str | None:
-        """The statement the request runs as it stands: its own, or the last one (as this follow-up
-        changes it) when it names no table of its own."""
-        request = self.request
-        if request.sql is not None or request.table is not None:
-            return request.sql
-        return self._earlier_sql
+    def _titles_said(self) -> str | None:
+        """The words of the message a dashboard's title took, as written."""
+        return " ".join(self.reading.words[i].text for i in sorted(self.reading.taken)) or None
 
-    @cached_property
-    def _earlier_sql(self) -> str | None:
-        """The last query, as this follow-up changes it (unchanged when it does not): parsed once
-        a step, though the intent, the environment and the arguments all ask."""
-        last, sql = self.earlier.last_call, self.earlier.sql
-        if sql is None or last is None or last.tool != SQL_TOOL:
-            return sql
-        return refined(sql, self.request.words) or sql
-
-    @cached_property
-    def _names_values(self) -> bool:
-        """Whether a short follow-up to a query names values the query does not filter on yet."""
-        last, request = self.earlier.last_call, self.request
-        return (
-            last is not None
-            and last.tool == SQL_TOOL
-            and request.sql is None
-            and not request.intent
-            and self._earlier_sql == self.earlier.sql
-            and len(request.words.split()) <= _FOLLOW_UP_WORDS
-            and bool(value_words(request.words))
+    async def _titled(self, env: str | None) -> tuple[int, ...]:
+        """The dashboards whose titles the words spell, in the order the words name them; the
+        words they take are no longer read as anything else."""
+        titles = await self.ground.titles(env) if self.ground and env else None
+        usable = [index for index, word in enumerate(self.reading.words) if len(word.text) > 1]
+        found = await find(self.reading.words, usable, list((titles or {}).values()), None)
+        self.reading = self.reading.titled(frozenset(i for item in found for i in item.words))
+        at = {item.label: min(item.words) for item in found}
+        return tuple(
+            board
+            for board, title in sorted((titles or {}).items(), key=lambda item: at.get(item[1], 0))
+            if title in at
         )
 
-    def _table_found(self, env: str, database: int, needs: _Needs) -> tuple[str, str] | None:
-        """(schema, table) the request is about in ``database``; None while a read comes first
-        (``needs.call``) or when none is found (``needs.question``, with the tables there are)."""
-        place = self._table_place(env, database, needs)
-        if needs.call is not None:
-            return None
-        if place is None or place[1] is None:
-            needs.question = self.say("Какая таблица имеется в виду?", "Which table do you mean?")
-            tables = (self._explored(env, database_id=database, schema=place[0]) or {}) if place else {}
-            if tables.get("tables"):
-                needs.details.append(", ".join(markdown_text(name) for name in tables["tables"][:100]))
-            return None
-        return place[0], str(place[1])
-
-    def _values_held(
-        self, env: str, database: int, needs: _Needs
-    ) -> tuple[str, list[dict[str, Any]], dict[str, list[str]]] | None:
-        """The table the request is about in ``database``, its columns, and the values its text
-        columns hold that the words may name (read once, when they may name some); None while
-        a read comes first (``needs.call``) or when no table is found (``needs.question``)."""
-        found = self._table_found(env, database, needs)
-        if found is None:
-            return None
-        schema, table_name = found
-        where = {"database_id": database, "schema": schema, "table": table_name}
-        columns = (self._explored(env, **where) or {}).get("columns")
-        if columns is None:
-            needs.call = Call(EXPLORE, {"env_id": env, **where})
-            return None
-        held: dict[str, list[str]] = {}
-        if probe := values_probe(self.request.words, table_name, columns):
-            looked = {"env_id": env, "database_id": database, "sql": probe, "limit": PROBED_ROWS}
-            done = next((done for done in self.done if done.tool == SQL_TOOL and done.args == looked), None)
-            if done is None:
-                needs.call = Call(SQL_TOOL, looked)
-                return None
-            if isinstance(done.result, dict) and not done.failed:
-                held = probed_values(done.result)
-        return table_name, columns, held
-
-    def _with_database(self, intent: str, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        """A statement (as written, the last one as this follow-up changes it, or one written from
-        the table's real columns for a question about its rows), or a table to register, with the
-        database that has it."""
-        request, env, statement = self.request, args["env_id"], self._statement
-        last = self.earlier.last_call
-        again = last is not None and last.tool == SQL_TOOL and last.args.get("env_id") == env
-        if intent == SQL_TOOL and request.sql is None and statement and again:
-            assert last is not None
-            database = last.args["database_id"]
-            if self._names_values:
-                found = self._values_held(env, database, needs)
-                if found is None:
-                    return None
-                changed = refined(statement, request.words, found[2])
-                if changed is None:  # "looks good": no value of the table, nothing to run again
-                    needs.question = self.say(
-                        "Что изменить в запросе? Назовите значение или колонку.",
-                        "What should change in the query? Name a value or a column.",
-                    )
-                    return None
-                statement = changed
-            return {**args, "database_id": database, "sql": statement}
-        # a table is looked for among the real ones when a word of the request may be its name
-        may_name = request.table or self.earlier.table or re.search(r"[A-Za-z_]{3,}", request.words)
-        if intent == SQL_TOOL and statement is None and not may_name:
-            needs.question = self.say(
-                "Какой запрос выполнить? Пришлите SQL или назовите таблицу.",
-                "Which query should I run? Send the SQL or name the table.",
-            )
-            return None
-        database = self._database(env, needs, about_table=True)
-        if database is None:
-            return None
-        if intent == SQL_TOOL and statement is not None:
-            return {**args, "database_id": database, "sql": statement}
-        if intent == "superset_create_dataset":
-            place = self._table_found(env, database, needs)
-            return (
-                {**args, "database_id": database, "table_name": place[1], "schema": place[0]}
-                if place
-                else None
-            )
-        found = self._values_held(env, database, needs)
-        if found is None:
-            return None
-        table_name, columns, held = found
-        databases = (self._explored(env) or {}).get("databases") or []
-        backend = next((db.get("backend") for db in databases if db.get("id") == database), None)
-        sql = described_sql(request, table_name, columns, held, backend)
-        return {**args, "database_id": database, "sql": sql}
-
-    def _explore(self, args: dict[str, Any], needs: _Needs) -> dict[str, Any] | None:
-        """Databases; or, for tables or a table's columns, one step deeper at a time: the
-        database, its schema (the default one), then its tables or the table's columns."""
-        request = self.request
-        wants_tables = bool(_TABLES_WANTED.search(request.words)) and not _COLUMNS_WANTED.search(
-            request.words
+    async def _which_dashboard(self, env: str | None) -> str:
+        titles = await self.ground.titles(env) if self.ground and env else None
+        listed = ", ".join(
+            f"{board} — {markdown_text(title)}"
+            for board, title in list((titles or {}).items())[:_TITLES_SHOWN]
         )
-        if request.database_name is None and request.table is None and not wants_tables:
-            return args
-        about_table = not wants_tables and request.table is not None
-        database = self._database(args["env_id"], needs, about_table=about_table)
-        if database is None:
+        return self.say(
+            "Какой дашборд? Назовите его id или название" + (f"; есть: {listed}." if listed else "."),
+            "Which dashboard? Give its id or title" + (f"; there are: {listed}." if listed else "."),
+        )
+
+    async def _data(self, name: str, env: str | None, slots: Slots) -> bool:
+        """A database, a table and (for a statement in words) its SQL, from the outline: whether
+        the words named any of it."""
+        if self.ground is None or env is None or (outline := await self.ground.outline(env)) is None:
+            return False
+        if statement := self.reading.sql or self._carried_statement(name):
+            return await self._statement_place(statement, outline, slots)
+        if not _needs(name, "sql"):  # a table to look at, or to register: that one spelt, never a guess
+            place = await place_named(self.reading, outline, self.ground.relate if _reads(name) else None)
+            if isinstance(place, Place) and not (place.by_name or _reads(name)):
+                place = None  # "add a new dataset": a value's word ("new") names no table to register
+            if place is None and (database := await self._database(outline)):
+                slots.args["database_id"] = database
+                return True
+            if isinstance(place, Place):
+                table = "table" if _takes(name, "table") else "table_name"
+                slots.args.update(
+                    {
+                        "database_id": place.database.id,
+                        table: place.table.name,
+                        "schema": place.table.schema_name,
+                    }
+                )
+            elif isinstance(place, Unclear):
+                slots.missing = self._several(place.tables)
+            return place is not None
+        earlier = self.thread.question if self.thread.last and self.thread.last.tool == name else None
+        question = await data_question(self.reading, outline, self.ground.relate, earlier)
+        if isinstance(question, Unclear):
+            # the person's words and the names whoever made the table chose: shown as text
+            words = ", ".join(f"«{markdown_text(word)}»" for word in question.words)
+            columns = ", ".join(map(markdown_text, question.columns))
+            table = markdown_text(question.table or "")
+            slots.missing = (
+                self._several(question.tables)
+                if question.tables
+                else self.say(
+                    f"В таблице {table} не нашёл, что значит {words}; её колонки: {columns}. "
+                    "Уточните условие.",
+                    f"I could not tell what {words} means in table {table}; its columns: {columns}. "
+                    "Which condition?",
+                )
+            )
+        elif question is not None:
+            slots.question = question
+            slots.args.update(
+                database_id=question.database_id, sql=question.statement(), schema=question.schema_name
+            )
+        elif asks_data(self.reading) and unexplained(self.reading):  # a question about data, of no table
+            listed = ", ".join(
+                f"{table.schema_name}.{table.name}" for db in outline.databases for table in db.tables
+            )
+            slots.missing = self.say(
+                f"О какой таблице речь? Есть: {markdown_text(listed)}.",
+                f"Which table is it about? There are: {markdown_text(listed)}.",
+            )
+        return question is not None
+
+    async def _database(self, outline: EnvOutline) -> int | None:
+        """The database the words name ("which tables has the warehouse?")."""
+        usable = [index for index, word in enumerate(self.reading.words) if index not in self.reading.taken]
+        named = await find(self.reading.words, usable, [db.name for db in outline.databases], None)
+        return next((db.id for db in outline.databases if named and db.name == named[0].label), None)
+
+    def _several(self, tables: Sequence[str]) -> str:
+        listed = ", ".join(map(markdown_text, tables))
+        return self.say(
+            f"О какой таблице речь: {listed}?",
+            f"Which table do you mean: {listed}?",
+        )
+
+    def _carried_statement(self, name: str) -> str | None:
+        """The statement the person gave the last call, which the words point back at ("теперь
+        выполни его"); one written from a question is changed by what they add instead."""
+        last, question = self.thread.last, self.thread.question
+        if last is None or not _needs(name, "sql") or not self._follows(name):
             return None
-        explored = [
-            done
-            for done in self.done
-            if done.tool == EXPLORE and done.args.get("database_id") == database and not done.failed
+        given = last.args.get("sql")
+        written = question is not None and given == question.statement()
+        return given if isinstance(given, str) and not written else None
+
+    async def _statement_place(self, statement: str, outline: EnvOutline, slots: Slots) -> bool:
+        """The database the words name ("in the warehouse database"), else the one a statement's
+        tables are in, when exactly one has them all; of one that names no table ("SELECT 1"), the
+        environment's first."""
+        if database := await self._database(outline):
+            slots.args.setdefault("database_id", database)
+            return True
+        try:
+            tree = sqlglot.parse_one(statement)
+        except SqlglotError:
+            return False
+        own = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}  # WITH c AS (…): no table
+        named = {table.name.lower() for table in tree.find_all(exp.Table)} - own
+        if not named and outline.databases:
+            slots.args.setdefault("database_id", min(db.id for db in outline.databases))
+            return True
+        holding = [
+            db for db in outline.databases if named and named <= {table.name.lower() for table in db.tables}
         ]
-        schemas = next(
-            (
-                done.result.get("schemas")
-                for done in explored
-                if isinstance(done.result, dict) and done.result.get("schemas")
-            ),
-            None,
-        )
-        if schemas is None:
-            return {**args, "database_id": database}
-        schema = request.schema if request.schema in schemas else _default_schema(schemas)
-        columns = {"table": request.table} if request.table and not wants_tables else {}
-        return {**args, "database_id": database, "schema": schema, **columns}
+        if len(holding) == 1:
+            slots.args.setdefault("database_id", holding[0].id)
+        elif holding:
+            listed = ", ".join(f"{db.id} — {markdown_text(db.name)}" for db in holding)
+            slots.missing = self.say(
+                f"В какой базе выполнить запрос? Таблицы есть в: {listed}.",
+                f"Which database should it run in? The tables are in: {listed}.",
+            )
+        return bool(holding)
+
+
+_MISSING = {
+    "env_id": ("В каком окружении?", "In which environment?"),
+    "task_id": ("Какая задача? Пришлите её полный id.", "Which task? Please send its full id."),
+    "sql": (
+        "Какой запрос выполнить? Пришлите SQL или спросите о таблице.",
+        "Which query? Send the SQL or ask about a table.",
+    ),
+    "database_id": ("В какой базе данных?", "In which database?"),
+    "reason": (
+        "По какой причине? Она будет показана пользователям.",
+        "For what reason? It is shown to the users.",
+    ),
+    "message": ("С каким сообщением коммита?", "With which commit message?"),
+    "branch": ("В какую ветку?", "On which branch?"),
+    "name": ("Как назвать ветку?", "What should the branch be called?"),
+    "title": ("Какое название дать?", "What title should it have?"),
+    "table_name": ("Из какой таблицы?", "From which table?"),
+    "dashboard_id": ("Какой дашборд или датасет?", "Which dashboard or dataset?"),
+    "source_env": ("Из какого окружения?", "From which environment?"),
+}
+
+
+def _patterns(constraints: Sequence[Any]) -> list[str]:
+    """The patterns an argument's constraints hold (a branch's)."""
+    return [item.pattern for item in constraints if isinstance(getattr(item, "pattern", None), str)]
+
+
+def _fits(text: str, patterns: Sequence[str]) -> bool:
+    return all(re.fullmatch(pattern, text) for pattern in patterns)
+
+
+def _fitted(text: str | None, constraints: Sequence[Any]) -> str | None:
+    """The text, or its first word where the argument's pattern takes no spaces (a branch)."""
+    patterns = _patterns(constraints)
+    if text is None or _fits(text, patterns):
+        return text
+    first = text.split()[0].strip("«»\"'“”`,.")
+    return first if _fits(first, patterns) else None
+
+
+# "a to b", "a → b", "a=b", "a на b": one name mapped to another
+_PAIR = re.compile(r"([\w.-]+)\s*(?:->|→|=>|=|\bto\b|\bonto\b|\binto\b|\bна\b|\bв\b)\s*([\w.-]+)", re.I)
+
+
+def _mapping(reading: Reading, markers: Sequence[str]) -> dict[str, str] | None:
+    """The pairs the clauses of a mapping's marker give, the marker either side ("map a to b",
+    "базу a замапь на b")."""
+    marking = {stem for marker in markers for stem in phrase_stems(marker)}
+    clauses = {word.clause for word in reading.words if word.stem in marking}
+    pairs: dict[str, str] = {}
+    for clause in sorted(clauses):
+        said = [word for word in reading.words if word.clause == clause]
+        text = reading.text[said[0].start : said[-1].end]
+        for word in said:  # the marker's words out, so that "замапь на b" pairs no verb
+            if word.stem in marking:
+                start, end = word.start - said[0].start, word.end - said[0].start
+                text = text[:start] + " " * (end - start) + text[end:]
+        pairs |= {
+            source: target
+            for source, target in _PAIR.findall(text)
+            if not {source.lower(), target.lower()} & reading.envs  # "from dev to prod" maps no database
+        }
+    return pairs or None
+
+
+def _before_noun(reading: Reading) -> str | None:
+    """The words right before a dashboard's noun that no declaration explains: what is looked
+    for ("the sales dashboards", "legacy dashbaords")."""
+    spare = {id(word) for word in unexplained(reading)}
+    for index, word in enumerate(reading.words):
+        if any(word.stem == noun or similar(word.stem, noun) for noun in DASHBOARD_NOUNS):
+            said: list[str] = []
+            for before in reversed(reading.words[:index]):
+                if id(before) not in spare or before.clause != word.clause:
+                    break
+                said.insert(0, before.text)
+            if said:
+                return " ".join(said)
+    return None
+
+
+def _named_like(reading: Reading, constraints: Sequence[Any]) -> list[str]:
+    """For an argument of a pattern (a branch): the one word of the message that is a name of
+    parts ("feature/q3-sales"), not a word of the language."""
+    patterns = _patterns(constraints)
+    found = [
+        word
+        for word in re.findall(r"[\w./-]+", reading.text)
+        if patterns and re.search(r"\w[/._-]\w", word) and _fits(word, patterns)
+    ]
+    return found[:1] if len(found) == 1 else []
+
+
+def _object_spelt(reading: Reading, name: str) -> bool:
+    """Whether the words give a name of the very pattern the tool's object takes, beside its noun
+    ("ветку feature/x", its verb misspelt past reading): what a change named by its noun acts on."""
+    return name in reading.named and any(
+        info.is_required() and _named_like(reading, info.metadata)
+        for info in ARGS[name].model_fields.values()
+    )
+
+
+def _needs(name: str, field_name: str) -> bool:
+    found = ARGS[name].model_fields.get(field_name)
+    return found is not None and found.is_required()
+
+
+def _takes(name: str, field_name: str) -> bool:
+    return field_name in ARGS[name].model_fields
+
+
+def _reads(name: str) -> bool:
+    return tool(name).policy.tier is Tier.READ
+
+
+def _needs_dashboards(name: str) -> bool:
+    return _needs(name, "dashboard_id") or _needs(name, "dashboard_ids")
+
+
+def _takes_many(name: str) -> bool:
+    return _takes(name, "dashboard_ids")

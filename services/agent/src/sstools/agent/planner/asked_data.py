@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 from sqlglot import exp
 
-from sstools.agent.frames.grounded import RELATED, Found, Relate, cyrillic, find, similar, spoken
-from sstools.agent.frames.reading import Reading, content
+from sstools.agent.planner.grounded import RELATED, Found, Relate, cyrillic, find, similar, spoken
+from sstools.agent.planner.reading import Reading, content
 from sstools.common.language import FUNCTION_STEMS, Word, negated, phrase_stems
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
 from sstools.common.sql import dialect_for_backend

@@ -1,4 +1,4 @@
-"""The frame planner stays general: it and the language layer name no tool but through the
+"""The offline planner stays general: it and the language layer name no tool but through the
 catalogue's declarations, and hold no word of the demo data — the tables, columns, values and
 titles ``make run`` seeds — that is not the tools' own vocabulary. What it knows of a Superset
 it learns from that Superset."""
@@ -12,16 +12,16 @@ from sqlglot import exp
 
 import sstools.common.language
 import sstools.devstack.demo
-from sstools.agent import fastpath, frames
+from sstools.agent import fastpath, planner
 from sstools.common.catalogue import TOOLS
 
-FRAMES = Path(frames.__file__).parent
+PLANNER = Path(planner.__file__).parent
 LANGUAGE = Path(sstools.common.language.__file__)
 _WORD = re.compile(r"[^\W\d_]+")
 
 
 def _understanding() -> list[Path]:
-    return [*sorted(FRAMES.glob("*.py")), LANGUAGE]
+    return [*sorted(PLANNER.glob("*.py")), LANGUAGE]
 
 
 def _literals(path: Path) -> list[str]:
