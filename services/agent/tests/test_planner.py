@@ -22,7 +22,7 @@ from sstools.agent.limits import MAX_MESSAGE_CHARS
 from sstools.agent.planner import GROUND, OfflinePlanner
 from sstools.agent.planner.grounded import find
 from sstools.agent.tools import tool_schema
-from sstools.common.catalogue import ARGS
+from sstools.common.catalogue import ARGS, tool
 from sstools.common.language import words
 from sstools.common.outline import EnvOutline, OutlineColumn, OutlineDatabase, OutlineTable
 
@@ -327,6 +327,16 @@ async def test_columns_of_a_table_are_explored_where_it_is() -> None:
             ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
         ),
         ("бэкап не делай, покажи окружения", ("list_environments", {})),
+        # a dashboard by its title, and a word of checking: how it is
+        (
+            "не деплой, просто проверь Queue Health",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
+        ),
+        # a read negated in a question is asked about
+        (
+            "Queue Health на проде в порядке? ничего не отвалилось?",
+            ("get_health_summary", {"env_id": "prod", "dashboard_ids": [12]}),
+        ),
         (
             "не выполняй, только перепиши аккуратно: select subject from support.tickets",
             ("superset_format_sql", {"sql": "select subject from support.tickets"}),
@@ -347,6 +357,10 @@ async def test_russian_a_negated_action_is_not_proposed_and_the_rest_is_done(
             ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
         ),
         ("do not back up prod, list the environments instead", ("list_environments", {})),
+        (
+            "don't deploy, just check Queue Health",
+            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
+        ),
         (
             "don't execute it, just prettify: select subject from support.tickets",
             ("superset_format_sql", {"sql": "select subject from support.tickets"}),
@@ -520,6 +534,11 @@ async def test_a_change_named_only_by_the_noun_of_its_object_is_never_asked_for(
     planned = await _plan([CONTEXT.message(), HumanMessage("ветка с наибольшим числом доставленных посылок")])
     assert planned.tool_calls == []
     assert "таблиц" in str(planned.content)
+
+
+@pytest.mark.parametrize("text", ["was Churn Radar deployed to prod?", "Churn Radar уже задеплоен на прод?"])
+async def test_a_change_said_as_a_state_is_never_proposed(text: str) -> None:
+    assert not [name for name, _ in await _calls(text) if tool(name).may_change]
 
 
 async def test_a_dangerous_change_of_an_environment_nobody_named_asks_which() -> None:

@@ -13,7 +13,7 @@ needed"); a state verb stops it ("почему не работает дашбо�
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import snowballstemmer
@@ -102,20 +102,23 @@ class Word:
     text: str = field(default="", compare=False)
     start: int = field(default=0, compare=False)  # where it stands in the text
     end: int = field(default=0, compare=False)
+    asked: bool = field(default=False, compare=False)  # its clause ends with "?"
 
 
 def words(text: str) -> list[Word]:
     """The stemmed words of ``text``, each with the number of the clause it stands in."""
     result: list[Word] = []
-    clause = 0
+    clause = opened = 0  # the clause, and where its words start in ``result``
     for found in _WORD_OR_BREAK.finditer(unicodedata.normalize("NFKC", text)):
         written = found[0]
         if not written[0].isalnum():
-            clause += 1
+            if "?" in written:
+                result[opened:] = [replace(word, asked=True) for word in result[opened:]]
+            clause, opened = clause + 1, len(result)
             continue
         token = "not" if written.lower() in ("n't", "n’t") else written.lower()
         if token in CLAUSE_WORDS:
-            clause += 1
+            clause, opened = clause + 1, len(result)
         result.append(
             Word(stem(token), clause, "not" if token == "not" else written, found.start(), found.end())
         )
@@ -124,6 +127,18 @@ def words(text: str) -> list[Word]:
 
 def phrase_stems(phrase: str) -> tuple[str, ...]:
     return tuple(word.stem for word in words(phrase))
+
+
+# A participle says what a thing is, not what to do ("shipped orders", "was it deployed?",
+# "оплаченных заказов", "он задеплоен?").
+_PARTICIPLE = re.compile(
+    r"\w{3,}ed|\w{3,}(?:нн|ённ)(?:ый|ая|ое|ые|ых|ым|ой|ого|ому|ую|ыми|ым)|\w{4,}[её]н[аоы]?"
+)
+
+
+def describes(word: Word) -> bool:
+    """Whether the word is a participle: a state named, never an action asked for."""
+    return bool(_PARTICIPLE.fullmatch(word.text.lower())) and word.stem != word.text.lower()
 
 
 def is_negation(word: Word) -> bool:

@@ -14,6 +14,7 @@ from sstools.common.language import (
     FUNCTION_STEMS,
     Word,
     asks,
+    describes,
     negated,
     phrase_stems,
     qualifies,
@@ -44,6 +45,7 @@ _JOINS = frozenset({"and", "и", "or", "или", "&"})
 _COUNTING = frozenset(
     phrase_stems("top топ first last первые последние rows строк строки записей records limit лимит")
 )
+_READS = frozenset(spec.name for spec in TOOLS if not spec.may_change)
 # Each tool's own words; a word that alone names another tool splits a phrase it stands in.
 _OWN_STEMS = {
     spec.name: frozenset(stem for phrase in spec.keywords for stem in phrase_stems(phrase)) for spec in TOOLS
@@ -113,7 +115,8 @@ def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Nam
                 used.append(found)
             if len(used) < len(phrase):
                 continue
-            if negated(message, start, used[-1]):
+            # a read negated in a question is asked about ("ничего не отвалилось?"); a change never
+            if negated(message, start, used[-1]) and not (message[used[-1]].asked and name in _READS):
                 if acts:
                     refused.setdefault(name, set()).update(used)
                 continue
@@ -121,7 +124,7 @@ def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Nam
             entry.at = min(entry.at, start)
             entry.words.update(used)
             entry.exact |= all(message[i].stem == stem for i, (stem, _) in zip(used, phrase, strict=True))
-            entry.acts |= acts
+            entry.acts |= acts and not describes(message[start])
     return {name: entry for name, entry in named.items() if name not in refused}, refused
 
 
