@@ -14,13 +14,14 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from prometheus_client.parser import text_string_to_metric_families
 
 from sstools.agent.ui.client import chat_client
-from sstools.devstack.agentstack import AgentStack, dump
+from sstools.devstack.agentstack import AgentStack, dump, new_conversation
 from sstools.devstack.demo import PASSWORD_ENV, client
 from sstools.devstack.fake_llm import FakeLlm, Reply, Shape, ToolCall
 from sstools.devstack.keys import user_token
 from sstools.devstack.superset import Instance
 from sstools.devstack.testing import wait_until
 from sstools.ops.superset import dashboards
+from sstools.ops.superset.client import SupersetClient
 
 DURATION = "gen_ai_client_operation_duration_seconds"
 TOKENS = "gen_ai_client_token_usage"
@@ -76,6 +77,18 @@ async def test_a_deploy_the_model_asks_for_waits_for_confirmation(
     )
     assert fence is not None, told["content"]
     assert json.loads(fence.group(1))["error"]["code"] == "rejected"
+
+
+async def test_a_dashboard_and_an_environment_the_model_gives_by_name_reach_their_ids(
+    llm_stack: AgentStack, llm: FakeLlm, dev: SupersetClient
+) -> None:
+    found = await dashboards.search(dev, text="Sales Overview")
+    (sales,) = [board.id for board in found.dashboards if board.title == "Sales Overview"]
+    named = {"dashboard_id": "sales overview", "env_id": "production", "source_env": "dev"}
+    llm.says(Reply(tool_calls=(ToolCall("deploy_dashboard", named),)))
+    paused = await llm_stack.say("deploy Sales Overview to production", new_conversation())
+    (card,) = paused.of("confirm_required")
+    assert card["tool_args"] == {"dashboard_id": sales, "env_id": "prod", "source_env": "dev"}, dump(paused)
 
 
 async def test_a_failing_model_ends_the_turn_with_an_error(llm_stack: AgentStack, llm: FakeLlm) -> None:

@@ -21,6 +21,7 @@ from sstools.agent.context import Environment, Focus, TurnContext
 from sstools.agent.limits import MAX_MESSAGE_CHARS
 from sstools.agent.planner import GROUND, OfflinePlanner
 from sstools.agent.planner.grounded import find
+from sstools.agent.planner.named import with_names_read
 from sstools.agent.tools import tool_schema
 from sstools.common.catalogue import ARGS, tool
 from sstools.common.language import words
@@ -782,3 +783,23 @@ async def test_a_name_is_spelt_by_a_longer_word_of_its_root_never_by_a_shorter_o
     message = words(said)
     found = await find(message, list(range(len(message))), ["хирургия", "latest", "заказ"], None)
     assert [item.label for item in found] == named
+
+
+async def test_a_models_names_are_read_as_the_planner_reads_them() -> None:
+    """A model's dashboard by title and environment by any word for it reach the ids the planner's
+    readers give; a name of no dashboard, or of several, is left for the gate to refuse."""
+    ground = Ground()
+    deploy = {"dashboard_id": "queue helth", "source_env": "development", "env_id": "production"}
+    assert await with_names_read("deploy_dashboard", deploy, ENVIRONMENTS, ground) == {
+        "dashboard_id": 12,
+        "source_env": "dev",
+        "env_id": "prod",
+    }
+    checked = {"env_id": "dev", "dashboard_ids": ["Churn Radar Archive", 12, "Churn"]}
+    assert await with_names_read("get_health_summary", checked, ENVIRONMENTS, ground) == {
+        "env_id": "dev",
+        "dashboard_ids": [13, 12, "Churn"],
+    }
+    assert await with_names_read("no_such_tool", {"dashboard_id": "x"}, ENVIRONMENTS, ground) == {
+        "dashboard_id": "x"
+    }

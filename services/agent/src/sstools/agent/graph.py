@@ -43,6 +43,7 @@ from sstools.agent.context import RunContext, run_context
 from sstools.agent.fence import OUTSIDE_DATA, model_view
 from sstools.agent.gate import ENDS_TURN, GateFacts, gate
 from sstools.agent.planner import GROUND
+from sstools.agent.planner.named import with_names_read
 from sstools.agent.planner.steps import Ground
 from sstools.agent.tools import Passes
 from sstools.common.metrics import GenAiClientMetrics
@@ -197,6 +198,9 @@ def build_graph(
             f"chat {model_name}", kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
             answer = await _well_formed_answer(bound, window, config, model_metrics, model_name)
+            environments = context.environments if context is not None else ()
+            for call in answer.tool_calls:  # a dashboard or environment the model gave by name
+                call["args"] = await with_names_read(call["name"], call["args"], environments, GROUND.get())
             usage = getattr(answer, "usage_metadata", None) or {}
             if usage:
                 span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
