@@ -74,11 +74,19 @@ def similar(written: str, part: str) -> bool:
     return row[-1] <= allowed
 
 
+def _plural_of(written: str, part: str) -> bool:
+    """The same English name, one of them plural, with a typo at most."""
+    said, named = (text if text.endswith("s") else f"{text}s" for text in (written, part))
+    return said == named or similar(said, named)
+
+
 def _spelt(word: Word, part: str) -> bool:
     """The word is the name's part: by stem, with one typo in a long word, or written in Cyrillic
     letters ("тикетов" of ``tickets``)."""
     if word.stem == part or similar(word.stem, part) or (len(part) >= 5 and word.stem.startswith(part)):
         return True  # or a longer word of the same root: "хирургические" of "хирургия"
+    if part.isascii() and _plural_of(word.stem, part):
+        return True  # a plural the stemmer keeps: "SLA" of "SLAs", "SALs" of "SLAs"
     if not part.isascii() or word.text.isascii():
         return False
     heard = _HEARD.sub(lambda found: _SOUNDS[found[0]], part)
