@@ -399,6 +399,8 @@ async def test_a_request_negated_in_full_proposes_nothing(text: str) -> None:
             ("start_maintenance", {"reason": "the nightly upgrade", "env_id": "prod"}),
         ),
         ("are there dashboards with errors in dev?", ("get_health_summary", {"env_id": "dev"})),
+        # function words do not part a phrase's words
+        ("so what sorts of things can you do here?", ("show_capabilities", {})),
         # what the listed object is said to have names the read, not the listing's verb
         ("покажи дашборды с проблемами на проде", ("get_health_summary", {"env_id": "prod"})),
         ("покажи дашборды с тегом ops", ("search_dashboards", {"env_id": "dev", "tag": "ops"})),
@@ -627,6 +629,13 @@ async def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
         [CONTEXT.message(), HumanMessage("Есть ли у нас запланированные простои?")], model=model
     )
     assert [call["name"] for call in planned.tool_calls] == ["list_maintenance_events"]
+
+
+async def test_a_read_the_router_suggests_whose_frame_the_words_leave_empty_is_not_asked_about() -> None:
+    """Words that name nothing get no question about a tool nobody named ("which task?")."""
+    model = _routed("get_task_status", "run_llm_documentation", "list_environments")
+    planned = await _plan([CONTEXT.message(), HumanMessage("hmm, wat r u good 4")], model=model)
+    assert [call["name"] for call in planned.tool_calls] == ["list_environments"]
 
 
 def _done(

@@ -45,6 +45,7 @@ _JOINS = frozenset({"and", "и", "or", "или", "&"})
 _COUNTING = frozenset(
     phrase_stems("top топ first last первые последние rows строк строки записей records limit лимит")
 )
+_PHRASE_REACH = 5  # words a phrase's next word may stand after its last, function words included
 _READS = frozenset(spec.name for spec in TOOLS if not spec.may_change)
 # Each tool's own words; a word that alone names another tool splits a phrase it stands in.
 _OWN_STEMS = {
@@ -93,6 +94,21 @@ class _Named:
     acts: bool = False  # by more than the noun of its object ("dashboards" names only a search)
 
 
+def _window(message: Sequence[Word], said: Sequence[int], last: int) -> list[int]:
+    """Where a phrase's next word may stand after its word at ``last``: in its clause, with at
+    most one word between that is not a function word ("what of all this can you do")."""
+    window: list[int] = []
+    between = 0
+    for index in said:
+        if index <= last:
+            continue
+        if message[index].clause != message[last].clause or between > 1 or index > last + _PHRASE_REACH:
+            break
+        window.append(index)
+        between += message[index].stem not in FUNCTION_STEMS
+    return window
+
+
 def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Named], dict[str, set[int]]]:
     """The tools whose phrases the words spell, affirmed, as declared or with typos; and those
     refused ("don't deploy"), never by the noun of their object alone ("don't start maintenance,
@@ -104,10 +120,10 @@ def _named(message: Sequence[Word], said: Sequence[int]) -> tuple[dict[str, _Nam
         for start in said:
             if not _spells(message[start], phrase[0]):
                 continue
-            used, clause = [start], message[start].clause
+            used = [start]
             for wanted in phrase[1:]:
-                # one word may stand between, not another tool's ("проверь состояние дашборда")
-                window = [i for i in said if used[-1] < i <= used[-1] + 2 and message[i].clause == clause]
+                # one word may stand between (function words aside), not another tool's
+                window = _window(message, said, used[-1])
                 found = next((i for i in window if _spells(message[i], wanted)), None)
                 between = [message[i].stem for i in window if i < found] if found is not None else []
                 if found is None or any(stem in _NAMING_STEMS - _OWN_STEMS[name] for stem in between):

@@ -181,6 +181,7 @@ class Planner:
         self.thread = thread
         self.ground = ground
         self.kept = thread
+        self.unnamed: set[str] = set()  # the router's tools the words do not name
 
     def say(self, ru: str, en: str) -> str:
         return say(self.lang, ru, en)
@@ -302,7 +303,7 @@ class Planner:
                     slots.question or self.thread.question,
                 )
                 return [Call(name, slots.args)]
-            if question is None:
+            if question is None and name not in self.unnamed:
                 asked = _MISSING.get(slots.missing)
                 question = self._ask(*asked) if asked else Reply(slots.missing, asks_back=True)
                 asked_change = name in reading.acts and not _reads(name)
@@ -411,6 +412,8 @@ class Planner:
         ordered += spelt + acts + typed
         ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
         ordered += [name for name in named if name not in acts] + follow
+        # the router's reads the words do not name: made if their frame fills, never asked about
+        self.unnamed = {name for name in self.routed if name not in ordered}
         ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
         ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
         return [
