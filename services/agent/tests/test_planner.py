@@ -328,11 +328,6 @@ async def test_columns_of_a_table_are_explored_where_it_is() -> None:
             ("get_health_summary", {"env_id": "dev", "dashboard_ids": [11]}),
         ),
         ("бэкап не делай, покажи окружения", ("list_environments", {})),
-        # a dashboard by its title, and a word of checking: how it is
-        (
-            "не деплой, просто проверь Queue Health",
-            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
-        ),
         # a read negated in a question is asked about
         (
             "Queue Health на проде в порядке? ничего не отвалилось?",
@@ -358,10 +353,6 @@ async def test_russian_a_negated_action_is_not_proposed_and_the_rest_is_done(
             ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
         ),
         ("do not back up prod, list the environments instead", ("list_environments", {})),
-        (
-            "don't deploy, just check Queue Health",
-            ("get_health_summary", {"env_id": "dev", "dashboard_ids": [12]}),
-        ),
         (
             "don't execute it, just prettify: select subject from support.tickets",
             ("superset_format_sql", {"sql": "select subject from support.tickets"}),

@@ -31,7 +31,7 @@ from sstools.agent.planner.asked_data import (
 from sstools.agent.planner.grounded import find, similar
 from sstools.agent.planner.reading import DASHBOARD_NOUNS, Reading, unexplained
 from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, ASKED_OF_A_DASHBOARD, Tier, tool
-from sstools.common.language import FUNCTION_STEMS, in_order, is_negation, phrase_stems
+from sstools.common.language import in_order, is_negation, phrase_stems
 from sstools.common.outline import EnvOutline
 
 THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
@@ -335,21 +335,8 @@ class Planner:
 
     @property
     def _asks_of_dashboard(self) -> bool:
-        """A dashboard named by its title and nothing asked of it by name ("<title> норм?", "don't
-        deploy, just check <title>"): how it is — unless all that is said of it is refused ("don't
-        deploy <title>")."""
-        reading = self.reading
-        if not self.boards or reading.acts:
-            return False
-        refused = {reading.words[index].clause for by in reading.refused_by.values() for index in by}
-        return reading.asks or any(
-            word.clause not in refused
-            and index not in reading.taken
-            and word.stem not in FUNCTION_STEMS
-            and not is_negation(word)
-            and word.text.lower() not in reading.envs
-            for index, word in enumerate(reading.words)
-        )
+        """A question of a dashboard by its title and of nothing else ("<title> норм?")."""
+        return self.reading.asks and bool(self.boards) and not self.reading.acts
 
     def _ask(self, ru: str, en: str) -> Reply:
         return Reply(self.say(ru, en), asks_back=True)
