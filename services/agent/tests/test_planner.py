@@ -623,10 +623,13 @@ async def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
 
 
 async def test_a_read_the_router_suggests_whose_frame_the_words_leave_empty_is_not_asked_about() -> None:
-    """Words that name nothing get no question about a tool nobody named ("which task?")."""
+    """Words that name nothing get no question about a tool nobody named ("which task?"); words
+    that only refuse get none of the router's reads."""
     model = _routed("get_task_status", "run_llm_documentation", "list_environments")
     planned = await _plan([CONTEXT.message(), HumanMessage("hmm, wat r u good 4")], model=model)
     assert [call["name"] for call in planned.tool_calls] == ["list_environments"]
+    refused = await _plan([CONTEXT.message(), HumanMessage("no, not now, nothing")], model=model)
+    assert refused.tool_calls == []
 
 
 def _done(

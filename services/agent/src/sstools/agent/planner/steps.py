@@ -399,9 +399,11 @@ class Planner:
         ordered += spelt + acts + typed
         ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
         ordered += [name for name in named if name not in acts] + follow
-        # the router's reads the words do not name: made if their frame fills, never asked about
+        # the router's reads the words do not name: made if their frame fills, never asked about;
+        # none where the words refuse something and name nothing else ("нет, ничего не надо")
         self.unnamed = {name for name in self.routed if name not in ordered}
-        ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
+        if reading.named or not any(map(is_negation, reading.words)):
+            ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
         ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
         return [
             name
