@@ -132,7 +132,7 @@ def phrase_stems(phrase: str) -> tuple[str, ...]:
 # A participle says what a thing is, not what to do ("shipped orders", "was it deployed?",
 # "оплаченных заказов", "он задеплоен?").
 _PARTICIPLE = re.compile(
-    r"\w{3,}ed|\w{3,}(?:нн|ённ)(?:ый|ая|ое|ые|ых|ым|ой|ого|ому|ую|ыми|ым)|\w{4,}[её]н[аоы]?"
+    r"\w{3,}ed|\w{3,}(?:нн|ённ)(?:ый|ая|ое|ые|ых|ым|ой|ого|ому|ую|ыми)|\w{4,}[её]н[аоы]?"
 )
 
 
