@@ -813,3 +813,13 @@ async def test_a_models_names_are_read_as_the_planner_reads_them() -> None:
     assert await with_names_read("no_such_tool", {"dashboard_id": "x"}, ENVIRONMENTS, ground) == {
         "dashboard_id": "x"
     }
+
+
+class _NoTitles(Ground):
+    async def titles(self, env_id: str) -> dict[int, str]:
+        raise AssertionError(f"titles read of {env_id!r}")
+
+
+async def test_an_environment_a_model_makes_up_is_never_read() -> None:
+    made_up = {"env_id": "../users/admin", "dashboard_id": "Queue Health"}
+    assert await with_names_read("get_health_summary", made_up, ENVIRONMENTS, _NoTitles()) == made_up

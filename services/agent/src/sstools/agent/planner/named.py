@@ -29,7 +29,9 @@ async def with_names_read(
     # where the dashboard is now: a copy between environments reads it where it comes from
     fields = ARGS[name].model_fields if name in ARGS else {}  # an unknown tool is the gate's to refuse
     home = read.get("source_env") if "source_env" in fields else read.get("env_id")
-    if not named or ground is None or not isinstance(home, str) or not (titles := await ground.titles(home)):
+    # a model's text never reaches ops: only a configured environment's titles are read
+    known = {env.id for env in environments}
+    if not named or ground is None or home not in known or not (titles := await ground.titles(str(home))):
         return read
     if isinstance(read.get("dashboard_id"), str):
         read["dashboard_id"] = await _dashboard(read["dashboard_id"], titles)

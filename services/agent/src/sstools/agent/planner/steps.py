@@ -181,7 +181,6 @@ class Planner:
         self.thread = thread
         self.ground = ground
         self.kept = thread
-        self.unnamed: set[str] = set()  # the router's tools the words do not name
 
     def say(self, ru: str, en: str) -> str:
         return say(self.lang, ru, en)
@@ -286,7 +285,8 @@ class Planner:
         asked_change = False
         await self._read_titles()
         follow = self.thread.last.tool if self.thread.last and self._follows(self.thread.last.tool) else None
-        for name in await self._candidates():
+        candidates, unnamed = await self._candidates()
+        for name in candidates:
             # a question about what the words asked outranks a guess at something else; about a
             # change they asked, the last read again too ("deploy it" of several found)
             if question is not None and name not in reading.acts and (name != follow or asked_change):
@@ -303,7 +303,7 @@ class Planner:
                     slots.question or self.thread.question,
                 )
                 return [Call(name, slots.args)]
-            if question is None and name not in self.unnamed:
+            if question is None and name not in unnamed:
                 asked = _MISSING.get(slots.missing)
                 question = self._ask(*asked) if asked else Reply(slots.missing, asks_back=True)
                 asked_change = name in reading.acts and not _reads(name)
@@ -341,12 +341,13 @@ class Planner:
     def _ask(self, ru: str, en: str) -> Reply:
         return Reply(self.say(ru, en), asks_back=True)
 
-    async def _candidates(self) -> list[str]:
+    async def _candidates(self) -> tuple[list[str], set[str]]:
         """Tools the words name, first asked first: a change, then a question about data that
         spells its table, then the reads named; the frames a typed thing of the message fills
         (a task's id, a statement, a table or value of the data); the tools named only by the
         noun of their object; the last call again for a short follow-up; the router's other
-        reads. A change is never proposed on words that do not name it affirmed."""
+        reads. A change is never proposed on words that do not name it affirmed. And the
+        router's tools the words do not name: made if their frame fills, never asked about."""
         reading = self.reading
         # named as often, the frame that takes as many dashboards as the message names leads
         fits = {
@@ -401,17 +402,18 @@ class Planner:
         ordered += [name for name in named if name not in acts] + follow
         # the router's reads the words do not name: made if their frame fills, never asked about;
         # none where the words refuse something and name nothing else ("нет, ничего не надо")
-        self.unnamed = {name for name in self.routed if name not in ordered}
+        unnamed = {name for name in self.routed if name not in ordered}
         if reading.named or not any(map(is_negation, reading.words)):
             ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
         ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
-        return [
+        candidates = [
             name
             for name in dict.fromkeys(ordered)
             if name in ARGS
             and name not in reading.refused
             and (_reads(name) or name in reading.acts or name in follow or _object_spelt(reading, name))
         ]
+        return candidates, unnamed
 
     async def _nearness(self, fits: Mapping[str, bool]) -> dict[str, float]:
         """For tools the words name alike (as many words, as surely), how near the whole message
