@@ -813,6 +813,11 @@ async def test_a_models_names_are_read_as_the_planner_reads_them() -> None:
     assert await with_names_read("no_such_tool", {"dashboard_id": "x"}, ENVIRONMENTS, ground) == {
         "dashboard_id": "x"
     }
+    # an environment is exactly a word for it: a variant of an id is crafted, the gate's to refuse
+    for crafted in ("PROD", "prod\n", " dev", "Production"):
+        assert await with_names_read("end_maintenance", {"env_id": crafted}, ENVIRONMENTS, ground) == {
+            "env_id": crafted
+        }
 
 
 class _NoTitles(Ground):

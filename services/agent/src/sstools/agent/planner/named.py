@@ -22,8 +22,9 @@ async def with_names_read(
     aliases = env_aliases(environments)
     read = dict(args)
     for field in _ENV_FIELDS:
+        # exactly a word for it: "PROD" or "prod\n" is a crafted id, refused by the gate
         if isinstance(value := read.get(field), str):
-            read[field] = aliases.get(value.strip().lower(), value)
+            read[field] = aliases.get(value, value)
     given: list[Any] = read["dashboard_ids"] if isinstance(read.get("dashboard_ids"), list) else []
     named = [item for item in [read.get("dashboard_id"), *given] if isinstance(item, str)]
     # where the dashboard is now: a copy between environments reads it where it comes from
