@@ -1,5 +1,6 @@
 """The language layer's negation scope, the one the router's keywords, the fast path and the
-planner all read: what a person refuses, in Russian and in English, and what only sounds like it."""
+planner all read: what a person refuses, in Russian and in English, and what only sounds like it;
+and chat shorthand, read as the words it stands for."""
 
 import pytest
 
@@ -66,3 +67,12 @@ def test_a_negated_state_or_a_question_refuses_nothing(text: str, word: str) -> 
 def test_the_embedding_tier_reads_only_the_clauses_a_negation_does_not_open() -> None:
     assert affirmed("не выкатывай на прод, покажи ошибки") == "покажи ошибки"
     assert affirmed("show errors, do not deploy them") == "show errors"
+
+
+@pytest.mark.parametrize(
+    ("shorthand", "written"),
+    [("wat can u do 4 me", "what can you do 4 me"), ("скока строк щас", "сколько строк сейчас")],
+)
+def test_chat_shorthand_is_read_as_the_words_it_stands_for(shorthand: str, written: str) -> None:
+    assert [word.stem for word in words(shorthand)] == [word.stem for word in words(written)]
+    assert [word.text for word in words("r u sure")] == ["are", "you", "sure"]

@@ -91,6 +91,15 @@ FUNCTION_STEMS = _stems(
     "ваш наш мой покажи скажи выведи дай найди посчитай подсчитай есть было был была были будет",
     "число количество всего штук сумма пожалуйста плиз now right still ever single just already",
     "today сейчас сегодня уже ещё еще вообще время всё теперь тогда самое same thing things again too",
+    "use using pull fetch display return используй возьми выгрузи вытащи выдай",
+)
+
+
+# Chat shorthand, read as the word it stands for ("wat r u good 4", "скока заказов").
+_SHORTHAND = (
+    {"n't": "not", "n’t": "not", "u": "you", "r": "are", "ur": "your", "pls": "please"}
+    | {"plz": "please", "thx": "thanks", "rn": "now", "wat": "what", "чё": "что", "чо": "что", "шо": "что"}
+    | {"скока": "сколько", "щас": "сейчас", "пж": "пожалуйста", "плз": "пожалуйста"}
 )
 
 
@@ -116,11 +125,17 @@ def words(text: str) -> list[Word]:
                 result[opened:] = [replace(word, asked=True) for word in result[opened:]]
             clause, opened = clause + 1, len(result)
             continue
-        token = "not" if written.lower() in ("n't", "n’t") else written.lower()
+        token = _SHORTHAND.get(written.lower(), written.lower())
         if token in CLAUSE_WORDS:
             clause, opened = clause + 1, len(result)
         result.append(
-            Word(stem(token), clause, "not" if token == "not" else written, found.start(), found.end())
+            Word(
+                stem(token),
+                clause,
+                token if token != written.lower() else written,
+                found.start(),
+                found.end(),
+            )
         )
     return result
 
