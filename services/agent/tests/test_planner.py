@@ -614,6 +614,48 @@ async def test_a_change_the_router_suggests_on_meaning_alone_is_never_proposed(t
     assert (await _plan([CONTEXT.message(), HumanMessage(text)], model=model)).tool_calls == []
 
 
+@pytest.mark.parametrize(
+    ("text", "proposed"),
+    [
+        ("закатай Queue Health на прод", True),
+        ("yeet dashboard 12 over to prod", True),
+        ("Queue Health на прод", False),  # no verb: nothing the router read as an action
+        ("закатай Queue Health на прод?", False),  # asked about (its state), not asked for
+        ("не закатывай Queue Health на прод", False),
+    ],
+)
+async def test_a_change_of_a_dashboard_the_router_ranks_first_is_proposed_on_a_verb_no_declaration_has(
+    text: str, proposed: bool
+) -> None:
+    """A verb no declaration lists, for a dashboard the words name: the router's meaning decides,
+    and the card lets the person confirm; never without a verb, in a question or refused."""
+    model = _routed("deploy_dashboard", "superset_create_dataset", "show_capabilities")
+    planned = await _plan([CONTEXT.message(), HumanMessage(text)], model=model)
+    deploys = [call["args"] for call in planned.tool_calls if call["name"] == "deploy_dashboard"]
+    assert deploys == ([{"dashboard_id": 12, "source_env": "dev", "env_id": "prod"}] if proposed else [])
+
+
+@pytest.mark.parametrize("text", ["check Queue Health", "глянь Queue Health", "Queue Health"])
+async def test_a_dashboard_named_with_no_tool_is_checked_never_read_past(text: str) -> None:
+    """A title with words that name no tool is the dashboard's state asked about; a read the
+    router suggests on meaning alone that takes no dashboard is not made instead."""
+    model = _routed("superset_create_dashboard", "get_llm_status", "show_capabilities")
+    planned = await _plan([CONTEXT.message(), HumanMessage(text)], model=model)
+    assert [(call["name"], call["args"]) for call in planned.tool_calls] == [
+        ("get_health_summary", {"dashboard_ids": [12], "env_id": "dev"})
+    ]
+    refused = await _plan([CONTEXT.message(), HumanMessage("не трогай Queue Health")], model=model)
+    assert refused.tool_calls == []
+    # a read of the dashboard the router ranks first is what the words meant
+    audit = _routed("superset_audit_permissions", "get_health_summary", "show_capabilities")
+    held = await _plan(
+        [CONTEXT.message(), HumanMessage("who's got their hands on Queue Health")], model=audit
+    )
+    assert [(call["name"], call["args"]) for call in held.tool_calls] == [
+        ("superset_audit_permissions", {"dashboard_id": 12, "env_id": "dev"})
+    ]
+
+
 async def test_a_read_the_router_suggests_on_meaning_alone_is_made() -> None:
     model = _routed("list_maintenance_events", "show_capabilities")
     planned = await _plan(

@@ -335,8 +335,16 @@ class Planner:
 
     @property
     def _asks_of_dashboard(self) -> bool:
-        """A question of a dashboard by its title and of nothing else ("<title> норм?")."""
-        return self.reading.asks and bool(self.boards) and not self.reading.acts
+        """A question of a dashboard by its title and of nothing else ("<title> норм?"), or its
+        title with words that name no tool and refuse nothing ("check <title>")."""
+        reading, last = self.reading, self.thread.last
+        if not self.boards or reading.acts:
+            return False
+        # "and <title>?" after a call goes on with that call
+        said = not (
+            reading.named or any(map(is_negation, reading.words)) or (last and self._follows(last.tool))
+        )
+        return reading.asks or said
 
     def _ask(self, ru: str, en: str) -> Reply:
         return Reply(self.say(ru, en), asks_back=True)
@@ -397,23 +405,43 @@ class Planner:
             ordered += sorted(acts, key=lambda name: reading.named_at[name])
         # changes asked together are all made, in the order said
         ordered += sorted((name for name in acts if not _reads(name)), key=reading.named_at.__getitem__)
-        ordered += spelt + acts + typed
-        ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
+        meant = self._meant_change()
+        ordered += spelt + acts + typed + ([meant] if meant else [])
+        ordered += [ASKED_OF_A_DASHBOARD] * (self._asks_of_dashboard and reading.asks)
         ordered += [name for name in named if name not in acts] + follow
         # the router's reads the words do not name: made if their frame fills, never asked about;
         # none where the words refuse something and name nothing else ("нет, ничего не надо")
         unnamed = {name for name in self.routed if name not in ordered}
         if reading.named or not any(map(is_negation, reading.words)):
             ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
+        # a title and words that name no tool: what the router reads of it first, else its state
+        ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
         ordered += [ALWAYS_OFFERED] * (ALWAYS_OFFERED in reading.named)
         candidates = [
             name
             for name in dict.fromkeys(ordered)
             if name in ARGS
             and name not in reading.refused
-            and (_reads(name) or name in reading.acts or name in follow or _object_spelt(reading, name))
+            and (
+                _reads(name)
+                or name in reading.acts
+                or name in (*follow, meant)
+                or _object_spelt(reading, name)
+            )
         ]
         return candidates, unnamed
+
+    def _meant_change(self) -> str | None:
+        """The router's first tool, a change of a dashboard, where the words name its dashboard
+        and no action, ask nothing and refuse nothing: meant by a verb no declaration lists
+        ("закатай <title> на прод"), proposed only for the person to confirm."""
+        reading, first = self.reading, next(iter(self.routed), None)
+        if first is None or first not in ARGS or _reads(first) or reading.acts or reading.asks:
+            return None
+        if any(map(is_negation, reading.words)) or not (_takes(first, "dashboard_id") or _takes_many(first)):
+            return None
+        # the verb the router read by meaning: a word of the message no declaration explains
+        return first if (reading.taken or reading.dashboard_ids) and unexplained(reading) else None
 
     async def _nearness(self, fits: Mapping[str, bool]) -> dict[str, float]:
         """For tools the words name alike (as many words, as surely), how near the whole message
@@ -466,11 +494,18 @@ class Planner:
             name in reading.named
             or (self.thread.last is not None and name == self.thread.last.tool)
             or (name == ASKED_OF_A_DASHBOARD and self._asks_of_dashboard)
+            or name == self._meant_change()
             or (
                 not reading.named
                 and not reading.refused  # "ничего не меняй, я только читаю" asks for nothing
                 and name in self.routed[:_ROUTED_ON_MEANING]
                 and not reading.stems & _SMALL_TALK
+                # a dashboard the words name is what the read is of
+                and (
+                    _takes(name, "dashboard_id")
+                    or _takes_many(name)
+                    or not (reading.taken or reading.dashboard_ids)
+                )
             )
         )
         target = self._env(name)
