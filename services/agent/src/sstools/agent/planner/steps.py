@@ -354,8 +354,9 @@ class Planner:
         spells its table, then the reads named; the frames a typed thing of the message fills
         (a task's id, a statement, a table or value of the data); the tools named only by the
         noun of their object; the last call again for a short follow-up; the router's other
-        reads. A change is never proposed on words that do not name it affirmed. And the
-        router's tools the words do not name: made if their frame fills, never asked about."""
+        reads. A change is proposed only on words that name it affirmed, or on a verb the router
+        reads as it for a dashboard the words name (:meth:`_meant_change`). And the router's
+        tools the words do not name: made if their frame fills, never asked about."""
         reading = self.reading
         # named as often, the frame that takes as many dashboards as the message names leads
         fits = {
