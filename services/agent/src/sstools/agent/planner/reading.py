@@ -15,6 +15,7 @@ from sstools.common.language import (
     Word,
     asks,
     describes,
+    is_negation,
     negated,
     phrase_stems,
     qualifies,
@@ -237,6 +238,11 @@ class Reading:
         return len(self.dashboard_ids) > 1 or any(
             word.stem in DASHBOARD_NOUNS and word.text.lower().endswith(plural) for word in self.words
         )
+
+    @property
+    def doubts(self) -> bool:
+        """Whether any word is a negation, whatever it negates ("нет, ничего не надо")."""
+        return any(map(is_negation, self.words))
 
     @property
     def stems(self) -> frozenset[str]:

@@ -31,7 +31,7 @@ from sstools.agent.planner.asked_data import (
 from sstools.agent.planner.grounded import find, similar
 from sstools.agent.planner.reading import DASHBOARD_NOUNS, Reading, unexplained
 from sstools.common.catalogue import ALWAYS_OFFERED, ARGS, ASKED_OF_A_DASHBOARD, Tier, tool
-from sstools.common.language import in_order, is_negation, phrase_stems
+from sstools.common.language import in_order, phrase_stems
 from sstools.common.outline import EnvOutline
 
 THREAD_KEY = "sstools_thread"  # in the planner's messages: the objects the turn named, typed
@@ -341,9 +341,7 @@ class Planner:
         if not self.boards or reading.acts:
             return False
         # "and <title>?" after a call goes on with that call
-        said = not (
-            reading.named or any(map(is_negation, reading.words)) or (last and self._follows(last.tool))
-        )
+        said = not (reading.named or reading.doubts or (last and self._follows(last.tool)))
         return reading.asks or said
 
     def _ask(self, ru: str, en: str) -> Reply:
@@ -413,7 +411,7 @@ class Planner:
         # the router's reads the words do not name: made if their frame fills, never asked about;
         # none where the words refuse something and name nothing else ("нет, ничего не надо")
         unnamed = {name for name in self.routed if name not in ordered}
-        if reading.named or not any(map(is_negation, reading.words)):
+        if reading.named or not reading.doubts:
             ordered += [name for name in self.routed if _reads(name) and name != ALWAYS_OFFERED]
         # a title and words that name no tool: what the router reads of it first, else its state
         ordered += [ASKED_OF_A_DASHBOARD] * self._asks_of_dashboard
@@ -439,7 +437,7 @@ class Planner:
         reading, first = self.reading, next(iter(self.routed), None)
         if first is None or first not in ARGS or _reads(first) or reading.acts or reading.asks:
             return None
-        if any(map(is_negation, reading.words)) or not (_takes(first, "dashboard_id") or _takes_many(first)):
+        if reading.doubts or not _takes_dashboards(first):
             return None
         # the verb the router read by meaning: a word of the message no declaration explains
         return first if (reading.taken or reading.dashboard_ids) and unexplained(reading) else None
@@ -502,11 +500,7 @@ class Planner:
                 and name in self.routed[:_ROUTED_ON_MEANING]
                 and not reading.stems & _SMALL_TALK
                 # a dashboard the words name is what the read is of
-                and (
-                    _takes(name, "dashboard_id")
-                    or _takes_many(name)
-                    or not (reading.taken or reading.dashboard_ids)
-                )
+                and (_takes_dashboards(name) or not (reading.taken or reading.dashboard_ids))
             )
         )
         target = self._env(name)
@@ -603,7 +597,7 @@ class Planner:
         """Whether the message goes on from the last call: its tool again in a few words, or
         words that point back at it ("его", "the same", "теперь")."""
         last = self.thread.last
-        if last is None or any(map(is_negation, self.reading.words)):  # "don't, cancel that" repeats nothing
+        if last is None or self.reading.doubts:  # "don't, cancel that" repeats nothing
             return False
         return (last.tool == name and len(self.reading.words) <= _FOLLOW_UP_WORDS) or bool(
             self.reading.stems & _REFERS_BACK
@@ -940,6 +934,10 @@ def _reads(name: str) -> bool:
 
 def _needs_dashboards(name: str) -> bool:
     return _needs(name, "dashboard_id") or _needs(name, "dashboard_ids")
+
+
+def _takes_dashboards(name: str) -> bool:
+    return _takes(name, "dashboard_id") or _takes_many(name)
 
 
 def _takes_many(name: str) -> bool:
